@@ -1,0 +1,528 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"path"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rotorhq/rotor/internal/dur"
+)
+
+// Pool names: each serves the model prefix of the same name.
+const (
+	PoolAPI = "api"
+	PoolZDR = "zdr"
+)
+
+// DecisionsEndpoint is the endpoint a model profile must list before a
+// credential is eligible for Decisions.
+const DecisionsEndpoint = "/v1/decisions"
+
+// Config is rotor's whole configuration. Default() fills every field.
+type Config struct {
+	CatalogTTL      time.Duration
+	CatalogTimeout  time.Duration
+	Log             Log
+	Runtime         Runtime
+	Bridge          Bridge
+	Ledger          Ledger
+	ModelCooldown   ModelCooldown
+	LearnedCooldown LearnedCooldown
+	// Pools maps a pool name (api, zdr) to its pool.
+	Pools map[string]Pool
+}
+
+// Log configures log/slog output.
+type Log struct {
+	Level  string // debug, info, warn, error
+	Format string // text, json
+}
+
+// Runtime configures the runtime HTTP server.
+type Runtime struct {
+	Listen         string
+	Deadline       time.Duration
+	TokenFile      string
+	AllowedOrigins []string
+	// ErrorBodyIdle ends the read of a provider's error body after this long
+	// without data (the spec's 5 s).
+	ErrorBodyIdle time.Duration
+	// MaxBufferedMB bounds the bytes buffered across all requests in flight.
+	MaxBufferedMB int64
+}
+
+// Bridge configures the authenticated local bridge.
+type Bridge struct {
+	Listen         string
+	AllowedOrigins []string
+	// RuntimeURL, when set, is a standalone runtime to forward to; empty
+	// means the runtime runs in-process.
+	RuntimeURL string
+}
+
+// Ledger configures the SQLite usage ledger.
+type Ledger struct {
+	// Synchronous is SQLite's synchronous setting: full or normal.
+	Synchronous string
+	// ReservationGrace is how long after a request's deadline an unsettled
+	// reservation is declared abandoned (counted as unknown usage).
+	ReservationGrace time.Duration
+}
+
+// ModelCooldown holds the resolved MODEL_COOLDOWN_* settings.
+type ModelCooldown struct {
+	Enabled    bool
+	MaxSeconds int64
+	// raw values from the file, resolved by ResolveSpec.
+	rawEnabled, rawMax *string
+}
+
+// LearnedCooldown holds the resolved LEARNED_COOLDOWN_* settings and
+// INTELLIGENCE_STORAGE_BACKEND. PolicyJSON is validated by package learned.
+type LearnedCooldown struct {
+	Mode       string // off, shadow, apply
+	PolicyJSON string
+	Storage    string // memory, sqlite
+	rawMode, rawPolicy, rawStorage *string
+}
+
+// Pool is one credential pool.
+type Pool struct {
+	FirstKeyFallback bool
+	AuthRest         time.Duration
+	PreferActive     bool
+	// QuotaBuckets maps a bucket name to the models that share it.
+	QuotaBuckets map[string][]string
+	Credentials  []Credential
+}
+
+// Credential is one provider credential. It names where its key lives; the
+// key itself is never part of the configuration.
+type Credential struct {
+	Name       string
+	Enabled    bool
+	Region     string
+	BaseURL    string
+	APIKeyEnv  string
+	APIKeyFile string
+	Visibility Visibility
+	// ModelProfiles maps an upstream model name to its operator profile.
+	ModelProfiles map[string]ModelProfile
+}
+
+// Visibility is a credential's model allow and deny globs (path.Match
+// syntax). An empty Allow allows every model.
+type Visibility struct {
+	Allow []string
+	Deny  []string
+}
+
+// ModelProfile is what the operator has verified about a model on a
+// credential.
+type ModelProfile struct {
+	SupportedEndpoints []string
+}
+
+// Supports reports whether the profile lists endpoint.
+func (p ModelProfile) Supports(endpoint string) bool {
+	for _, e := range p.SupportedEndpoints {
+		if e == endpoint {
+			return true
+		}
+	}
+	return false
+}
+
+// Allows reports whether the visibility policy admits model.
+func (v Visibility) Allows(model string) bool {
+	for _, g := range v.Deny {
+		if ok, _ := path.Match(g, model); ok {
+			return false
+		}
+	}
+	if len(v.Allow) == 0 {
+		return true
+	}
+	for _, g := range v.Allow {
+		if ok, _ := path.Match(g, model); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Defaults.
+const (
+	DefaultBridgeListen     = "127.0.0.1:8787"
+	DefaultRuntimeListen    = "127.0.0.1:8788"
+	DefaultMaxCooldown      = 3600
+	DefaultAuthRest         = 300 * time.Second
+	DefaultDeadline         = 60 * time.Second
+	DefaultCatalogTTL       = 10 * time.Minute
+	DefaultCatalogTimeout   = 10 * time.Second
+	DefaultErrorBodyIdle    = 5 * time.Second
+	DefaultMaxBufferedMB    = 1024
+	DefaultReservationGrace = 5 * time.Minute
+	DefaultRegion           = "default"
+)
+
+// Default returns the configuration used when no file sets anything.
+func Default() Config {
+	return Config{
+		CatalogTTL:     DefaultCatalogTTL,
+		CatalogTimeout: DefaultCatalogTimeout,
+		Log:            Log{Level: "info", Format: "text"},
+		Runtime: Runtime{
+			Listen:        DefaultRuntimeListen,
+			Deadline:      DefaultDeadline,
+			TokenFile:     "runtime.token",
+			ErrorBodyIdle: DefaultErrorBodyIdle,
+			MaxBufferedMB: DefaultMaxBufferedMB,
+		},
+		Bridge:          Bridge{Listen: DefaultBridgeListen},
+		Ledger:          Ledger{Synchronous: "full", ReservationGrace: DefaultReservationGrace},
+		ModelCooldown:   ModelCooldown{Enabled: false, MaxSeconds: DefaultMaxCooldown},
+		LearnedCooldown: LearnedCooldown{Mode: "off", PolicyJSON: "{}", Storage: "memory"},
+		Pools:           map[string]Pool{},
+	}
+}
+
+// ErrInvalid is the sentinel every FieldError unwraps to.
+var ErrInvalid = errors.New("invalid configuration")
+
+// FieldError names the configuration key that is wrong and why.
+type FieldError struct {
+	// Field is the key's path, e.g. "pools.api.credentials[0].base_url".
+	Field string
+	// Source says where the value came from: a file path, an environment
+	// variable or a flag. May be empty.
+	Source string
+	Err    error
+}
+
+func (e *FieldError) Error() string {
+	if e.Source != "" {
+		return fmt.Sprintf("%s (from %s): %v", e.Field, e.Source, e.Err)
+	}
+	return fmt.Sprintf("%s: %v", e.Field, e.Err)
+}
+
+// Unwrap lets errors.Is(err, ErrInvalid) succeed.
+func (e *FieldError) Unwrap() []error { return []error{ErrInvalid, e.Err} }
+
+func fieldErr(field string, format string, args ...any) *FieldError {
+	return &FieldError{Field: field, Err: fmt.Errorf(format, args...)}
+}
+
+// Keys lists the scalar keys that ROTOR_* variables and flags may set, with
+// the variable name cmd/rotor binds for each.
+var Keys = []string{
+	"catalog_ttl",
+	"catalog_timeout",
+	"log.level",
+	"log.format",
+	"runtime.listen",
+	"runtime.deadline",
+	"runtime.token_file",
+	"runtime.allowed_origins",
+	"runtime.error_body_idle",
+	"runtime.max_buffered_mb",
+	"bridge.listen",
+	"bridge.allowed_origins",
+	"bridge.runtime_url",
+	"ledger.synchronous",
+	"ledger.reservation_grace",
+}
+
+// EnvName returns the ROTOR_* variable for a key: ROTOR_RUNTIME_LISTEN for
+// runtime.listen.
+func EnvName(key string) string {
+	return "ROTOR_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+}
+
+// Set overrides one scalar key from a string. List keys take
+// comma-separated values. The error is a *FieldError naming the key.
+func (c *Config) Set(key, value string) error {
+	value = strings.TrimSpace(value)
+	durField := func(p *time.Duration) error {
+		d, err := dur.Parse(value)
+		if err != nil {
+			return &FieldError{Field: key, Err: err}
+		}
+		*p = d
+		return nil
+	}
+	list := func(p *[]string) error {
+		*p = nil
+		for _, s := range strings.Split(value, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				*p = append(*p, s)
+			}
+		}
+		return nil
+	}
+	switch key {
+	case "catalog_ttl":
+		return durField(&c.CatalogTTL)
+	case "catalog_timeout":
+		return durField(&c.CatalogTimeout)
+	case "log.level":
+		c.Log.Level = strings.ToLower(value)
+	case "log.format":
+		c.Log.Format = strings.ToLower(value)
+	case "runtime.listen":
+		c.Runtime.Listen = value
+	case "runtime.deadline":
+		return durField(&c.Runtime.Deadline)
+	case "runtime.token_file":
+		c.Runtime.TokenFile = value
+	case "runtime.allowed_origins":
+		return list(&c.Runtime.AllowedOrigins)
+	case "runtime.error_body_idle":
+		return durField(&c.Runtime.ErrorBodyIdle)
+	case "runtime.max_buffered_mb":
+		n, err := strconv.ParseInt(value, 10, 64)
+		if err != nil {
+			return fieldErr(key, "not an integer: %q", value)
+		}
+		c.Runtime.MaxBufferedMB = n
+	case "bridge.listen":
+		c.Bridge.Listen = value
+	case "bridge.allowed_origins":
+		return list(&c.Bridge.AllowedOrigins)
+	case "bridge.runtime_url":
+		c.Bridge.RuntimeURL = value
+	case "ledger.synchronous":
+		c.Ledger.Synchronous = strings.ToLower(value)
+	case "ledger.reservation_grace":
+		return durField(&c.Ledger.ReservationGrace)
+	default:
+		return fieldErr(key, "unknown key")
+	}
+	return nil
+}
+
+var credentialName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// Validate checks the whole configuration and returns the first problem as
+// a *FieldError.
+func (c *Config) Validate() error {
+	pos := func(field string, d time.Duration) error {
+		if d <= 0 {
+			return fieldErr(field, "must be a positive duration")
+		}
+		return nil
+	}
+	for _, check := range []error{
+		pos("catalog_ttl", c.CatalogTTL),
+		pos("catalog_timeout", c.CatalogTimeout),
+		pos("runtime.deadline", c.Runtime.Deadline),
+		pos("runtime.error_body_idle", c.Runtime.ErrorBodyIdle),
+		pos("ledger.reservation_grace", c.Ledger.ReservationGrace),
+	} {
+		if check != nil {
+			return check
+		}
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		return fieldErr("log.level", "must be debug, info, warn or error, not %q", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		return fieldErr("log.format", "must be text or json, not %q", c.Log.Format)
+	}
+	switch c.Ledger.Synchronous {
+	case "full", "normal":
+	default:
+		return fieldErr("ledger.synchronous", "must be full or normal, not %q", c.Ledger.Synchronous)
+	}
+	if c.Runtime.MaxBufferedMB < 64 {
+		return fieldErr("runtime.max_buffered_mb", "must be at least 64 (one full answer), not %d", c.Runtime.MaxBufferedMB)
+	}
+	if err := checkListen("runtime.listen", c.Runtime.Listen); err != nil {
+		return err
+	}
+	if err := checkListen("bridge.listen", c.Bridge.Listen); err != nil {
+		return err
+	}
+	if c.Runtime.TokenFile == "" {
+		return fieldErr("runtime.token_file", "must not be empty")
+	}
+	if u := c.Bridge.RuntimeURL; u != "" {
+		if err := checkBaseURL(u); err != nil {
+			return fieldErr("bridge.runtime_url", "%v", err)
+		}
+	}
+	for i, o := range c.Runtime.AllowedOrigins {
+		if err := checkOrigin(o); err != nil {
+			return fieldErr(fmt.Sprintf("runtime.allowed_origins[%d]", i), "%v", err)
+		}
+	}
+	for i, o := range c.Bridge.AllowedOrigins {
+		if err := checkOrigin(o); err != nil {
+			return fieldErr(fmt.Sprintf("bridge.allowed_origins[%d]", i), "%v", err)
+		}
+	}
+	return c.validatePools()
+}
+
+func (c *Config) validatePools() error {
+	names := map[string]string{}
+	for _, pn := range c.PoolNames() {
+		p := c.Pools[pn]
+		base := "pools." + pn
+		if pn != PoolAPI && pn != PoolZDR {
+			return fieldErr(base, "unknown pool (pools are api and zdr, one per model prefix)")
+		}
+		if p.AuthRest <= 0 {
+			return fieldErr(base+".auth_rest", "must be a positive duration")
+		}
+		inBucket := map[string]string{}
+		for _, b := range sortedKeys(p.QuotaBuckets) {
+			field := base + ".quota_buckets." + b
+			if strings.TrimSpace(b) == "" {
+				return fieldErr(base+".quota_buckets", "bucket names must not be empty")
+			}
+			if len(p.QuotaBuckets[b]) == 0 {
+				return fieldErr(field, "must list at least one model")
+			}
+			for _, m := range p.QuotaBuckets[b] {
+				if m == "" {
+					return fieldErr(field, "model names must not be empty")
+				}
+				if other, ok := inBucket[m]; ok && other != b {
+					return fieldErr(field, "model %q is already in bucket %q", m, other)
+				}
+				inBucket[m] = b
+			}
+		}
+		for i, cr := range p.Credentials {
+			f := fmt.Sprintf("%s.credentials[%d]", base, i)
+			if !credentialName.MatchString(cr.Name) {
+				return fieldErr(f+".name", "must be 1-64 letters, digits, '.', '_' or '-' (a label, not a secret), not %q", cr.Name)
+			}
+			if prev, dup := names[cr.Name]; dup {
+				return fieldErr(f+".name", "duplicate credential name %q (also %s)", cr.Name, prev)
+			}
+			names[cr.Name] = f
+			if cr.BaseURL == "" {
+				return fieldErr(f+".base_url", "is required")
+			}
+			if err := checkBaseURL(cr.BaseURL); err != nil {
+				return fieldErr(f+".base_url", "%v", err)
+			}
+			if (cr.APIKeyEnv == "") == (cr.APIKeyFile == "") {
+				return fieldErr(f, "set exactly one of api_key_env and api_key_file")
+			}
+			if cr.APIKeyEnv != "" && !envName.MatchString(cr.APIKeyEnv) {
+				return fieldErr(f+".api_key_env", "is not a variable name: %q", cr.APIKeyEnv)
+			}
+			if cr.Region == "" {
+				return fieldErr(f+".region", "must not be empty")
+			}
+			for j, g := range append(append([]string{}, cr.Visibility.Allow...), cr.Visibility.Deny...) {
+				if _, err := path.Match(g, ""); err != nil || g == "" {
+					return fieldErr(f+".visibility", "bad glob %q (entry %d)", g, j)
+				}
+			}
+			for _, m := range sortedKeys(cr.ModelProfiles) {
+				for _, e := range cr.ModelProfiles[m].SupportedEndpoints {
+					if !strings.HasPrefix(e, "/") {
+						return fieldErr(f+".model_profiles."+m+".supported_endpoints", "endpoints are paths like /v1/decisions, not %q", e)
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// PoolNames returns the configured pool names in sorted order.
+func (c *Config) PoolNames() []string { return sortedKeys(c.Pools) }
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func checkListen(field, addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fieldErr(field, "want host:port, got %q", addr)
+	}
+	if host == "" {
+		return fieldErr(field, "host is empty in %q; use 127.0.0.1", addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fieldErr(field, "bad port in %q", addr)
+	}
+	return nil
+}
+
+func checkBaseURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Errorf("not a URL: %q", s)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("must be an http or https URL, not %q", s)
+	}
+	if u.Host == "" {
+		return fmt.Errorf("has no host: %q", s)
+	}
+	if u.User != nil {
+		return errors.New("must not carry user info (keys belong in api_key_env or api_key_file)")
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("must not have a query or fragment: %q", s)
+	}
+	return nil
+}
+
+func checkOrigin(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+		return fmt.Errorf("an origin is scheme://host[:port], not %q", s)
+	}
+	return nil
+}
+
+// EnabledCredentials returns the pool's enabled credentials in configured
+// order.
+func (p Pool) EnabledCredentials() []Credential {
+	var out []Credential
+	for _, c := range p.Credentials {
+		if c.Enabled {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// BucketOf returns the quota bucket configured for model, or "".
+func (p Pool) BucketOf(model string) string {
+	for b, ms := range p.QuotaBuckets {
+		for _, m := range ms {
+			if m == model {
+				return b
+			}
+		}
+	}
+	return ""
+}

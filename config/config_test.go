@@ -1,0 +1,272 @@
+package config
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+const goodFile = `
+catalog_ttl: 5m
+runtime: {listen: 127.0.0.1:9000, deadline: 30s}
+pools:
+  api:
+    auth_rest: 120s
+    quota_buckets: {shared: [decide-mini, decide-large]}
+    credentials:
+      - name: team-a
+        region: us
+        base_url: https://us.provider.example/
+        api_key_env: PROVIDER_KEY_A
+        visibility: {allow: ["decide-*"], deny: ["decide-old"]}
+        model_profiles:
+          Decide-Mini.v2: {supported_endpoints: ["/v1/decisions"]}
+      - name: team-b
+        enabled: false
+        region: eu
+        base_url: http://127.0.0.1:9999
+        api_key_file: keys/b
+  zdr:
+    credentials: []
+`
+
+func TestParseFileGood(t *testing.T) {
+	c, err := ParseFile([]byte(goodFile))
+	if err != nil {
+		t.Fatalf("ParseFile: %v", err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	if c.CatalogTTL != 5*time.Minute || c.Runtime.Deadline != 30*time.Second || c.Runtime.Listen != "127.0.0.1:9000" {
+		t.Errorf("scalars not read: %+v", c)
+	}
+	api := c.Pools["api"]
+	if api.AuthRest != 120*time.Second || len(api.Credentials) != 2 {
+		t.Fatalf("pool api = %+v", api)
+	}
+	a := api.Credentials[0]
+	if a.BaseURL != "https://us.provider.example" {
+		t.Errorf("base_url trailing slash kept: %q", a.BaseURL)
+	}
+	// Model names keep their case and dots (viper would fold and split them).
+	if !a.ModelProfiles["Decide-Mini.v2"].Supports(DecisionsEndpoint) {
+		t.Errorf("model profile lost: %+v", a.ModelProfiles)
+	}
+	if !a.Enabled || api.Credentials[1].Enabled {
+		t.Errorf("enabled flags wrong: %v %v", a.Enabled, api.Credentials[1].Enabled)
+	}
+	if got := api.BucketOf("decide-large"); got != "shared" {
+		t.Errorf("BucketOf = %q, want shared", got)
+	}
+	if !a.Visibility.Allows("decide-mini") || a.Visibility.Allows("decide-old") || a.Visibility.Allows("other") {
+		t.Error("visibility globs misapplied")
+	}
+}
+
+func TestStarterParsesToDefaults(t *testing.T) {
+	c, err := ParseFile(Starter)
+	if err != nil {
+		t.Fatalf("starter does not parse: %v", err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("starter does not validate: %v", err)
+	}
+	c.ResolveSpec(func(string) (string, bool) { return "", false }, func(s string) { t.Errorf("starter setting %s malformed", s) })
+	d := Default()
+	d.ResolveSpec(func(string) (string, bool) { return "", false }, nil)
+	c.Pools, d.Pools = nil, nil
+	if !reflect.DeepEqual(c, d) {
+		t.Errorf("starter differs from defaults:\n got %+v\nwant %+v", c, d)
+	}
+}
+
+// TestParseFileErrorsNameTheKey: every bad file fails with the key's path
+// in the message and never with the secret it may hold.
+func TestParseFileErrorsNameTheKey(t *testing.T) {
+	tests := []struct {
+		name, file, field string
+	}{
+		{"unknown top key", "colour: blue", "colour"},
+		{"unknown pool field", "pools: {api: {weight: 3}}", "pools.api.weight"},
+		{"unknown pool", "pools: {openai: {}}", "pools.openai"},
+		{"inline api_key", "pools: {api: {credentials: [{name: a, base_url: 'http://x', api_key: sk-secret-123}]}}", "pools.api.credentials[0].api_key"},
+		{"missing base_url", "pools: {api: {credentials: [{name: a, api_key_env: K}]}}", "pools.api.credentials[0].base_url"},
+		{"duplicate credential", "pools: {api: {credentials: [{name: a, base_url: 'http://x', api_key_env: K}]}, zdr: {credentials: [{name: a, base_url: 'http://y', api_key_env: K}]}}", "name"},
+		{"bad duration", "catalog_ttl: soon", "catalog_ttl"},
+		{"negative duration", "runtime: {deadline: -5s}", "runtime.deadline"},
+		{"bad auth_rest", "pools: {api: {auth_rest: 5 minutes}}", "pools.api.auth_rest"},
+		{"no key source", "pools: {api: {credentials: [{name: a, base_url: 'http://x'}]}}", "pools.api.credentials[0]"},
+		{"two key sources", "pools: {api: {credentials: [{name: a, base_url: 'http://x', api_key_env: K, api_key_file: f}]}}", "pools.api.credentials[0]"},
+		{"bad base_url", "pools: {api: {credentials: [{name: a, base_url: 'ftp://x', api_key_env: K}]}}", "pools.api.credentials[0].base_url"},
+		{"bad log level", "log: {level: loud}", "log.level"},
+		{"bad listen", "bridge: {listen: localhost}", "bridge.listen"},
+		{"duplicate key", "catalog_ttl: 1m\ncatalog_ttl: 2m", "catalog_ttl"},
+		{"model in two buckets", "pools: {api: {quota_buckets: {a: [m], b: [m]}}}", "pools.api.quota_buckets.b"},
+		{"bad glob", "pools: {api: {credentials: [{name: a, base_url: 'http://x', api_key_env: K, visibility: {allow: ['[']}}]}}", "pools.api.credentials[0].visibility"},
+		{"unknown credential field", "pools: {api: {credentials: [{name: a, colour: red}]}}", "pools.api.credentials[0].colour"},
+		{"bad sync", "ledger: {synchronous: sometimes}", "ledger.synchronous"},
+		{"not a mapping", "runtime: 5", "runtime"},
+		{"bad bool", "pools: {api: {prefer_active: maybe}}", "pools.api.prefer_active"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := ParseFile([]byte(tt.file))
+			if err == nil {
+				err = c.Validate()
+			}
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			var fe *FieldError
+			if !errors.As(err, &fe) || !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error %v is not a *FieldError", err)
+			}
+			if !strings.Contains(fe.Field, tt.field) {
+				t.Errorf("error names %q, want %q (%v)", fe.Field, tt.field, err)
+			}
+			if strings.Contains(err.Error(), "sk-secret") {
+				t.Errorf("error echoes the inline key: %v", err)
+			}
+		})
+	}
+}
+
+func TestSetOverridesNameTheKey(t *testing.T) {
+	c := Default()
+	if err := c.Set("runtime.deadline", "90s"); err != nil || c.Runtime.Deadline != 90*time.Second {
+		t.Fatalf("Set runtime.deadline = %v, %v", c.Runtime.Deadline, err)
+	}
+	if err := c.Set("bridge.allowed_origins", "http://a.test, http://b.test"); err != nil || len(c.Bridge.AllowedOrigins) != 2 {
+		t.Fatalf("Set allowed_origins = %v, %v", c.Bridge.AllowedOrigins, err)
+	}
+	err := c.Set("catalog_ttl", "eventually")
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Field != "catalog_ttl" {
+		t.Errorf("bad duration error = %v, want FieldError for catalog_ttl", err)
+	}
+	for _, k := range Keys {
+		if err := c.Set(k, ""); err != nil && strings.Contains(err.Error(), "unknown key") {
+			t.Errorf("Keys lists %q but Set does not know it", k)
+		}
+	}
+	if EnvName("runtime.listen") != "ROTOR_RUNTIME_LISTEN" {
+		t.Errorf("EnvName = %q", EnvName("runtime.listen"))
+	}
+}
+
+func env(m map[string]string) Lookup {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func strp(s string) *string { return &s }
+
+// Spec (model-cooldown.md, "Enable with"/"Disable with"): default off,
+// empty values use defaults, whitespace ignored, maximum an integer from 1
+// through 2147483647, malformed settings logged once per setting name
+// without the value and disabling the feature.
+func TestModelCooldownSettings(t *testing.T) {
+	tests := []struct {
+		name        string
+		env         map[string]string
+		fileEnabled *string
+		fileMax     *string
+		wantEnabled bool
+		wantMax     int64
+		wantWarn    []string
+	}{
+		{"default off", nil, nil, nil, false, 3600, nil},
+		{"enabled", map[string]string{"MODEL_COOLDOWN_ENABLED": "true"}, nil, nil, true, 3600, nil},
+		{"whitespace ignored", map[string]string{"MODEL_COOLDOWN_ENABLED": "  true\t", "MODEL_COOLDOWN_MAX_SECONDS": " 120 "}, nil, nil, true, 120, nil},
+		{"empty enabled means default", map[string]string{"MODEL_COOLDOWN_ENABLED": ""}, strp("true"), nil, false, 3600, nil},
+		{"empty max means 3600", map[string]string{"MODEL_COOLDOWN_ENABLED": "true", "MODEL_COOLDOWN_MAX_SECONDS": ""}, nil, strp("10"), true, 3600, nil},
+		{"explicit false", map[string]string{"MODEL_COOLDOWN_ENABLED": "false"}, strp("true"), nil, false, 3600, nil},
+		{"env wins over file", map[string]string{"MODEL_COOLDOWN_MAX_SECONDS": "60"}, strp("true"), strp("90"), true, 60, nil},
+		{"rotor prefix after spec name", map[string]string{"ROTOR_MODEL_COOLDOWN_ENABLED": "true"}, nil, nil, true, 3600, nil},
+		{"spec name wins over rotor prefix", map[string]string{"MODEL_COOLDOWN_ENABLED": "false", "ROTOR_MODEL_COOLDOWN_ENABLED": "true"}, nil, nil, false, 3600, nil},
+		{"file value", nil, strp("true"), strp("15"), true, 15, nil},
+		{"malformed enabled disables", map[string]string{"MODEL_COOLDOWN_ENABLED": "sometimes"}, nil, nil, false, 3600, []string{"MODEL_COOLDOWN_ENABLED"}},
+		{"max zero disables", map[string]string{"MODEL_COOLDOWN_ENABLED": "true", "MODEL_COOLDOWN_MAX_SECONDS": "0"}, nil, nil, false, 3600, []string{"MODEL_COOLDOWN_MAX_SECONDS"}},
+		{"max above int32 disables", map[string]string{"MODEL_COOLDOWN_ENABLED": "true", "MODEL_COOLDOWN_MAX_SECONDS": "2147483648"}, nil, nil, false, 3600, []string{"MODEL_COOLDOWN_MAX_SECONDS"}},
+		{"max at int32 accepted", map[string]string{"MODEL_COOLDOWN_ENABLED": "true", "MODEL_COOLDOWN_MAX_SECONDS": "2147483647"}, nil, nil, true, 2147483647, nil},
+		{"max fraction disables", map[string]string{"MODEL_COOLDOWN_ENABLED": "true", "MODEL_COOLDOWN_MAX_SECONDS": "1.5"}, nil, nil, false, 3600, []string{"MODEL_COOLDOWN_MAX_SECONDS"}},
+		{"max signed disables", map[string]string{"MODEL_COOLDOWN_ENABLED": "true", "MODEL_COOLDOWN_MAX_SECONDS": "+5"}, nil, nil, false, 3600, []string{"MODEL_COOLDOWN_MAX_SECONDS"}},
+		{"both malformed warn once each", map[string]string{"MODEL_COOLDOWN_ENABLED": "x", "MODEL_COOLDOWN_MAX_SECONDS": "y"}, nil, nil, false, 3600, []string{"MODEL_COOLDOWN_ENABLED", "MODEL_COOLDOWN_MAX_SECONDS"}},
+		{"malformed file value disables", nil, strp("ja"), nil, false, 3600, []string{"MODEL_COOLDOWN_ENABLED"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var warned []string
+			got := ResolveModelCooldown(env(tt.env), tt.fileEnabled, tt.fileMax, func(s string) { warned = append(warned, s) })
+			if got.Enabled != tt.wantEnabled || got.MaxSeconds != tt.wantMax {
+				t.Errorf("got enabled=%v max=%d, want %v %d", got.Enabled, got.MaxSeconds, tt.wantEnabled, tt.wantMax)
+			}
+			if !reflect.DeepEqual(warned, tt.wantWarn) {
+				t.Errorf("warnings %v, want %v", warned, tt.wantWarn)
+			}
+		})
+	}
+}
+
+func TestLearnedSettings(t *testing.T) {
+	tests := []struct {
+		name        string
+		env         map[string]string
+		wantMode    string
+		wantStorage string
+		wantPolicy  string
+		wantWarn    []string
+	}{
+		{"default off", nil, "off", "memory", "{}", nil},
+		{"empty uses defaults", map[string]string{"LEARNED_COOLDOWN_MODE": "", "LEARNED_COOLDOWN_POLICY_JSON": " "}, "off", "memory", "{}", nil},
+		{"shadow", map[string]string{"LEARNED_COOLDOWN_MODE": "shadow", "LEARNED_COOLDOWN_POLICY_JSON": `{"buckets":[]}`}, "shadow", "memory", `{"buckets":[]}`, nil},
+		{"apply sqlite", map[string]string{"LEARNED_COOLDOWN_MODE": "apply", "INTELLIGENCE_STORAGE_BACKEND": "sqlite"}, "apply", "sqlite", "{}", nil},
+		{"d1 alias", map[string]string{"LEARNED_COOLDOWN_MODE": "apply", "INTELLIGENCE_STORAGE_BACKEND": "d1"}, "apply", "sqlite", "{}", nil},
+		{"malformed mode disables", map[string]string{"LEARNED_COOLDOWN_MODE": "always"}, "off", "memory", "{}", []string{"LEARNED_COOLDOWN_MODE"}},
+		{"malformed backend disables", map[string]string{"LEARNED_COOLDOWN_MODE": "apply", "INTELLIGENCE_STORAGE_BACKEND": "redis"}, "off", "memory", "{}", []string{"INTELLIGENCE_STORAGE_BACKEND"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var warned []string
+			got := ResolveLearned(env(tt.env), nil, nil, nil, func(s string) { warned = append(warned, s) })
+			if got.Mode != tt.wantMode || got.Storage != tt.wantStorage || got.PolicyJSON != tt.wantPolicy {
+				t.Errorf("got %+v, want mode %s storage %s policy %s", got, tt.wantMode, tt.wantStorage, tt.wantPolicy)
+			}
+			if !reflect.DeepEqual(warned, tt.wantWarn) {
+				t.Errorf("warnings %v, want %v", warned, tt.wantWarn)
+			}
+		})
+	}
+}
+
+// FuzzParseFile: the loader never panics, and whatever it accepts and
+// validates re-validates after a second parse of the same bytes.
+func FuzzParseFile(f *testing.F) {
+	f.Add([]byte(goodFile))
+	f.Add(Starter)
+	f.Add([]byte("pools: {api: {credentials: [{name: a, api_key: x}]}}"))
+	f.Add([]byte("runtime: {deadline: 7d12h}"))
+	f.Add([]byte("{"))
+	f.Add([]byte("- a\n- b"))
+	f.Add([]byte("pools: !!binary aGVsbG8="))
+	f.Add([]byte("a: &x [*x]"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := ParseFile(data)
+		if err != nil {
+			var fe *FieldError
+			if !errors.As(err, &fe) {
+				t.Fatalf("error %v is not a *FieldError", err)
+			}
+			return
+		}
+		if c.Validate() != nil {
+			return
+		}
+		c2, err := ParseFile(data)
+		if err != nil || c2.Validate() != nil {
+			t.Fatalf("second parse differs: %v", err)
+		}
+	})
+}

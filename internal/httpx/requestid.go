@@ -1,0 +1,63 @@
+package httpx
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+)
+
+type requestIDKey struct{}
+
+// NewRequestID returns a random 128-bit request id in hex.
+func NewRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// validRequestID accepts ids a trusted hop (the bridge) may pass on: short
+// and made of safe characters, so they cannot inject into logs.
+func validRequestID(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// WithRequestID returns ctx carrying id.
+func WithRequestID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, requestIDKey{}, id)
+}
+
+// RequestID returns the request id in ctx, or "".
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}
+
+// RequestIDs is middleware that gives every request an id, puts it in the
+// context and in the X-Request-ID answer header. An incoming X-Request-ID
+// is kept only when trustIncoming is set (the runtime behind an
+// authenticated bridge) and the id is well formed.
+func RequestIDs(next http.Handler, trustIncoming bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := ""
+		if trustIncoming {
+			if in := r.Header.Get("X-Request-ID"); validRequestID(in) {
+				id = in
+			}
+		}
+		if id == "" {
+			id = NewRequestID()
+		}
+		w.Header().Set("X-Request-ID", id)
+		next.ServeHTTP(w, r.WithContext(WithRequestID(r.Context(), id)))
+	})
+}
