@@ -87,9 +87,9 @@ type ModelCooldown struct {
 // LearnedCooldown holds the resolved LEARNED_COOLDOWN_* settings and
 // INTELLIGENCE_STORAGE_BACKEND. PolicyJSON is validated by package learned.
 type LearnedCooldown struct {
-	Mode       string // off, shadow, apply
-	PolicyJSON string
-	Storage    string // memory, sqlite
+	Mode                           string // off, shadow, apply
+	PolicyJSON                     string
+	Storage                        string // memory, sqlite
 	rawMode, rawPolicy, rawStorage *string
 }
 

@@ -1,0 +1,268 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
+
+	"github.com/rotorhq/rotor/internal/clock"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// Errors.
+var (
+	// ErrSchemaTooNew means the database was written by a newer rotor.
+	ErrSchemaTooNew = errors.New("database schema is newer than this rotor")
+	// ErrUnavailable means the ledger could not record (busy beyond the
+	// busy timeout, disk full, I/O error). Callers fail closed.
+	ErrUnavailable = errors.New("ledger unavailable")
+	// ErrClosed is returned after Close.
+	ErrClosed = errors.New("ledger closed")
+	// ErrNotFound is returned for a missing budget, token or reservation.
+	ErrNotFound = errors.New("not found")
+	// ErrExists is returned when a name is taken.
+	ErrExists = errors.New("already exists")
+)
+
+// SchemaError reports a database whose schema version this binary does not
+// know.
+type SchemaError struct {
+	Path       string
+	Have, Know int
+}
+
+func (e *SchemaError) Error() string {
+	return fmt.Sprintf("%s has schema version %d but this rotor knows only up to %d; upgrade rotor to use it", e.Path, e.Have, e.Know)
+}
+
+// Unwrap returns ErrSchemaTooNew.
+func (e *SchemaError) Unwrap() error { return ErrSchemaTooNew }
+
+// Options configure Open. The zero value is usable.
+type Options struct {
+	// Synchronous is SQLite's synchronous setting, "full" (default: a
+	// committed row survives power loss) or "normal" (survives a process
+	// crash; a power loss may take the last commits).
+	Synchronous string
+	// BusyTimeout is how long a write waits for another process's lock
+	// (default 5s).
+	BusyTimeout time.Duration
+	// Clock defaults to the real clock.
+	Clock clock.Clock
+	// Logger defaults to a discarding logger.
+	Logger *slog.Logger
+	// MaxBatch bounds the writes committed together (default 256).
+	MaxBatch int
+}
+
+// Store is an open ledger. It is safe for concurrent use.
+type Store struct {
+	db    *sql.DB
+	path  string
+	clk   clock.Clock
+	log   *slog.Logger
+	w     *writer
+	watch *watcher
+}
+
+// Open opens (creating if needed) the ledger database at path and applies
+// pending migrations. It refuses a database whose schema is newer than this
+// binary, without changing it.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	if strings.ContainsAny(path, "?#") {
+		return nil, fmt.Errorf("open ledger: path %q must not contain '?' or '#'", path)
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real()
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.BusyTimeout <= 0 {
+		opts.BusyTimeout = 5 * time.Second
+	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = 256
+	}
+	// The ledger holds token hashes and usage: keep it private. SQLite
+	// gives the -wal and -shm files the database file's mode.
+	if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+		f.Close()
+	}
+	sync := "FULL"
+	switch strings.ToLower(opts.Synchronous) {
+	case "", "full":
+	case "normal":
+		sync = "NORMAL"
+	default:
+		return nil, fmt.Errorf("open ledger: synchronous must be full or normal, not %q", opts.Synchronous)
+	}
+	dsn := fmt.Sprintf("%s?_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(%s)&_txlock=immediate",
+		path, opts.BusyTimeout.Milliseconds(), sync)
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open ledger %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(8)
+	db.SetMaxIdleConns(8)
+	db.SetConnMaxIdleTime(0)
+	s := &Store{db: db, path: path, clk: opts.Clock, log: opts.Logger}
+	if err := s.migrate(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	w, err := newWriter(ctx, s, opts.MaxBatch)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open ledger %s: %w", path, err)
+	}
+	s.w = w
+	s.watch = &watcher{s: s}
+	return s, nil
+}
+
+// Path returns the database file's path.
+func (s *Store) Path() string { return s.path }
+
+// Close waits for queued writes to commit, then closes the database.
+func (s *Store) Close() error {
+	if s.w != nil {
+		s.w.close()
+	}
+	s.watch.close()
+	return s.db.Close()
+}
+
+func migrations() ([]string, error) {
+	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	for i, n := range names {
+		if want := fmt.Sprintf("migrations/%04d_", i+1); !strings.HasPrefix(n, want) {
+			return nil, fmt.Errorf("migration %s out of sequence, want prefix %s", n, want)
+		}
+	}
+	return names, nil
+}
+
+// SchemaVersion is the schema version this binary writes.
+func SchemaVersion() int {
+	names, _ := migrations()
+	return len(names)
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	names, err := migrations()
+	if err != nil {
+		return err
+	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return s.openErr(err)
+	}
+	defer conn.Close()
+	version := func() (int, error) {
+		var v int
+		err := conn.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v)
+		return v, err
+	}
+	v, err := version()
+	if err != nil {
+		return s.openErr(err)
+	}
+	if v > len(names) {
+		return &SchemaError{Path: s.path, Have: v, Know: len(names)}
+	}
+	if v == len(names) {
+		return nil
+	}
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return s.openErr(err)
+	}
+	rollback := func(err error) error {
+		_, _ = conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+		return err
+	}
+	// Another process may have migrated while we waited for the lock.
+	if v, err = version(); err != nil {
+		return rollback(s.openErr(err))
+	}
+	if v > len(names) {
+		return rollback(&SchemaError{Path: s.path, Have: v, Know: len(names)})
+	}
+	for i := v; i < len(names); i++ {
+		body, err := migrationFS.ReadFile(names[i])
+		if err != nil {
+			return rollback(err)
+		}
+		if _, err := conn.ExecContext(ctx, string(body)); err != nil {
+			return rollback(fmt.Errorf("ledger %s: migration %s: %w", s.path, names[i], err))
+		}
+	}
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", len(names))); err != nil {
+		return rollback(s.openErr(err))
+	}
+	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+		return rollback(s.openErr(err))
+	}
+	return nil
+}
+
+func (s *Store) openErr(err error) error {
+	return fmt.Errorf("open ledger %s: %w", s.path, err)
+}
+
+// Pragmas reports the settings of one pooled connection, for tests and
+// `rotor status`: journal_mode, synchronous, busy_timeout and foreign_keys.
+func (s *Store) Pragmas(ctx context.Context, conn *sql.Conn) (map[string]string, error) {
+	out := map[string]string{}
+	for _, p := range []string{"journal_mode", "synchronous", "busy_timeout", "foreign_keys"} {
+		var v string
+		if err := conn.QueryRowContext(ctx, "PRAGMA "+p).Scan(&v); err != nil {
+			return nil, err
+		}
+		out[p] = v
+	}
+	return out, nil
+}
+
+// DB returns the underlying pool, for tests that inspect pragmas on pooled
+// connections. Production code never uses it.
+func (s *Store) DB() *sql.DB { return s.db }
+
+// watcher notices changes other connections make to budgets and client
+// tokens: it compares PRAGMA data_version on a dedicated connection, and
+// only when that moved reads the single config_version row.
+type watcher struct {
+	s       *Store
+	mu      sync.Mutex
+	conn    *sql.Conn
+	dataVer int64
+	cfgVer  int64
+	tokens  map[[32]byte]string
+	loaded  bool
+}
+
+func (w *watcher) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.conn != nil {
+		w.conn.Close()
+		w.conn = nil
+	}
+}

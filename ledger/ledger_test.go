@@ -1,0 +1,478 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rotorhq/rotor/internal/clock"
+)
+
+var t0 = time.Date(2026, 11, 30, 10, 17, 23, 0, time.UTC)
+
+func openTest(t *testing.T, clk clock.Clock) (*Store, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "rotor.db")
+	s, err := Open(context.Background(), path, Options{Clock: clk})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, path
+}
+
+var ctx = context.Background()
+
+func reserve(t *testing.T, s *Store, id string) {
+	t.Helper()
+	if err := s.Reserve(ctx, Reservation{RequestID: id, Operation: "decisions", Pool: "api", Model: "m", Expires: t0.Add(time.Hour)}, nil); err != nil {
+		t.Fatalf("Reserve(%s): %v", id, err)
+	}
+}
+
+func settle(t *testing.T, s *Store, id string, tokens int64, status int) {
+	t.Helper()
+	err := s.Settle(ctx, Settlement{RequestID: id, Model: "m", Credential: "team-a", Attempts: 1, Status: status,
+		InputTokens: Known(tokens / 2), OutputTokens: Known(tokens - tokens/2), TotalTokens: Known(tokens)})
+	if err != nil {
+		t.Fatalf("Settle(%s): %v", id, err)
+	}
+}
+
+func TestReserveSettleRelease(t *testing.T) {
+	clk := clock.NewFake(t0)
+	s, _ := openTest(t, clk)
+	reserve(t, s, "r1")
+	reserve(t, s, "r2")
+	settle(t, s, "r1", 10, 200)
+	if err := s.Release(ctx, "r2"); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	rows, err := s.Rows(ctx, t0.Add(-time.Hour), t0.Add(time.Hour), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].RequestID != "r1" || !rows[0].Settled || rows[0].TotalTokens != Known(10) || rows[0].CostMicros.Known {
+		t.Fatalf("rows = %+v, want one settled r1 with 10 tokens and unknown cost", rows)
+	}
+	if err := s.Settle(ctx, Settlement{RequestID: "r1"}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("settling twice = %v, want ErrNotFound", err)
+	}
+	if err := s.Release(ctx, "nope"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Release(unknown) = %v, want ErrNotFound", err)
+	}
+	if err := s.Reserve(ctx, Reservation{RequestID: "r1", Operation: "decisions"}, nil); !errors.Is(err, ErrExists) {
+		t.Errorf("duplicate request id = %v, want ErrExists", err)
+	}
+}
+
+// TestRollupWindowsMatchRawRows: totals read from minute and hour rollups
+// plus raw edges equal a brute-force sum over raw rows, for random rows
+// and random windows, including NULL counts never read as zero.
+func TestRollupWindowsMatchRawRows(t *testing.T) {
+	clk := clock.NewFake(t0)
+	s, _ := openTest(t, clk)
+	rng := rand.New(rand.NewSource(1))
+	type rec struct {
+		ts     time.Time
+		tokens Count
+		open   bool
+	}
+	var recs []rec
+	for i := 0; i < 400; i++ {
+		clk.Advance(time.Duration(rng.Int63n(int64(20 * time.Minute))).Truncate(time.Millisecond))
+		id := fmt.Sprint("r", i)
+		reserve(t, s, id)
+		r := rec{ts: clk.Now()}
+		switch rng.Intn(4) {
+		case 0: // stays open
+			r.open = true
+		case 1:
+			if err := s.Settle(ctx, Settlement{RequestID: id, Status: 502}); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			n := rng.Int63n(1000)
+			settle(t, s, id, n, 200)
+			r.tokens = Known(n)
+		}
+		recs = append(recs, r)
+	}
+	end := clk.Now()
+	for i := 0; i < 300; i++ {
+		from := t0.Add(time.Duration(rng.Int63n(int64(end.Sub(t0)))).Truncate(time.Millisecond))
+		to := from.Add(time.Duration(rng.Int63n(int64(72 * time.Hour))).Truncate(time.Millisecond))
+		if i%10 == 0 {
+			from = from.Truncate(time.Hour)
+		}
+		var want Totals
+		for _, r := range recs {
+			if r.ts.Before(from) || !r.ts.Before(to) {
+				continue
+			}
+			want.Requests++
+			want.CostUnknown++
+			if r.tokens.Known {
+				want.Tokens += r.tokens.V
+			} else {
+				want.TokensUnknown++
+			}
+		}
+		var got Totals
+		err := s.View(ctx, func(r WindowReader) error {
+			var err error
+			got, err = r.Totals(Window{from, to})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Fatalf("Totals[%s, %s) = %+v, want %+v", from, to, got, want)
+		}
+	}
+}
+
+func TestReachAndNewestUnknownCostMatchRawRows(t *testing.T) {
+	clk := clock.NewFake(t0)
+	s, _ := openTest(t, clk)
+	rng := rand.New(rand.NewSource(2))
+	var times []time.Time
+	var tokens []int64
+	for i := 0; i < 200; i++ {
+		clk.Advance(time.Duration(rng.Int63n(int64(7 * time.Minute))).Truncate(time.Millisecond))
+		id := fmt.Sprint("r", i)
+		reserve(t, s, id)
+		n := rng.Int63n(100)
+		settle(t, s, id, n, 200)
+		times, tokens = append(times, clk.Now()), append(tokens, n)
+	}
+	w := Window{t0.Add(13 * time.Minute), clk.Now().Add(time.Millisecond)}
+	err := s.View(ctx, func(r WindowReader) error {
+		for need := int64(1); need < 150; need += 7 {
+			at, ok, err := r.Reach(w, MeasureRequests, need)
+			if err != nil {
+				return err
+			}
+			var cum int64
+			var want time.Time
+			wantOK := false
+			for i, ts := range times {
+				if ts.Before(w.From) || !ts.Before(w.To) {
+					continue
+				}
+				cum++
+				if cum == need {
+					want, wantOK = times[i], true
+					break
+				}
+			}
+			if ok != wantOK || (ok && !at.Equal(want)) {
+				t.Errorf("Reach(requests, %d) = %v, %v; want %v, %v", need, at, ok, want, wantOK)
+			}
+		}
+		for need := int64(1); need < 9000; need += 577 {
+			at, ok, err := r.Reach(w, MeasureTokens, need)
+			if err != nil {
+				return err
+			}
+			var cum int64
+			var want time.Time
+			wantOK := false
+			for i, ts := range times {
+				if ts.Before(w.From) || !ts.Before(w.To) {
+					continue
+				}
+				cum += tokens[i]
+				if cum >= need {
+					want, wantOK = times[i], true
+					break
+				}
+			}
+			if ok != wantOK || (ok && !at.Equal(want)) {
+				t.Errorf("Reach(tokens, %d) = %v, %v; want %v, %v", need, at, ok, want, wantOK)
+			}
+		}
+		// Every row has an unknown cost: the newest is the last one.
+		at, ok, err := r.NewestUnknownCost(w)
+		if err != nil {
+			return err
+		}
+		if !ok || !at.Equal(times[len(times)-1]) {
+			t.Errorf("NewestUnknownCost = %v, %v; want %v", at, ok, times[len(times)-1])
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSchemaFromNewerRotorRefusedUnchanged(t *testing.T) {
+	clk := clock.NewFake(t0)
+	s, path := openTest(t, clk)
+	if _, err := s.DB().Exec(fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion()+1)); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(ctx, path, Options{Clock: clk})
+	var se *SchemaError
+	if !errors.As(err, &se) || !errors.Is(err, ErrSchemaTooNew) {
+		t.Fatalf("Open(newer schema) = %v, want *SchemaError", err)
+	}
+	after, _ := os.ReadFile(path)
+	if string(before) != string(after) {
+		t.Error("database file changed although Open refused it")
+	}
+}
+
+func TestCorruptFileRefusedUnchanged(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rotor.db")
+	junk := []byte("this is not a sqlite database, just some bytes long enough to look like a header......")
+	if err := os.WriteFile(path, junk, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(ctx, path, Options{}); err == nil {
+		t.Fatal("Open(corrupt file) succeeded")
+	}
+	after, _ := os.ReadFile(path)
+	if string(after) != string(junk) {
+		t.Error("corrupt file was modified")
+	}
+}
+
+// TestEveryPooledConnectionCarriesPragmas: WAL, synchronous FULL, busy
+// timeout 5000 and foreign keys on every connection of the pool.
+func TestEveryPooledConnectionCarriesPragmas(t *testing.T) {
+	s, _ := openTest(t, clock.NewFake(t0))
+	var conns []interface{ Close() error }
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for i := 0; i < 4; i++ {
+		c, err := s.DB().Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		p, err := s.Pragmas(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{"journal_mode": "wal", "synchronous": "2", "busy_timeout": "5000", "foreign_keys": "1"}
+		for k, v := range want {
+			if p[k] != v {
+				t.Errorf("conn %d: %s = %q, want %q", i, k, p[k], v)
+			}
+		}
+	}
+}
+
+func TestConcurrentWritesAllCommitted(t *testing.T) {
+	s, _ := openTest(t, clock.NewFake(t0))
+	var wg sync.WaitGroup
+	for g := 0; g < 32; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 20; i++ {
+				id := fmt.Sprintf("g%d-%d", g, i)
+				if err := s.Reserve(ctx, Reservation{RequestID: id, Operation: "decisions"}, nil); err != nil {
+					t.Error(err)
+					return
+				}
+				if err := s.Settle(ctx, Settlement{RequestID: id, Status: 200, TotalTokens: Known(3)}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	var got Totals
+	_ = s.View(ctx, func(r WindowReader) error {
+		var err error
+		got, err = r.Totals(Window{t0.Add(-time.Hour), t0.Add(time.Hour)})
+		return err
+	})
+	if got.Requests != 640 || got.Tokens != 1920 || got.TokensUnknown != 0 {
+		t.Errorf("totals = %+v, want 640 requests, 1920 tokens", got)
+	}
+}
+
+func TestCloseFlushesQueuedWrites(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rotor.db")
+	s, err := Open(ctx, path, Options{Clock: clock.NewFake(t0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < 50; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			_ = s.Reserve(ctx, Reservation{RequestID: fmt.Sprint(i), Operation: "decisions"}, nil)
+		}(i)
+	}
+	wg.Wait()
+	s.Close()
+	if err := s.Reserve(ctx, Reservation{RequestID: "late", Operation: "decisions"}, nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("Reserve after Close = %v, want ErrClosed", err)
+	}
+	s2, err := Open(ctx, path, Options{Clock: clock.NewFake(t0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	rows, _ := s2.Rows(ctx, t0.Add(-time.Hour), t0.Add(time.Hour), 0)
+	if len(rows) != 50 {
+		t.Errorf("%d rows after reopen, want 50", len(rows))
+	}
+}
+
+func TestBudgetsPutReplaceRemove(t *testing.T) {
+	s, _ := openTest(t, clock.NewFake(t0))
+	b := BudgetRecord{Name: "daily", Kind: "tokens", Limit: 100, Window: "day"}
+	if err := s.PutBudget(ctx, b, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutBudget(ctx, b, false); !errors.Is(err, ErrExists) {
+		t.Errorf("duplicate without replace = %v, want ErrExists", err)
+	}
+	b.Limit = 200
+	if err := s.PutBudget(ctx, b, true); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := s.Budgets(ctx)
+	if len(got) != 1 || got[0].Limit != 200 {
+		t.Errorf("budgets = %+v, want one with limit 200", got)
+	}
+	if err := s.RemoveBudget(ctx, "daily"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RemoveBudget(ctx, "daily"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("remove twice = %v, want ErrNotFound", err)
+	}
+}
+
+// TestBudgetFromAnotherConnectionBindsNextAdmission: a budget written by
+// another process (another Store on the same file) is seen by this store's
+// next admission.
+func TestBudgetFromAnotherConnectionBindsNextAdmission(t *testing.T) {
+	clk := clock.NewFake(t0)
+	s, path := openTest(t, clk)
+	other, err := Open(ctx, path, Options{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	count := func(r WindowReader, _ Reservation) error {
+		if len(r.Budgets()) > 0 {
+			return errors.New("refused: budget present")
+		}
+		return nil
+	}
+	if err := s.Reserve(ctx, Reservation{RequestID: "a", Operation: "decisions"}, AdmitFunc(count)); err != nil {
+		t.Fatalf("first admission: %v", err)
+	}
+	if err := other.PutBudget(ctx, BudgetRecord{Name: "x", Kind: "requests", Limit: 1, Window: "day"}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Reserve(ctx, Reservation{RequestID: "b", Operation: "decisions"}, AdmitFunc(count)); err == nil {
+		t.Fatal("admission after another process added a budget did not see it")
+	}
+}
+
+func TestTokenRevokedByAnotherProcessStopsAtNextLookup(t *testing.T) {
+	clk := clock.NewFake(t0)
+	s, path := openTest(t, clk)
+	h := [32]byte{1, 2, 3}
+	if err := s.AddClientToken(ctx, "ci", h, false); err != nil {
+		t.Fatal(err)
+	}
+	if label, ok, err := s.LookupToken(ctx, h); err != nil || !ok || label != "ci" {
+		t.Fatalf("LookupToken = %q, %v, %v", label, ok, err)
+	}
+	other, err := Open(ctx, path, Options{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := other.RevokeClientToken(ctx, "ci"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := s.LookupToken(ctx, h); err != nil || ok {
+		t.Fatalf("LookupToken after revoke = %v, %v; want not found", ok, err)
+	}
+	// Usage writes alone do not reload the token table.
+	if err := s.TouchTokens(ctx, map[string]time.Time{"ci": t0}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReportGroupsAndUnknownCost(t *testing.T) {
+	clk := clock.NewFake(t0)
+	s, _ := openTest(t, clk)
+	// Two hours of rows so the report reads both the rollup and raw edges.
+	for i := 0; i < 30; i++ {
+		id := fmt.Sprint("r", i)
+		if err := s.Reserve(ctx, Reservation{RequestID: id, Operation: "decisions", Model: "m", Client: []string{"ci", "default"}[i%2]}, nil); err != nil {
+			t.Fatal(err)
+		}
+		status := 200
+		if i%10 == 9 {
+			status = 429
+		}
+		if err := s.Settle(ctx, Settlement{RequestID: id, Model: "decide-mini", Credential: []string{"a", "b", "c"}[i%3], Status: status,
+			InputTokens: Known(3), OutputTokens: Known(2), TotalTokens: Known(5)}); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(7 * time.Minute)
+	}
+	rows, err := s.Report(ctx, ReportQuery{From: t0.Add(-24 * time.Hour), To: clk.Now(), By: []string{KeyCredential}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 3 {
+		t.Fatalf("report rows = %+v, want 3 credentials", rows)
+	}
+	var req, tok, errs int64
+	for _, r := range rows {
+		req += r.Requests
+		tok += r.TotalTokens
+		errs += r.Errors
+		if r.CostKnown {
+			t.Errorf("group %v: cost reported known, want unknown", r.Keys)
+		}
+	}
+	if req != 30 || tok != 150 || errs != 3 {
+		t.Errorf("sums requests=%d tokens=%d errors=%d, want 30, 150, 3", req, tok, errs)
+	}
+	// A window inside one hour reads raw rows only.
+	rows, err = s.Report(ctx, ReportQuery{From: t0, To: t0.Add(20 * time.Minute), By: []string{KeyClient, KeyStatus}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, r := range rows {
+		n += r.Requests
+	}
+	if n != 3 {
+		t.Errorf("20-minute report counts %d requests, want 3: %+v", n, rows)
+	}
+	if _, err := s.Report(ctx, ReportQuery{From: t0, To: clk.Now(), By: []string{"colour"}}); err == nil {
+		t.Error("unknown group key accepted")
+	}
+}

@@ -1,0 +1,230 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Report group keys.
+const (
+	KeyOperation  = "operation"
+	KeyModel      = "model"
+	KeyDay        = "day"
+	KeyCredential = "credential"
+	KeyClient     = "client"
+	KeyStatus     = "status"
+)
+
+// ReportKeys lists the keys a report may group by.
+var ReportKeys = []string{KeyOperation, KeyModel, KeyDay, KeyCredential, KeyClient, KeyStatus}
+
+// ReportQuery asks for usage in [From, To) grouped by By.
+type ReportQuery struct {
+	From, To time.Time
+	By       []string
+}
+
+// ReportRow is one group of a report.
+type ReportRow struct {
+	// Keys holds the group's value for each key of the query, in order.
+	Keys         []string
+	Requests     int64
+	InputTokens  int64
+	OutputTokens int64
+	TotalTokens  int64
+	// TokensUnknown counts rows whose token counts are unknown.
+	TokensUnknown int64
+	// Cost is the known cost in micro-USD; CostKnown is false when any
+	// row of the group has an unknown cost (then the total is unknown).
+	CostMicros int64
+	CostKnown  bool
+	Errors     int64
+}
+
+// StatusLabel is how a report shows a row's status: the HTTP status, or
+// "unsettled" for a reservation that was never settled (in flight, or left
+// by a process that died).
+func StatusLabel(status int) string {
+	if status == 0 {
+		return "unsettled"
+	}
+	return strconv.Itoa(status)
+}
+
+type reportAgg struct {
+	requests, input, output, total, tokensNull, cost, costNull, errors int64
+}
+
+// Report aggregates usage. Whole hours come from the hourly rollup and the
+// partial hours at the edges from raw rows, so its cost does not grow with
+// the number of rows.
+func (s *Store) Report(ctx context.Context, q ReportQuery) ([]ReportRow, error) {
+	for _, k := range q.By {
+		if !validKey(k) {
+			return nil, fmt.Errorf("report: unknown group key %q (want %s)", k, strings.Join(ReportKeys, ", "))
+		}
+	}
+	f, t := q.From.UnixMilli(), q.To.UnixMilli()
+	groups := map[string]*reportAgg{}
+	keyVals := map[string][]string{}
+	add := func(operation, model, credential, client string, status int, day int64, a reportAgg) {
+		vals := make([]string, len(q.By))
+		for i, k := range q.By {
+			switch k {
+			case KeyOperation:
+				vals[i] = operation
+			case KeyModel:
+				vals[i] = model
+			case KeyDay:
+				vals[i] = time.UnixMilli(day * dayMS).UTC().Format("2006-01-02")
+			case KeyCredential:
+				vals[i] = credential
+			case KeyClient:
+				vals[i] = client
+			case KeyStatus:
+				vals[i] = StatusLabel(status)
+			}
+		}
+		key := strings.Join(vals, "\x00")
+		g, ok := groups[key]
+		if !ok {
+			g = &reportAgg{}
+			groups[key] = g
+			keyVals[key] = vals
+		}
+		g.requests += a.requests
+		g.input += a.input
+		g.output += a.output
+		g.total += a.total
+		g.tokensNull += a.tokensNull
+		g.cost += a.cost
+		g.costNull += a.costNull
+		g.errors += a.errors
+	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN DEFERRED"); err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+
+	scan := func(query string, args ...any) error {
+		rows, err := conn.QueryContext(ctx, query, args...)
+		if err != nil {
+			return fmt.Errorf("report: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var op, model, cred, client string
+			var status int
+			var day int64
+			var a reportAgg
+			if err := rows.Scan(&op, &model, &cred, &client, &status, &day, &a.requests, &a.input, &a.output, &a.total, &a.tokensNull, &a.cost, &a.costNull, &a.errors); err != nil {
+				return fmt.Errorf("report: %w", err)
+			}
+			add(op, model, cred, client, status, day, a)
+		}
+		return rows.Err()
+	}
+	const rawQ = `SELECT operation, model, credential, client, status, ts_ms / 86400000,
+  COUNT(*), COALESCE(SUM(input_tokens),0), COALESCE(SUM(output_tokens),0), COALESCE(SUM(total_tokens),0), COUNT(*) - COUNT(total_tokens),
+  COALESCE(SUM(cost_micros),0), COUNT(*) - COUNT(cost_micros), SUM(CASE WHEN status >= 400 THEN 1 ELSE 0 END)
+FROM usage WHERE ts_ms >= ? AND ts_ms < ? GROUP BY 1, 2, 3, 4, 5, 6`
+	const hourQ = `SELECT operation, model, credential, client, status, bucket / 24,
+  SUM(requests), SUM(input_tokens), SUM(output_tokens), SUM(total_tokens), SUM(tokens_null), SUM(cost_micros), SUM(cost_null), SUM(errors)
+FROM usage_hour_dims WHERE bucket >= ? AND bucket < ? GROUP BY 1, 2, 3, 4, 5, 6 HAVING SUM(requests) <> 0`
+	h1, h2 := ceilTo(f, hourMS), floorTo(t, hourMS)
+	if f < t {
+		if h1 >= h2 {
+			if err := scan(rawQ, f, t); err != nil {
+				return nil, err
+			}
+		} else {
+			for _, r := range [][2]int64{{f, h1}, {h2, t}} {
+				if r[0] < r[1] {
+					if err := scan(rawQ, r[0], r[1]); err != nil {
+						return nil, err
+					}
+				}
+			}
+			if err := scan(hourQ, h1/hourMS, h2/hourMS); err != nil {
+				return nil, err
+			}
+		}
+	}
+	out := make([]ReportRow, 0, len(groups))
+	for key, g := range groups {
+		if g.requests == 0 {
+			continue
+		}
+		out = append(out, ReportRow{
+			Keys: keyVals[key], Requests: g.requests, InputTokens: g.input, OutputTokens: g.output, TotalTokens: g.total,
+			TokensUnknown: g.tokensNull, CostMicros: g.cost, CostKnown: g.costNull == 0, Errors: g.errors,
+		})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].Keys, out[j].Keys
+		for k := range a {
+			if a[k] != b[k] {
+				return a[k] < b[k]
+			}
+		}
+		return false
+	})
+	return out, nil
+}
+
+func validKey(k string) bool {
+	for _, v := range ReportKeys {
+		if v == k {
+			return true
+		}
+	}
+	return false
+}
+
+// Rows returns the raw usage rows in [from, to), oldest first, at most
+// limit (0 = no limit). For tests and debugging.
+func (s *Store) Rows(ctx context.Context, from, to time.Time, limit int) ([]Row, error) {
+	q := `SELECT request_id, ts_ms, state, expires_ms, operation, pool, model, credential, region, client, attempts, status, error_code,
+  input_tokens, output_tokens, total_tokens, cost_micros, COALESCE(latency_ms, 0) FROM usage WHERE ts_ms >= ? AND ts_ms < ? ORDER BY ts_ms, id`
+	args := []any{from.UnixMilli(), to.UnixMilli()}
+	if limit > 0 {
+		q += " LIMIT ?"
+		args = append(args, limit)
+	}
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("rows: %w", err)
+	}
+	defer rows.Close()
+	var out []Row
+	for rows.Next() {
+		var r Row
+		var ts, exp, lat int64
+		var state int
+		var in, outT, tot, cost *int64
+		if err := rows.Scan(&r.RequestID, &ts, &state, &exp, &r.Operation, &r.Pool, &r.Model, &r.Credential, &r.Region, &r.Client,
+			&r.Attempts, &r.Status, &r.ErrorCode, &in, &outT, &tot, &cost, &lat); err != nil {
+			return nil, fmt.Errorf("rows: %w", err)
+		}
+		r.Time, r.Expires, r.Settled, r.Latency = time.UnixMilli(ts).UTC(), time.UnixMilli(exp).UTC(), state == 1, time.Duration(lat)*time.Millisecond
+		r.InputTokens, r.OutputTokens, r.TotalTokens, r.CostMicros = countOf(in), countOf(outT), countOf(tot), countOf(cost)
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+func countOf(p *int64) Count {
+	if p == nil {
+		return Count{}
+	}
+	return Known(*p)
+}

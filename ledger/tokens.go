@@ -1,0 +1,148 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// ClientToken is a bridge client token as stored: its label and times,
+// never the token.
+type ClientToken struct {
+	Label     string
+	CreatedAt time.Time
+	LastUsed  time.Time // zero when never used
+}
+
+// AddClientToken stores the hash of a new client token under label. With
+// replace, an existing label gets the new hash; without it, ErrExists.
+func (s *Store) AddClientToken(ctx context.Context, label string, hash [32]byte, replace bool) error {
+	now := s.clk.Now().UnixMilli()
+	return s.exec(ctx, func(ctx context.Context, q execQuerier) error {
+		var n int
+		if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM client_tokens WHERE label = ?`, label).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 && !replace {
+			return fmt.Errorf("token %q: %w", label, ErrExists)
+		}
+		if _, err := q.ExecContext(ctx, `INSERT INTO client_tokens (label, hash, created_ms) VALUES (?, ?, ?)
+ON CONFLICT (label) DO UPDATE SET hash = excluded.hash, created_ms = excluded.created_ms, last_used_ms = NULL`, label, hash[:], now); err != nil {
+			return err
+		}
+		return bumpConfig(ctx, q)
+	})
+}
+
+// RevokeClientToken deletes the token stored under label; ErrNotFound when
+// there is none.
+func (s *Store) RevokeClientToken(ctx context.Context, label string) error {
+	return s.exec(ctx, func(ctx context.Context, q execQuerier) error {
+		res, err := q.ExecContext(ctx, `DELETE FROM client_tokens WHERE label = ?`, label)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("token %q: %w", label, ErrNotFound)
+		}
+		return bumpConfig(ctx, q)
+	})
+}
+
+// ClientTokens lists the stored tokens by label.
+func (s *Store) ClientTokens(ctx context.Context) ([]ClientToken, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT label, created_ms, last_used_ms FROM client_tokens ORDER BY label`)
+	if err != nil {
+		return nil, fmt.Errorf("list tokens: %w", err)
+	}
+	defer rows.Close()
+	var out []ClientToken
+	for rows.Next() {
+		var t ClientToken
+		var created int64
+		var last *int64
+		if err := rows.Scan(&t.Label, &created, &last); err != nil {
+			return nil, fmt.Errorf("list tokens: %w", err)
+		}
+		t.CreatedAt = time.UnixMilli(created).UTC()
+		if last != nil {
+			t.LastUsed = time.UnixMilli(*last).UTC()
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// LookupToken returns the label of the token whose SHA-256 is hash. It
+// answers from memory and reloads the token table only when PRAGMA
+// data_version and then config_version say that it changed, so a token
+// revoked by another process stops working at its next use without a table
+// read per request.
+func (s *Store) LookupToken(ctx context.Context, hash [32]byte) (string, bool, error) {
+	w := s.watch
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.refresh(ctx); err != nil {
+		return "", false, err
+	}
+	label, ok := w.tokens[hash]
+	return label, ok, nil
+}
+
+func (w *watcher) refresh(ctx context.Context) error {
+	if w.conn == nil {
+		c, err := w.s.db.Conn(ctx)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		w.conn = c
+		w.loaded = false
+	}
+	var dv int64
+	if err := w.conn.QueryRowContext(ctx, "PRAGMA data_version").Scan(&dv); err != nil {
+		w.conn.Close()
+		w.conn = nil
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	if w.loaded && dv == w.dataVer {
+		return nil
+	}
+	var cv int64
+	if err := w.conn.QueryRowContext(ctx, "SELECT value FROM meta WHERE key = 'config_version'").Scan(&cv); err != nil {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	w.dataVer = dv
+	if w.loaded && cv == w.cfgVer {
+		return nil
+	}
+	rows, err := w.conn.QueryContext(ctx, `SELECT label, hash FROM client_tokens`)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	defer rows.Close()
+	m := map[[32]byte]string{}
+	for rows.Next() {
+		var label string
+		var h []byte
+		if err := rows.Scan(&label, &h); err != nil {
+			return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		var k [32]byte
+		copy(k[:], h)
+		m[k] = label
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	w.tokens, w.cfgVer, w.loaded = m, cv, true
+	return nil
+}
+
+// TouchTokens records when tokens were last used. The bridge coalesces uses
+// in memory and calls this now and then, off the request path.
+func (s *Store) TouchTokens(ctx context.Context, used map[string]time.Time) error {
+	if len(used) == 0 {
+		return nil
+	}
+	return s.w.submit(&op{kind: opTouch, touch: used})
+}

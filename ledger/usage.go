@@ -1,0 +1,131 @@
+package ledger
+
+import (
+	"time"
+)
+
+// Count is an integer that may be unknown (NULL in the database).
+type Count struct {
+	V     int64
+	Known bool
+}
+
+// Known returns a known count.
+func Known(v int64) Count { return Count{V: v, Known: true} }
+
+func (c Count) arg() any {
+	if !c.Known {
+		return nil
+	}
+	return c.V
+}
+
+// Reservation is written at admission, before any provider call: it counts
+// as one request of unknown tokens and cost until it is settled or
+// released.
+type Reservation struct {
+	RequestID string
+	// Expires is when an unsettled reservation is considered abandoned
+	// (the request's deadline plus a grace period). Informational: an
+	// abandoned reservation keeps counting as a request of unknown usage.
+	Expires   time.Time
+	Operation string
+	Pool      string
+	Model     string
+	Region    string
+	Client    string
+}
+
+// Settlement completes a reservation with what the request did.
+type Settlement struct {
+	RequestID string
+	// Model is the model as sent upstream.
+	Model string
+	// Credential is the name (a label, never the key) of the credential
+	// whose call answered.
+	Credential   string
+	Region       string
+	Attempts     int
+	Status       int
+	ErrorCode    string
+	InputTokens  Count
+	OutputTokens Count
+	TotalTokens  Count
+	// CostMicros is the cost in micro-USD; unknown for Decisions.
+	CostMicros Count
+	Latency    time.Duration
+}
+
+// Row is one usage row as stored.
+type Row struct {
+	RequestID    string
+	Time         time.Time
+	Settled      bool
+	Expires      time.Time
+	Operation    string
+	Pool         string
+	Model        string
+	Credential   string
+	Region       string
+	Client       string
+	Attempts     int
+	Status       int
+	ErrorCode    string
+	InputTokens  Count
+	OutputTokens Count
+	TotalTokens  Count
+	CostMicros   Count
+	Latency      time.Duration
+}
+
+// dims is a usage row's position in the report rollup.
+type dims struct {
+	operation, model, credential, client string
+	status                               int
+}
+
+// openRow is what the writer remembers of a reservation it wrote, so that
+// settling it needs no read.
+type openRow struct {
+	ts  int64
+	dim dims
+}
+
+// delta is a change to the rollups caused by one write.
+type delta struct {
+	Totals
+	input, output int64
+	errors        int64
+}
+
+func reservationDelta() delta {
+	return delta{Totals: Totals{Requests: 1, TokensUnknown: 1, CostUnknown: 1}}
+}
+
+func settlementDelta(s Settlement) delta {
+	d := delta{Totals: Totals{Requests: 1}}
+	if s.TotalTokens.Known {
+		d.Tokens = s.TotalTokens.V
+	} else {
+		d.TokensUnknown = 1
+	}
+	if s.CostMicros.Known {
+		d.CostMicros = s.CostMicros.V
+	} else {
+		d.CostUnknown = 1
+	}
+	if s.InputTokens.Known {
+		d.input = s.InputTokens.V
+	}
+	if s.OutputTokens.Known {
+		d.output = s.OutputTokens.V
+	}
+	if s.Status >= 400 || s.Status == 0 {
+		d.errors = 1
+	}
+	return d
+}
+
+func (d delta) neg() delta {
+	return delta{Totals: d.Totals.neg(), input: -d.input, output: -d.output, errors: -d.errors}
+}

@@ -1,0 +1,391 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+const (
+	minuteMS = int64(time.Minute / time.Millisecond)
+	hourMS   = int64(time.Hour / time.Millisecond)
+	dayMS    = 24 * hourMS
+)
+
+// Window is a half-open time range [From, To).
+type Window struct {
+	From, To time.Time
+}
+
+func (w Window) ms() (int64, int64) { return w.From.UnixMilli(), w.To.UnixMilli() }
+
+// Totals aggregates the usage rows of a window. Unknown values are counted,
+// never summed as zero.
+type Totals struct {
+	// Requests counts rows: settled usage and open reservations.
+	Requests int64
+	// Tokens sums the known total tokens.
+	Tokens int64
+	// TokensUnknown counts rows whose tokens are unknown (open
+	// reservations, unreadable answers).
+	TokensUnknown int64
+	// CostMicros sums the known cost in micro-USD.
+	CostMicros int64
+	// CostUnknown counts rows whose cost is unknown.
+	CostUnknown int64
+}
+
+func (t *Totals) add(d Totals) {
+	t.Requests += d.Requests
+	t.Tokens += d.Tokens
+	t.TokensUnknown += d.TokensUnknown
+	t.CostMicros += d.CostMicros
+	t.CostUnknown += d.CostUnknown
+}
+
+func (t Totals) neg() Totals {
+	return Totals{-t.Requests, -t.Tokens, -t.TokensUnknown, -t.CostMicros, -t.CostUnknown}
+}
+
+// Measure names what a budget counts.
+type Measure int
+
+const (
+	MeasureRequests Measure = iota
+	MeasureTokens
+	MeasureCost
+)
+
+// WindowReader answers questions about usage windows inside one consistent
+// view of the ledger: the writer's transaction during admission, or a read
+// transaction for `budget list`.
+type WindowReader interface {
+	// Now is the time of the view.
+	Now() time.Time
+	// Budgets returns the budget definitions.
+	Budgets() []BudgetRecord
+	// Totals aggregates the rows of w.
+	Totals(w Window) (Totals, error)
+	// Reach returns the time of the earliest row in w at which the
+	// cumulative measure, counted from w.From, reaches need; ok=false when
+	// the window holds less than need.
+	Reach(w Window, m Measure, need int64) (at time.Time, ok bool, err error)
+	// NewestUnknownCost returns the time of the newest row of unknown cost
+	// in w; ok=false when there is none.
+	NewestUnknownCost(w Window) (at time.Time, ok bool, err error)
+}
+
+// querier is the part of *sql.Conn that views use.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// dbError marks an error from the database inside a view, so the writer
+// can tell it from an admission refusal.
+type dbError struct{ err error }
+
+func (e *dbError) Error() string { return e.err.Error() }
+func (e *dbError) Unwrap() error { return e.err }
+
+// view implements WindowReader over one connection in a transaction.
+type view struct {
+	ctx     context.Context
+	q       querier
+	now     time.Time
+	budgets []BudgetRecord
+	// cache holds windows already computed in this view; the writer keeps
+	// them exact by applying each later write's delta (see applyDelta).
+	cache map[[2]int64]Totals
+	// flush, when set, writes pending rollup deltas before a query reads
+	// the rollup tables.
+	flush func() error
+}
+
+func (v *view) Now() time.Time          { return v.now }
+func (v *view) Budgets() []BudgetRecord { return v.budgets }
+
+func (v *view) prepare() error {
+	if v.flush != nil {
+		if err := v.flush(); err != nil {
+			return &dbError{err}
+		}
+	}
+	return nil
+}
+
+// applyDelta keeps cached windows exact after a write at ts.
+func (v *view) applyDelta(ts int64, d Totals) {
+	for k, t := range v.cache {
+		if ts >= k[0] && ts < k[1] {
+			t.add(d)
+			v.cache[k] = t
+		}
+	}
+}
+
+type segKind int
+
+const (
+	segRaw segKind = iota
+	segMinute
+	segHour
+)
+
+type segment struct {
+	kind   segKind
+	lo, hi int64 // ms, half-open
+}
+
+func floorTo(t, unit int64) int64 {
+	r := t % unit
+	if r < 0 {
+		r += unit
+	}
+	return t - r
+}
+
+func ceilTo(t, unit int64) int64 {
+	f := floorTo(t, unit)
+	if f == t {
+		return t
+	}
+	return f + unit
+}
+
+// segments splits [f, t) into raw edges, whole minutes and whole hours, in
+// time order, so that a window reads at most two short raw ranges and a
+// bounded number of rollup rows whatever the ledger's size.
+func segments(f, t int64) []segment {
+	if f >= t {
+		return nil
+	}
+	m1, m2 := ceilTo(f, minuteMS), floorTo(t, minuteMS)
+	if m1 >= m2 {
+		return []segment{{segRaw, f, t}}
+	}
+	h1, h2 := ceilTo(f, hourMS), floorTo(t, hourMS)
+	var out []segment
+	add := func(k segKind, lo, hi int64) {
+		if lo < hi {
+			out = append(out, segment{k, lo, hi})
+		}
+	}
+	add(segRaw, f, m1)
+	if h1 >= h2 {
+		add(segMinute, m1, m2)
+	} else {
+		add(segMinute, m1, h1)
+		add(segHour, h1, h2)
+		add(segMinute, h2, m2)
+	}
+	add(segRaw, m2, t)
+	return out
+}
+
+const (
+	qRawTotals    = `SELECT COUNT(*), COALESCE(SUM(total_tokens),0), COUNT(*)-COUNT(total_tokens), COALESCE(SUM(cost_micros),0), COUNT(*)-COUNT(cost_micros) FROM usage WHERE ts_ms >= ? AND ts_ms < ?`
+	qMinuteTotals = `SELECT COALESCE(SUM(requests),0), COALESCE(SUM(tokens),0), COALESCE(SUM(tokens_null),0), COALESCE(SUM(cost_micros),0), COALESCE(SUM(cost_null),0) FROM usage_minute WHERE bucket >= ? AND bucket < ?`
+	qHourTotals   = `SELECT COALESCE(SUM(requests),0), COALESCE(SUM(tokens),0), COALESCE(SUM(tokens_null),0), COALESCE(SUM(cost_micros),0), COALESCE(SUM(cost_null),0) FROM usage_hour WHERE bucket >= ? AND bucket < ?`
+)
+
+func (v *view) segTotals(s segment) (Totals, error) {
+	var q string
+	lo, hi := s.lo, s.hi
+	switch s.kind {
+	case segRaw:
+		q = qRawTotals
+	case segMinute:
+		q, lo, hi = qMinuteTotals, lo/minuteMS, hi/minuteMS
+	case segHour:
+		q, lo, hi = qHourTotals, lo/hourMS, hi/hourMS
+	}
+	var t Totals
+	err := v.q.QueryRowContext(v.ctx, q, lo, hi).Scan(&t.Requests, &t.Tokens, &t.TokensUnknown, &t.CostMicros, &t.CostUnknown)
+	if err != nil {
+		return t, &dbError{fmt.Errorf("window totals: %w", err)}
+	}
+	return t, nil
+}
+
+func (v *view) Totals(w Window) (Totals, error) {
+	f, t := w.ms()
+	key := [2]int64{f, t}
+	if got, ok := v.cache[key]; ok {
+		return got, nil
+	}
+	if err := v.prepare(); err != nil {
+		return Totals{}, err
+	}
+	var sum Totals
+	for _, s := range segments(f, t) {
+		st, err := v.segTotals(s)
+		if err != nil {
+			return Totals{}, err
+		}
+		sum.add(st)
+	}
+	if v.cache != nil {
+		v.cache[key] = sum
+	}
+	return sum, nil
+}
+
+func measureOf(t Totals, m Measure) int64 {
+	switch m {
+	case MeasureTokens:
+		return t.Tokens
+	case MeasureCost:
+		return t.CostMicros
+	}
+	return t.Requests
+}
+
+var (
+	measureRollupCol = map[Measure]string{MeasureRequests: "requests", MeasureTokens: "tokens", MeasureCost: "cost_micros"}
+	measureRawExpr   = map[Measure]string{MeasureRequests: "1", MeasureTokens: "COALESCE(total_tokens,0)", MeasureCost: "COALESCE(cost_micros,0)"}
+)
+
+func (v *view) Reach(w Window, m Measure, need int64) (time.Time, bool, error) {
+	if need <= 0 {
+		return w.From, true, nil
+	}
+	if err := v.prepare(); err != nil {
+		return time.Time{}, false, err
+	}
+	f, t := w.ms()
+	cum := int64(0)
+	for _, s := range segments(f, t) {
+		at, ok, err := v.reachIn(s, m, need, &cum)
+		if err != nil || ok {
+			return at, ok, err
+		}
+	}
+	return time.Time{}, false, nil
+}
+
+// reachIn walks segment s in time order adding the measure to *cum and
+// returns the row time at which *cum reaches need.
+func (v *view) reachIn(s segment, m Measure, need int64, cum *int64) (time.Time, bool, error) {
+	if s.kind == segRaw {
+		rows, err := v.q.QueryContext(v.ctx, `SELECT ts_ms, `+measureRawExpr[m]+` FROM usage WHERE ts_ms >= ? AND ts_ms < ? ORDER BY ts_ms`, s.lo, s.hi)
+		if err != nil {
+			return time.Time{}, false, &dbError{err}
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var ts, x int64
+			if err := rows.Scan(&ts, &x); err != nil {
+				return time.Time{}, false, &dbError{err}
+			}
+			*cum += x
+			if *cum >= need {
+				return time.UnixMilli(ts).UTC(), true, nil
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return time.Time{}, false, &dbError{err}
+		}
+		return time.Time{}, false, nil
+	}
+	st, err := v.segTotals(s)
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	if *cum+measureOf(st, m) < need {
+		*cum += measureOf(st, m)
+		return time.Time{}, false, nil
+	}
+	table, unit, sub := "usage_minute", minuteMS, segRaw
+	if s.kind == segHour {
+		table, unit, sub = "usage_hour", hourMS, segMinute
+	}
+	col := measureRollupCol[m]
+	rows, err := v.q.QueryContext(v.ctx, `SELECT bucket, `+col+` FROM `+table+` WHERE bucket >= ? AND bucket < ? AND `+col+` > 0 ORDER BY bucket`, s.lo/unit, s.hi/unit)
+	if err != nil {
+		return time.Time{}, false, &dbError{err}
+	}
+	type bucket struct{ b, x int64 }
+	var bs []bucket
+	for rows.Next() {
+		var b bucket
+		if err := rows.Scan(&b.b, &b.x); err != nil {
+			rows.Close()
+			return time.Time{}, false, &dbError{err}
+		}
+		bs = append(bs, b)
+	}
+	rows.Close()
+	for _, b := range bs {
+		if *cum+b.x >= need {
+			return v.reachIn(segment{sub, b.b * unit, (b.b + 1) * unit}, m, need, cum)
+		}
+		*cum += b.x
+	}
+	return time.Time{}, false, nil
+}
+
+func (v *view) NewestUnknownCost(w Window) (time.Time, bool, error) {
+	if err := v.prepare(); err != nil {
+		return time.Time{}, false, err
+	}
+	f, t := w.ms()
+	segs := segments(f, t)
+	for i := len(segs) - 1; i >= 0; i-- {
+		at, ok, err := v.newestUnknownIn(segs[i])
+		if err != nil || ok {
+			return at, ok, err
+		}
+	}
+	return time.Time{}, false, nil
+}
+
+func (v *view) newestUnknownIn(s segment) (time.Time, bool, error) {
+	switch s.kind {
+	case segRaw:
+		var ts sql.NullInt64
+		err := v.q.QueryRowContext(v.ctx, `SELECT MAX(ts_ms) FROM usage WHERE ts_ms >= ? AND ts_ms < ? AND cost_micros IS NULL`, s.lo, s.hi).Scan(&ts)
+		if err != nil {
+			return time.Time{}, false, &dbError{err}
+		}
+		if !ts.Valid {
+			return time.Time{}, false, nil
+		}
+		return time.UnixMilli(ts.Int64).UTC(), true, nil
+	default:
+		table, unit, sub := "usage_minute", minuteMS, segRaw
+		if s.kind == segHour {
+			table, unit, sub = "usage_hour", hourMS, segMinute
+		}
+		var b sql.NullInt64
+		err := v.q.QueryRowContext(v.ctx, `SELECT MAX(bucket) FROM `+table+` WHERE bucket >= ? AND bucket < ? AND cost_null > 0`, s.lo/unit, s.hi/unit).Scan(&b)
+		if err != nil {
+			return time.Time{}, false, &dbError{err}
+		}
+		if !b.Valid {
+			return time.Time{}, false, nil
+		}
+		return v.newestUnknownIn(segment{sub, b.Int64 * unit, (b.Int64 + 1) * unit})
+	}
+}
+
+// View runs fn on a consistent read-only view of the ledger at the current
+// time, for reports such as `budget list`.
+func (s *Store) View(ctx context.Context, fn func(WindowReader) error) error {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("ledger view: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN DEFERRED"); err != nil {
+		return fmt.Errorf("ledger view: %w", err)
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+	budgets, err := listBudgets(ctx, conn)
+	if err != nil {
+		return err
+	}
+	v := &view{ctx: ctx, q: conn, now: s.clk.Now(), budgets: budgets}
+	return fn(v)
+}

@@ -1,0 +1,538 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Admitter decides, inside the writer's transaction, whether a reservation
+// may be written. Returning an error refuses it; the error reaches the
+// caller of Reserve unchanged.
+type Admitter interface {
+	Admit(r WindowReader, res Reservation) error
+}
+
+// AdmitFunc adapts a function to Admitter.
+type AdmitFunc func(r WindowReader, res Reservation) error
+
+// Admit calls f.
+func (f AdmitFunc) Admit(r WindowReader, res Reservation) error { return f(r, res) }
+
+type opKind int
+
+const (
+	opReserve opKind = iota
+	opSettle
+	opRelease
+	opTouch
+	opFunc
+)
+
+type op struct {
+	kind   opKind
+	res    Reservation
+	admit  Admitter
+	settle Settlement
+	id     string
+	touch  map[string]time.Time
+	fn     func(ctx context.Context, q execQuerier) error
+	done   chan error
+}
+
+type execQuerier interface {
+	querier
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// writer owns one connection and commits every usage write in batches.
+type writer struct {
+	s        *Store
+	conn     *sql.Conn
+	maxBatch int
+
+	mu     sync.RWMutex
+	closed bool
+	ops    chan *op
+	stop   chan struct{}
+	done   chan struct{}
+
+	stmts map[string]*sql.Stmt
+
+	// owned by the writer goroutine:
+	dataVer int64
+	cfgVer  int64
+	budgets []BudgetRecord
+	open    map[string]openRow
+}
+
+func newWriter(ctx context.Context, s *Store, maxBatch int) (*writer, error) {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	w := &writer{
+		s: s, conn: conn, maxBatch: maxBatch,
+		ops:    make(chan *op, 4*maxBatch),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+		stmts:  map[string]*sql.Stmt{},
+		open:   map[string]openRow{},
+		cfgVer: -1,
+	}
+	go w.loop()
+	return w, nil
+}
+
+// submit queues o and waits for its commit. The caller's context is not
+// used for the write itself: a cancelled request must still have its usage
+// recorded (and an interrupted statement would roll back the whole batch).
+func (w *writer) submit(o *op) error {
+	o.done = make(chan error, 1)
+	w.mu.RLock()
+	if w.closed {
+		w.mu.RUnlock()
+		return ErrClosed
+	}
+	w.ops <- o
+	w.mu.RUnlock()
+	return <-o.done
+}
+
+func (w *writer) close() {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		<-w.done
+		return
+	}
+	w.closed = true
+	close(w.stop)
+	w.mu.Unlock()
+	<-w.done
+	for _, st := range w.stmts {
+		st.Close()
+	}
+	w.conn.Close()
+}
+
+func (w *writer) loop() {
+	defer close(w.done)
+	for {
+		var first *op
+		select {
+		case first = <-w.ops:
+		case <-w.stop:
+			// Submitters hold the read lock while sending, and closed is
+			// set under the write lock, so nothing is sent after this.
+			for {
+				select {
+				case o := <-w.ops:
+					w.run([]*op{o})
+				default:
+					return
+				}
+			}
+		}
+		batch := []*op{first}
+	fill:
+		for len(batch) < w.maxBatch {
+			select {
+			case o := <-w.ops:
+				batch = append(batch, o)
+			default:
+				break fill
+			}
+		}
+		w.run(batch)
+	}
+}
+
+func (w *writer) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
+	if st, ok := w.stmts[q]; ok {
+		return st, nil
+	}
+	st, err := w.conn.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	w.stmts[q] = st
+	return st, nil
+}
+
+// stmtConn runs queries through the writer's prepared statements.
+type stmtConn struct {
+	w   *writer
+	ctx context.Context
+}
+
+func (c stmtConn) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	st, err := c.w.stmt(ctx, q)
+	if err != nil {
+		return c.w.conn.QueryRowContext(ctx, q, args...)
+	}
+	return st.QueryRowContext(ctx, args...)
+}
+
+func (c stmtConn) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	st, err := c.w.stmt(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(ctx, args...)
+}
+
+func (c stmtConn) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	st, err := c.w.stmt(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(ctx, args...)
+}
+
+// batch is one transaction's worth of writes.
+type batch struct {
+	w      *writer
+	ctx    context.Context
+	q      stmtConn
+	view   *view
+	minute map[int64]Totals
+	hour   map[int64]Totals
+	dims   map[dimKey]delta
+	// open changes to apply after commit
+	opened map[string]openRow
+	closed []string
+}
+
+type dimKey struct {
+	hour int64
+	dims
+}
+
+const writeTimeout = 30 * time.Second
+
+func (w *writer) run(ops []*op) {
+	errs := w.runBatch(ops)
+	if errs == nil {
+		// The batch failed as a whole: retry each write alone, so that
+		// one bad write cannot fail the others.
+		if len(ops) == 1 {
+			return
+		}
+		for _, o := range ops {
+			w.run([]*op{o})
+		}
+		return
+	}
+	for i, o := range ops {
+		o.done <- errs[i]
+	}
+}
+
+// runBatch commits ops in one transaction and returns each op's result, or
+// nil when the transaction as a whole failed (then ops of a one-op batch
+// have already been answered).
+func (w *writer) runBatch(ops []*op) []error {
+	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	defer cancel()
+	fail := func(err error) []error {
+		if len(ops) == 1 {
+			ops[0].done <- unavailable(err)
+		}
+		return nil
+	}
+	if _, err := w.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return fail(err)
+	}
+	rollback := func() { _, _ = w.conn.ExecContext(context.Background(), "ROLLBACK") }
+	b := &batch{
+		w: w, ctx: ctx, q: stmtConn{w: w, ctx: ctx},
+		minute: map[int64]Totals{}, hour: map[int64]Totals{}, dims: map[dimKey]delta{},
+		opened: map[string]openRow{},
+	}
+	if err := w.refreshBudgets(ctx, b.q); err != nil {
+		rollback()
+		return fail(err)
+	}
+	b.view = &view{ctx: ctx, q: b.q, now: w.s.clk.Now(), budgets: w.budgets, cache: map[[2]int64]Totals{}, flush: b.flush}
+	errs := make([]error, len(ops))
+	for i, o := range ops {
+		err := b.apply(o)
+		var dbe *dbError
+		if errors.As(err, &dbe) {
+			rollback()
+			return fail(dbe.err)
+		}
+		errs[i] = err
+	}
+	if err := b.flush(); err != nil {
+		rollback()
+		return fail(err)
+	}
+	if _, err := w.conn.ExecContext(ctx, "COMMIT"); err != nil {
+		rollback()
+		return fail(err)
+	}
+	for id, r := range b.opened {
+		w.open[id] = r
+	}
+	for _, id := range b.closed {
+		delete(w.open, id)
+	}
+	return errs
+}
+
+func unavailable(err error) error {
+	return fmt.Errorf("%w: %v", ErrUnavailable, err)
+}
+
+// refreshBudgets reloads budget definitions when another connection may
+// have changed them: PRAGMA data_version moves only for commits by other
+// connections, and config_version only when budgets or tokens changed.
+func (w *writer) refreshBudgets(ctx context.Context, q stmtConn) error {
+	var dv int64
+	if err := q.QueryRowContext(ctx, "PRAGMA data_version").Scan(&dv); err != nil {
+		return err
+	}
+	if dv == w.dataVer && w.cfgVer >= 0 {
+		return nil
+	}
+	w.dataVer = dv
+	var cv int64
+	if err := q.QueryRowContext(ctx, "SELECT value FROM meta WHERE key = 'config_version'").Scan(&cv); err != nil {
+		return err
+	}
+	if cv == w.cfgVer {
+		return nil
+	}
+	bs, err := listBudgets(ctx, w.conn)
+	if err != nil {
+		return err
+	}
+	w.budgets, w.cfgVer = bs, cv
+	return nil
+}
+
+func (b *batch) apply(o *op) (err error) {
+	defer func() {
+		// An admitter's bug must not take the writer (and every request
+		// waiting on it) down with it.
+		if p := recover(); p != nil {
+			err = &dbError{fmt.Errorf("ledger: write panicked: %v", p)}
+		}
+	}()
+	switch o.kind {
+	case opReserve:
+		return b.reserve(o)
+	case opSettle:
+		return b.settleRow(o.settle)
+	case opRelease:
+		return b.release(o.id)
+	case opTouch:
+		return b.touch(o.touch)
+	case opFunc:
+		if err := o.fn(b.ctx, b.q); err != nil {
+			if errors.Is(err, ErrExists) || errors.Is(err, ErrNotFound) {
+				// Refused before it wrote anything.
+				return err
+			}
+			return &dbError{err}
+		}
+		// A change made by fn (budgets, tokens) must be seen by the next
+		// batch's admission in this process too.
+		b.w.cfgVer = -1
+		return nil
+	}
+	return fmt.Errorf("ledger: unknown op %d", o.kind)
+}
+
+func (b *batch) reserve(o *op) error {
+	r := o.res
+	if r.RequestID == "" {
+		return errors.New("ledger: reservation without request id")
+	}
+	if _, dup := b.w.open[r.RequestID]; dup {
+		return fmt.Errorf("ledger: request %s: %w", r.RequestID, ErrExists)
+	}
+	if _, dup := b.opened[r.RequestID]; dup {
+		return fmt.Errorf("ledger: request %s: %w", r.RequestID, ErrExists)
+	}
+	if o.admit != nil {
+		if err := o.admit.Admit(b.view, r); err != nil {
+			return err
+		}
+	}
+	ts := b.view.now.UnixMilli()
+	_, err := b.q.ExecContext(b.ctx, `INSERT INTO usage (request_id, ts_ms, state, expires_ms, operation, pool, model, region, client) VALUES (?, ?, 0, ?, ?, ?, ?, ?, ?)`,
+		r.RequestID, ts, r.Expires.UnixMilli(), r.Operation, r.Pool, r.Model, r.Region, r.Client)
+	if err != nil {
+		if isConstraint(err) {
+			return fmt.Errorf("ledger: request %s: %w", r.RequestID, ErrExists)
+		}
+		return &dbError{err}
+	}
+	d := dims{operation: r.Operation, model: r.Model, client: r.Client}
+	b.add(ts, d, reservationDelta())
+	b.opened[r.RequestID] = openRow{ts: ts, dim: d}
+	return nil
+}
+
+func (b *batch) lookupOpen(id string) (openRow, bool, error) {
+	if r, ok := b.opened[id]; ok {
+		return r, true, nil
+	}
+	if r, ok := b.w.open[id]; ok {
+		return r, true, nil
+	}
+	// Not written by this process (or forgotten): read it.
+	var r openRow
+	err := b.q.QueryRowContext(b.ctx, `SELECT ts_ms, operation, model, credential, client, status FROM usage WHERE request_id = ? AND state = 0`, id).
+		Scan(&r.ts, &r.dim.operation, &r.dim.model, &r.dim.credential, &r.dim.client, &r.dim.status)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, false, nil
+	}
+	if err != nil {
+		return r, false, &dbError{err}
+	}
+	return r, true, nil
+}
+
+func (b *batch) settleRow(s Settlement) error {
+	r, ok, err := b.lookupOpen(s.RequestID)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("ledger: settle %s: no open reservation: %w", s.RequestID, ErrNotFound)
+	}
+	res, err := b.q.ExecContext(b.ctx, `UPDATE usage SET state = 1, model = ?, credential = ?, region = CASE WHEN ? = '' THEN region ELSE ? END, attempts = ?, status = ?, error_code = ?,
+		input_tokens = ?, output_tokens = ?, total_tokens = ?, cost_micros = ?, latency_ms = ? WHERE request_id = ? AND state = 0`,
+		s.Model, s.Credential, s.Region, s.Region, s.Attempts, s.Status, s.ErrorCode,
+		s.InputTokens.arg(), s.OutputTokens.arg(), s.TotalTokens.arg(), s.CostMicros.arg(), s.Latency.Milliseconds(), s.RequestID)
+	if err != nil {
+		return &dbError{err}
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fmt.Errorf("ledger: settle %s: no open reservation: %w", s.RequestID, ErrNotFound)
+	}
+	b.add(r.ts, r.dim, reservationDelta().neg())
+	nd := dims{operation: r.dim.operation, model: s.Model, credential: s.Credential, client: r.dim.client, status: s.Status}
+	b.add(r.ts, nd, settlementDelta(s))
+	delete(b.opened, s.RequestID)
+	b.closed = append(b.closed, s.RequestID)
+	return nil
+}
+
+func (b *batch) release(id string) error {
+	r, ok, err := b.lookupOpen(id)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("ledger: release %s: no open reservation: %w", id, ErrNotFound)
+	}
+	if _, err := b.q.ExecContext(b.ctx, `DELETE FROM usage WHERE request_id = ? AND state = 0`, id); err != nil {
+		return &dbError{err}
+	}
+	b.add(r.ts, r.dim, reservationDelta().neg())
+	delete(b.opened, id)
+	b.closed = append(b.closed, id)
+	return nil
+}
+
+func (b *batch) touch(m map[string]time.Time) error {
+	for label, t := range m {
+		if _, err := b.q.ExecContext(b.ctx, `UPDATE client_tokens SET last_used_ms = MAX(COALESCE(last_used_ms, 0), ?) WHERE label = ?`, t.UnixMilli(), label); err != nil {
+			return &dbError{err}
+		}
+	}
+	return nil
+}
+
+// add records a write's delta in the pending rollups and in the view's
+// cached windows.
+func (b *batch) add(ts int64, d dims, x delta) {
+	m, h := floorTo(ts, minuteMS)/minuteMS, floorTo(ts, hourMS)/hourMS
+	t := b.minute[m]
+	t.add(x.Totals)
+	b.minute[m] = t
+	t = b.hour[h]
+	t.add(x.Totals)
+	b.hour[h] = t
+	k := dimKey{hour: h, dims: d}
+	dd := b.dims[k]
+	dd.Totals.add(x.Totals)
+	dd.input += x.input
+	dd.output += x.output
+	dd.errors += x.errors
+	b.dims[k] = dd
+	b.view.applyDelta(ts, x.Totals)
+}
+
+const (
+	upsertMinute = `INSERT INTO usage_minute (bucket, requests, tokens, tokens_null, cost_micros, cost_null) VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (bucket) DO UPDATE SET requests = requests + excluded.requests, tokens = tokens + excluded.tokens, tokens_null = tokens_null + excluded.tokens_null, cost_micros = cost_micros + excluded.cost_micros, cost_null = cost_null + excluded.cost_null`
+	upsertHour = `INSERT INTO usage_hour (bucket, requests, tokens, tokens_null, cost_micros, cost_null) VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (bucket) DO UPDATE SET requests = requests + excluded.requests, tokens = tokens + excluded.tokens, tokens_null = tokens_null + excluded.tokens_null, cost_micros = cost_micros + excluded.cost_micros, cost_null = cost_null + excluded.cost_null`
+	upsertDims = `INSERT INTO usage_hour_dims (bucket, operation, model, credential, client, status, requests, input_tokens, output_tokens, total_tokens, tokens_null, cost_micros, cost_null, errors) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (bucket, operation, model, credential, client, status) DO UPDATE SET requests = requests + excluded.requests, input_tokens = input_tokens + excluded.input_tokens, output_tokens = output_tokens + excluded.output_tokens, total_tokens = total_tokens + excluded.total_tokens, tokens_null = tokens_null + excluded.tokens_null, cost_micros = cost_micros + excluded.cost_micros, cost_null = cost_null + excluded.cost_null, errors = errors + excluded.errors`
+)
+
+// flush writes the pending rollup deltas.
+func (b *batch) flush() error {
+	for k, t := range b.minute {
+		if t != (Totals{}) {
+			if _, err := b.q.ExecContext(b.ctx, upsertMinute, k, t.Requests, t.Tokens, t.TokensUnknown, t.CostMicros, t.CostUnknown); err != nil {
+				return err
+			}
+		}
+		delete(b.minute, k)
+	}
+	for k, t := range b.hour {
+		if t != (Totals{}) {
+			if _, err := b.q.ExecContext(b.ctx, upsertHour, k, t.Requests, t.Tokens, t.TokensUnknown, t.CostMicros, t.CostUnknown); err != nil {
+				return err
+			}
+		}
+		delete(b.hour, k)
+	}
+	for k, d := range b.dims {
+		if d != (delta{}) {
+			if _, err := b.q.ExecContext(b.ctx, upsertDims, k.hour, k.operation, k.model, k.credential, k.client, k.status,
+				d.Requests, d.input, d.output, d.Tokens, d.TokensUnknown, d.CostMicros, d.CostUnknown, d.errors); err != nil {
+				return err
+			}
+		}
+		delete(b.dims, k)
+	}
+	return nil
+}
+
+// Reserve writes a reservation once admit (which may be nil) accepts it,
+// and returns after the commit. An admission refusal is returned as is; a
+// database failure wraps ErrUnavailable.
+func (s *Store) Reserve(ctx context.Context, r Reservation, admit Admitter) error {
+	return s.w.submit(&op{kind: opReserve, res: r, admit: admit})
+}
+
+// Settle turns a reservation into its usage row and returns after the
+// commit.
+func (s *Store) Settle(ctx context.Context, st Settlement) error {
+	return s.w.submit(&op{kind: opSettle, settle: st})
+}
+
+// Release deletes a reservation of a request that ended before any
+// provider call, and returns after the commit.
+func (s *Store) Release(ctx context.Context, requestID string) error {
+	return s.w.submit(&op{kind: opRelease, id: requestID})
+}
+
+// exec runs fn inside the writer's transaction (used for budgets, tokens and
+// learned state, so that every write of this process is serialised through
+// one connection).
+func (s *Store) exec(ctx context.Context, fn func(ctx context.Context, q execQuerier) error) error {
+	return s.w.submit(&op{kind: opFunc, fn: fn})
+}
