@@ -31,6 +31,9 @@ var (
 	ErrUnavailable = errors.New("ledger unavailable")
 	// ErrClosed is returned after Close.
 	ErrClosed = errors.New("ledger closed")
+	// ErrReadOnly is returned for writes to a database file this process
+	// may not write.
+	ErrReadOnly = errors.New("ledger is read-only")
 	// ErrNotFound is returned for a missing budget, token or reservation.
 	ErrNotFound = errors.New("not found")
 	// ErrExists is returned when a name is taken.
@@ -76,6 +79,9 @@ type Store struct {
 	log   *slog.Logger
 	w     *writer
 	watch *watcher
+	// readOnly is set when the file cannot be opened for writing; writes
+	// then fail with ErrReadOnly instead of a driver error.
+	readOnly bool
 }
 
 // Open opens (creating if needed) the ledger database at path and applies
@@ -102,6 +108,12 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
 		f.Close()
 	}
+	readOnly := false
+	if f, err := os.OpenFile(path, os.O_RDWR, 0); err == nil {
+		f.Close()
+	} else if errors.Is(err, fs.ErrPermission) {
+		readOnly = true
+	}
 	sync := "FULL"
 	switch strings.ToLower(opts.Synchronous) {
 	case "", "full":
@@ -119,7 +131,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	db.SetMaxOpenConns(8)
 	db.SetMaxIdleConns(8)
 	db.SetConnMaxIdleTime(0)
-	s := &Store{db: db, path: path, clk: opts.Clock, log: opts.Logger}
+	s := &Store{db: db, path: path, clk: opts.Clock, log: opts.Logger, readOnly: readOnly}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err

@@ -91,6 +91,9 @@ func newWriter(ctx context.Context, s *Store, maxBatch int) (*writer, error) {
 // used for the write itself: a cancelled request must still have its usage
 // recorded (and an interrupted statement would roll back the whole batch).
 func (w *writer) submit(o *op) error {
+	if w.s.readOnly {
+		return fmt.Errorf("%s: %w (check the file's permissions)", w.s.path, ErrReadOnly)
+	}
 	o.done = make(chan error, 1)
 	w.mu.RLock()
 	if w.closed {

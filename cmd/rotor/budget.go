@@ -1,0 +1,273 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rotorhq/rotor/budgets"
+	"github.com/rotorhq/rotor/ledger"
+)
+
+func newCmdBudget(f *Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "budget",
+		Short: "Add, list and remove budgets",
+		Long: `Budgets limit requests, tokens or cost over a window. A window is rolling (a
+duration: 30m, 24h, 7d, 7d12h) or a calendar period in UTC (hour, day, week
+starting Monday, month). Every window counts all ledger rows, whatever the
+budget's name. Budgets bind a running bridge at its next request.`,
+	}
+	cmd.AddCommand(newCmdBudgetAdd(f, nil), newCmdBudgetList(f, nil), newCmdBudgetRemove(f, nil))
+	return cmd
+}
+
+type budgetAddOptions struct {
+	f        *Factory
+	Budget   budgets.Budget
+	Replace  bool
+	requests int64
+	tokens   int64
+	cost     string
+	window   string
+	name     string
+}
+
+func newCmdBudgetAdd(f *Factory, runF func(*budgetAddOptions) error) *cobra.Command {
+	opts := &budgetAddOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "add (--requests N | --tokens N | --cost USD) --window WINDOW [--name NAME] [--replace]",
+		Short: "Add a budget with exactly one limit",
+		Long: `Add a budget with exactly one limit over a window.
+
+  --requests N   counts requests that reached the provider (not retries)
+  --tokens N     counts the provider's recorded total tokens; rows of unknown
+                 tokens are skipped, and requests already in flight when the
+                 limit is reached may overshoot it by their own usage
+  --cost USD     up to 6 decimals. Decisions cost is unknown, so while any
+                 cost budget exists Decisions requests are refused (403
+                 policy_blocked), and a cost budget whose window holds usage
+                 of unknown cost fails closed until that usage leaves it
+
+The name defaults to KIND-WINDOW (requests-24h). --replace replaces a budget
+of the same name atomically, so cron jobs can run the same command daily.`,
+		Example: `  rotor budget add --tokens 2000000 --window day --name daily-tokens --replace
+  rotor budget add --requests 500 --window 1h`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := opts.parse(cmd); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return budgetAddRun(cmd, opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.Int64Var(&opts.requests, "requests", 0, "limit the number of requests")
+	fl.Int64Var(&opts.tokens, "tokens", 0, "limit the total tokens")
+	fl.StringVar(&opts.cost, "cost", "", "limit the cost in USD (up to 6 decimals)")
+	fl.StringVar(&opts.window, "window", "", "window: a duration (30m, 24h, 7d) or hour, day, week, month (UTC)")
+	fl.StringVar(&opts.name, "name", "", "budget name (default KIND-WINDOW)")
+	fl.BoolVar(&opts.Replace, "replace", false, "replace a budget of the same name")
+	return cmd
+}
+
+// parse validates every flag before anything is opened.
+func (o *budgetAddOptions) parse(cmd *cobra.Command) error {
+	set := 0
+	for _, n := range []string{"requests", "tokens", "cost"} {
+		if cmd.Flags().Changed(n) {
+			set++
+		}
+	}
+	if set != 1 {
+		return usageErrorf("give exactly one of --requests, --tokens or --cost")
+	}
+	if !cmd.Flags().Changed("window") {
+		return usageErrorf("--window is required: a duration (30m, 24h, 7d) or hour, day, week, month")
+	}
+	w, err := budgets.ParseWindow(o.window)
+	if err != nil {
+		return usageErrorf("--window: %v", err)
+	}
+	b := budgets.Budget{Window: w}
+	switch {
+	case cmd.Flags().Changed("requests"):
+		b.Kind, b.Limit = budgets.KindRequests, o.requests
+		if o.requests <= 0 {
+			return usageErrorf("--requests must be more than 0, not %d", o.requests)
+		}
+	case cmd.Flags().Changed("tokens"):
+		b.Kind, b.Limit = budgets.KindTokens, o.tokens
+		if o.tokens <= 0 {
+			return usageErrorf("--tokens must be more than 0, not %d", o.tokens)
+		}
+	default:
+		micros, err := budgets.ParseCost(o.cost)
+		if err != nil {
+			return usageErrorf("--cost: %v", errors.Unwrap(err))
+		}
+		b.Kind, b.Limit = budgets.KindCost, micros
+	}
+	b.Name = o.name
+	if b.Name == "" {
+		b.Name = budgets.DefaultName(b.Kind, w)
+	}
+	if err := budgets.ValidateName(b.Name); err != nil {
+		return usageErrorf("--name: %v", errors.Unwrap(err))
+	}
+	o.Budget = b
+	return nil
+}
+
+func budgetAddRun(cmd *cobra.Command, opts *budgetAddOptions) error {
+	f := opts.f
+	store, err := f.Ledger(cmd.Context())
+	if err != nil {
+		return err
+	}
+	b := opts.Budget
+	b.CreatedAt = f.Clock.Now()
+	if err := store.PutBudget(cmd.Context(), b.Record(), opts.Replace); err != nil {
+		if errors.Is(err, ledger.ErrExists) {
+			return usageErrorf("budget %q already exists; add --replace to replace it", b.Name)
+		}
+		return err
+	}
+	verb := "added"
+	if opts.Replace {
+		verb = "set"
+	}
+	fmt.Fprintf(f.IO.Out, "%s budget %s: at most %s %s per %s window\n", verb, b.Name, b.FormatLimit(), unitWord(b.Kind), b.Window.Describe())
+	if b.Kind == budgets.KindCost {
+		fmt.Fprintln(f.IO.ErrOut, "warning: while a cost budget exists, Decisions requests are refused with 403 policy_blocked: their cost is unknown. Budget on --requests or --tokens to allow Decisions.")
+	}
+	return nil
+}
+
+func unitWord(k budgets.Kind) string {
+	if k == budgets.KindCost {
+		return "USD"
+	}
+	return string(k)
+}
+
+type budgetListOptions struct {
+	f      *Factory
+	Format string
+}
+
+func newCmdBudgetList(f *Factory, runF func(*budgetListOptions) error) *cobra.Command {
+	opts := &budgetListOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List budgets with their use, state and when they free",
+		Long: `List every budget: its limit, what is used and remaining in its current
+window, how many rows in the window have unknown tokens or cost, its state
+(ok, exhausted, or fail-closed for a cost budget whose window holds usage of
+unknown cost) and, when not ok, when it frees (UTC).
+
+In json, limit, used and remaining are integers in the budget's unit:
+requests, tokens or micro_usd.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(opts.Format); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return budgetListRun(cmd, opts)
+		},
+	}
+	addFormatFlag(cmd, &opts.Format)
+	return cmd
+}
+
+func budgetListRun(cmd *cobra.Command, opts *budgetListOptions) error {
+	store, err := opts.f.Ledger(cmd.Context())
+	if err != nil {
+		return err
+	}
+	var statuses []budgets.Status
+	var bad error
+	err = store.View(cmd.Context(), func(r ledger.WindowReader) error {
+		var bs []budgets.Budget
+		bs, bad = budgets.Records(r.Budgets())
+		for _, b := range bs {
+			st, err := budgets.Evaluate(r, b)
+			if err != nil {
+				return err
+			}
+			statuses = append(statuses, st)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if bad != nil {
+		fmt.Fprintf(opts.f.IO.ErrOut, "warning: %v\n", bad)
+	}
+	return budgetRecords(statuses).write(opts.f.IO.Out, opts.Format)
+}
+
+func budgetRecords(statuses []budgets.Status) records {
+	recs := records{Columns: []string{"name", "kind", "window", "limit", "used", "remaining", "unknown_rows", "state", "frees_at", "unit"}}
+	for _, st := range statuses {
+		unit := string(st.Kind)
+		if st.Kind == budgets.KindCost {
+			unit = "micro_usd"
+		}
+		frees := cell{JSON: nil, Text: ""}
+		if !st.FreesAt.IsZero() {
+			s := st.FreesAt.UTC().Format(time.RFC3339)
+			frees = textCell(s)
+		}
+		recs.Rows = append(recs.Rows, []cell{
+			textCell(st.Name), textCell(string(st.Kind)), textCell(st.Window.String()),
+			{JSON: st.Limit, Text: st.FormatLimit()},
+			{JSON: st.Used, Text: st.FormatUsed()},
+			{JSON: st.Remaining(), Text: st.FormatRemaining()},
+			intCell(st.UnknownRows), textCell(string(st.State)), frees, textCell(unit),
+		})
+	}
+	return recs
+}
+
+type budgetRemoveOptions struct {
+	f    *Factory
+	Name string
+}
+
+func newCmdBudgetRemove(f *Factory, runF func(*budgetRemoveOptions) error) *cobra.Command {
+	opts := &budgetRemoveOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "remove NAME",
+		Short: "Remove a budget",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Name = args[0]
+			if runF != nil {
+				return runF(opts)
+			}
+			store, err := f.Ledger(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if err := store.RemoveBudget(cmd.Context(), opts.Name); err != nil {
+				if errors.Is(err, ledger.ErrNotFound) {
+					return usageErrorf("no budget named %q (see rotor budget list)", opts.Name)
+				}
+				return err
+			}
+			fmt.Fprintf(f.IO.Out, "removed budget %s\n", opts.Name)
+			return nil
+		},
+	}
+	return cmd
+}

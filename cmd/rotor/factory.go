@@ -1,0 +1,276 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+
+	"github.com/rotorhq/rotor/config"
+	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/ledger"
+)
+
+// Factory builds the dependencies commands need, lazily and once. Commands
+// never read the environment, the clock or the database themselves.
+type Factory struct {
+	IO      *IOStreams
+	Clock   clock.Clock
+	Version string
+	// LookupEnv reads the environment (os.LookupEnv).
+	LookupEnv func(string) (string, bool)
+
+	v *viper.Viper
+	// flag sources, to name them in errors
+	flagKeys map[string]*pflag.Flag
+
+	home, configFlag, dbFlag string
+
+	cfgOnce sync.Once
+	cfg     *config.Config
+	cfgErr  error
+
+	logOnce sync.Once
+	logger  *slog.Logger
+
+	storeMu sync.Mutex
+	store   *ledger.Store
+}
+
+// NewFactory returns a Factory over the process environment.
+func NewFactory(io *IOStreams) *Factory {
+	v := viper.New()
+	v.SetEnvPrefix("ROTOR")
+	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
+	for _, k := range config.Keys {
+		_ = v.BindEnv(k)
+	}
+	_ = v.BindEnv("home")
+	_ = v.BindEnv("config")
+	_ = v.BindEnv("db")
+	return &Factory{IO: io, Clock: clock.Real(), Version: version, LookupEnv: os.LookupEnv, v: v, flagKeys: map[string]*pflag.Flag{}}
+}
+
+// bindFlag makes a flag set a config key (flag > ROTOR_* env > file >
+// default).
+func (f *Factory) bindFlag(key string, fl *pflag.Flag) {
+	_ = f.v.BindPFlag(key, fl)
+	f.flagKeys[key] = fl
+}
+
+// Home returns the home folder: --home, ROTOR_HOME, $XDG_CONFIG_HOME/rotor,
+// or ~/.config/rotor. It does not create it.
+func (f *Factory) Home() (string, error) {
+	if f.home != "" {
+		return filepath.Abs(f.home)
+	}
+	if h := f.v.GetString("home"); h != "" {
+		return filepath.Abs(h)
+	}
+	if x, ok := f.LookupEnv("XDG_CONFIG_HOME"); ok && x != "" {
+		return filepath.Join(x, "rotor"), nil
+	}
+	dir, err := os.UserHomeDir()
+	if err != nil {
+		return "", usageErrorf("cannot find a home folder for rotor: %v; set --home or ROTOR_HOME", err)
+	}
+	return filepath.Join(dir, ".config", "rotor"), nil
+}
+
+// EnsureHome creates the home folder with mode 0700 if it is missing.
+func (f *Factory) EnsureHome() (string, error) {
+	home, err := f.Home()
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return "", fmt.Errorf("create home folder %s: %w", home, err)
+	}
+	return home, nil
+}
+
+// ConfigPath returns the configuration file path and whether the user named
+// it explicitly.
+func (f *Factory) ConfigPath() (string, bool, error) {
+	if f.configFlag != "" {
+		return f.configFlag, true, nil
+	}
+	if c := f.v.GetString("config"); c != "" {
+		return c, true, nil
+	}
+	home, err := f.Home()
+	if err != nil {
+		return "", false, err
+	}
+	return filepath.Join(home, "rotor.yaml"), false, nil
+}
+
+// DBPath returns the ledger path: --db, ROTOR_DB or <home>/rotor.db.
+func (f *Factory) DBPath() (string, error) {
+	if f.dbFlag != "" {
+		return f.dbFlag, nil
+	}
+	if d := f.v.GetString("db"); d != "" {
+		return d, nil
+	}
+	home, err := f.Home()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(home, "rotor.db"), nil
+}
+
+// Config loads, overrides and validates the configuration once.
+func (f *Factory) Config() (*config.Config, error) {
+	f.cfgOnce.Do(func() { f.cfg, f.cfgErr = f.loadConfig() })
+	return f.cfg, f.cfgErr
+}
+
+func (f *Factory) loadConfig() (*config.Config, error) {
+	path, explicit, err := f.ConfigPath()
+	if err != nil {
+		return nil, err
+	}
+	c := config.Default()
+	data, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		if c, err = config.ParseFile(data); err != nil {
+			var fe *config.FieldError
+			if errors.As(err, &fe) {
+				fe.Source = path
+			}
+			return nil, err
+		}
+	case errors.Is(err, fs.ErrNotExist) && !explicit:
+		// No file: defaults.
+	default:
+		return nil, usageErrorf("read config: %v", err)
+	}
+	for _, k := range config.Keys {
+		if !f.v.IsSet(k) {
+			continue
+		}
+		if err := c.Set(k, f.v.GetString(k)); err != nil {
+			var fe *config.FieldError
+			if errors.As(err, &fe) {
+				fe.Source = config.EnvName(k)
+				if fl, ok := f.flagKeys[k]; ok && fl.Changed {
+					fe.Source = "--" + fl.Name
+				}
+			}
+			return nil, err
+		}
+	}
+	if err := c.Validate(); err != nil {
+		var fe *config.FieldError
+		if errors.As(err, &fe) && fe.Source == "" {
+			fe.Source = path
+			for _, k := range config.Keys {
+				if k == fe.Field && f.v.IsSet(k) {
+					fe.Source = config.EnvName(k)
+					if fl, ok := f.flagKeys[k]; ok && fl.Changed {
+						fe.Source = "--" + fl.Name
+					}
+				}
+			}
+		}
+		return nil, err
+	}
+	log := f.loggerFor(&c)
+	c.ResolveSpec(f.LookupEnv, func(setting string) {
+		log.Warn("malformed setting ignored; its feature is disabled", "setting", setting)
+	})
+	return &c, nil
+}
+
+// Logger returns the logger configured by log.level and log.format; before
+// the configuration loads (or when it fails) a text logger at info.
+func (f *Factory) Logger() *slog.Logger {
+	f.logOnce.Do(func() {
+		c, err := f.Config()
+		if err != nil {
+			d := config.Default()
+			c = &d
+		}
+		f.logger = f.loggerFor(c)
+	})
+	return f.logger
+}
+
+func (f *Factory) loggerFor(c *config.Config) *slog.Logger {
+	if f.logger != nil {
+		return f.logger
+	}
+	return NewLogger(f.IO.ErrOut, c.Log.Level, c.Log.Format)
+}
+
+// NewLogger builds the one slog logger. Attribute keys that name secrets
+// are redacted as a backstop; secret.Value already prints itself redacted.
+func NewLogger(w io.Writer, level, format string) *slog.Logger {
+	var lv slog.Level
+	_ = lv.UnmarshalText([]byte(level))
+	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: redactAttr}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func redactAttr(_ []string, a slog.Attr) slog.Attr {
+	switch strings.ToLower(a.Key) {
+	case "authorization", "api_key", "apikey", "token", "key", "secret", "password":
+		return slog.String(a.Key, "[redacted]")
+	}
+	return a
+}
+
+// Ledger opens the ledger once, creating the home folder when the database
+// lives there.
+func (f *Factory) Ledger(ctx context.Context) (*ledger.Store, error) {
+	f.storeMu.Lock()
+	defer f.storeMu.Unlock()
+	if f.store != nil {
+		return f.store, nil
+	}
+	path, err := f.DBPath()
+	if err != nil {
+		return nil, err
+	}
+	if f.dbFlag == "" && f.v.GetString("db") == "" {
+		if _, err := f.EnsureHome(); err != nil {
+			return nil, err
+		}
+	}
+	sync := "full"
+	if c, err := f.Config(); err == nil {
+		sync = c.Ledger.Synchronous
+	} else {
+		return nil, err
+	}
+	s, err := ledger.Open(ctx, path, ledger.Options{Clock: f.Clock, Logger: f.Logger(), Synchronous: sync})
+	if err != nil {
+		return nil, err
+	}
+	f.store = s
+	return s, nil
+}
+
+// Close releases what the factory opened.
+func (f *Factory) Close() {
+	f.storeMu.Lock()
+	defer f.storeMu.Unlock()
+	if f.store != nil {
+		f.store.Close()
+		f.store = nil
+	}
+}

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rotorhq/rotor/budgets"
+	"github.com/rotorhq/rotor/internal/dur"
+	"github.com/rotorhq/rotor/ledger"
+)
+
+func newCmdLedger(f *Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "ledger",
+		Short: "Report on the usage ledger",
+	}
+	cmd.AddCommand(newCmdLedgerReport(f, nil))
+	return cmd
+}
+
+type reportOptions struct {
+	f      *Factory
+	Query  ledger.ReportQuery
+	Format string
+	since  string
+	from   string
+	to     string
+	by     string
+}
+
+func newCmdLedgerReport(f *Factory, runF func(*reportOptions) error) *cobra.Command {
+	opts := &reportOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "report [--since DUR | --from T [--to T]] [--by KEYS]",
+		Short: "Summarize usage by operation, model, day, credential, client or status",
+		Long: `Summarize ledger usage over a time range, grouped by one or more keys.
+
+Columns are the group keys, then requests, input_tokens, output_tokens,
+total_tokens, cost_usd and errors. An unknown cost (every Decisions request:
+endpoint pricing is not configured) prints as "unknown", and as null in
+json; it is never 0. Status "unsettled" counts reservations that were never
+settled: requests in flight, or left by a rotor that died, counted as usage
+of unknown size.
+
+The range defaults to --since 24h. --from and --to take RFC 3339 times, UTC
+dates (2026-11-30), or the words today and yesterday (UTC); the range is
+half-open, [from, to), and --to defaults to now. Days are UTC days.`,
+		Example: `  rotor ledger report --by model,day
+  rotor ledger report --from yesterday --to today --by credential --format csv`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := opts.parse(cmd); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return reportRun(cmd, opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.since, "since", "24h", "report the last DUR (30m, 24h, 7d)")
+	fl.StringVar(&opts.from, "from", "", "start of the range (RFC 3339, UTC date, today, yesterday)")
+	fl.StringVar(&opts.to, "to", "", "end of the range, exclusive (default now)")
+	fl.StringVar(&opts.by, "by", "operation", "comma-separated group keys: "+strings.Join(ledger.ReportKeys, ","))
+	addFormatFlag(cmd, &opts.Format)
+	return cmd
+}
+
+// parseTime reads an RFC 3339 time, a UTC date or today/yesterday.
+func parseTime(s string, now time.Time) (time.Time, error) {
+	today := time.Date(now.UTC().Year(), now.UTC().Month(), now.UTC().Day(), 0, 0, 0, 0, time.UTC)
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "today":
+		return today, nil
+	case "yesterday":
+		return today.AddDate(0, 0, -1), nil
+	case "now":
+		return now, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse("2006-01-02", s); err == nil {
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("%q is not an RFC 3339 time, a date (2006-01-02), today or yesterday", s)
+}
+
+func (o *reportOptions) parse(cmd *cobra.Command) error {
+	if err := checkFormat(o.Format); err != nil {
+		return err
+	}
+	now := o.f.Clock.Now()
+	fl := cmd.Flags()
+	if fl.Changed("since") && (fl.Changed("from") || fl.Changed("to")) {
+		return usageErrorf("give either --since or --from/--to, not both")
+	}
+	if fl.Changed("to") && !fl.Changed("from") {
+		return usageErrorf("--to needs --from")
+	}
+	if fl.Changed("from") {
+		from, err := parseTime(o.from, now)
+		if err != nil {
+			return usageErrorf("--from: %v", err)
+		}
+		to := now
+		if fl.Changed("to") {
+			if to, err = parseTime(o.to, now); err != nil {
+				return usageErrorf("--to: %v", err)
+			}
+		}
+		if !from.Before(to) {
+			return usageErrorf("--from must be before --to")
+		}
+		o.Query.From, o.Query.To = from, to
+	} else {
+		d, err := dur.Parse(o.since)
+		if err != nil || d <= 0 {
+			return usageErrorf("--since %q: want a duration such as 30m, 24h or 7d", o.since)
+		}
+		// Include rows written at this very millisecond.
+		o.Query.From, o.Query.To = now.Add(-d), now.Add(time.Millisecond)
+	}
+	o.Query.By = nil
+	seen := map[string]bool{}
+	for _, k := range strings.Split(o.by, ",") {
+		k = strings.TrimSpace(strings.ToLower(k))
+		if k == "" {
+			continue
+		}
+		valid := false
+		for _, v := range ledger.ReportKeys {
+			valid = valid || v == k
+		}
+		if !valid {
+			return usageErrorf("--by %q: want keys among %s", k, strings.Join(ledger.ReportKeys, ","))
+		}
+		if !seen[k] {
+			o.Query.By = append(o.Query.By, k)
+			seen[k] = true
+		}
+	}
+	if len(o.Query.By) == 0 {
+		return usageErrorf("--by needs at least one key among %s", strings.Join(ledger.ReportKeys, ","))
+	}
+	return nil
+}
+
+func reportRun(cmd *cobra.Command, opts *reportOptions) error {
+	store, err := opts.f.Ledger(cmd.Context())
+	if err != nil {
+		return err
+	}
+	rows, err := store.Report(cmd.Context(), opts.Query)
+	if err != nil {
+		return err
+	}
+	return reportRecords(opts.Query.By, rows).write(opts.f.IO.Out, opts.Format)
+}
+
+func reportRecords(by []string, rows []ledger.ReportRow) records {
+	recs := records{Columns: append(append([]string{}, by...), "requests", "input_tokens", "output_tokens", "total_tokens", "cost_usd", "errors")}
+	for _, r := range rows {
+		var line []cell
+		for _, k := range r.Keys {
+			line = append(line, textCell(k))
+		}
+		cost := cell{JSON: nil, Text: "unknown"}
+		if r.CostKnown {
+			cost = cell{JSON: jsonNumber(budgets.FormatCost(r.CostMicros)), Text: budgets.FormatCost(r.CostMicros)}
+		}
+		line = append(line, intCell(r.Requests), intCell(r.InputTokens), intCell(r.OutputTokens), intCell(r.TotalTokens), cost, intCell(r.Errors))
+		recs.Rows = append(recs.Rows, line)
+	}
+	return recs
+}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// Main runs rotor with args and returns the exit status.
+func Main(args []string, io *IOStreams) int {
+	f := NewFactory(io)
+	defer f.Close()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return run(ctx, f, args)
+}
+
+func run(ctx context.Context, f *Factory, args []string) int {
+	root := NewCmdRoot(f)
+	root.SetArgs(args)
+	root.SetOut(f.IO.Out)
+	root.SetErr(f.IO.ErrOut)
+	root.SetIn(f.IO.In)
+	err := root.ExecuteContext(ctx)
+	if err != nil {
+		var se *SilentError
+		if !errors.As(err, &se) {
+			fmt.Fprintf(f.IO.ErrOut, "rotor: %v\n", err)
+			var ue *UsageError
+			if errors.As(err, &ue) && ue.showUsage {
+				fmt.Fprintln(f.IO.ErrOut, "Run 'rotor --help' or add --help to the command for usage.")
+			}
+		}
+	}
+	return exitCode(err)
+}
+
+// NewCmdRoot returns the root command with every subcommand.
+func NewCmdRoot(f *Factory) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "rotor <command>",
+		Short: "Local bridge and budget ledger for LLM provider credentials",
+		Long: `rotor runs an authenticated localhost bridge for an LLM provider's Decisions
+API. It picks one of several provider credentials, respects their cooldowns,
+fails over where that is safe, and records every request's real token usage
+in a SQLite ledger whose budgets are checked before any provider is touched.
+
+Files live in the home folder (--home, ROTOR_HOME, $XDG_CONFIG_HOME/rotor or
+~/.config/rotor): rotor.yaml, rotor.db and bridge.token.`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Version:       version,
+	}
+	root.SetVersionTemplate("rotor {{.Version}}\n")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &UsageError{Err: err, showUsage: true}
+	})
+	pf := root.PersistentFlags()
+	pf.StringVar(&f.home, "home", "", "home folder holding rotor.yaml, rotor.db and bridge.token (env ROTOR_HOME)")
+	pf.StringVar(&f.configFlag, "config", "", "configuration file (default <home>/rotor.yaml; env ROTOR_CONFIG)")
+	pf.StringVar(&f.dbFlag, "db", "", "ledger database file (default <home>/rotor.db; env ROTOR_DB)")
+	pf.String("log-level", "", "log level: debug, info, warn or error (config log.level)")
+	pf.String("log-format", "", "log format: text or json (config log.format)")
+	f.bindFlag("log.level", pf.Lookup("log-level"))
+	f.bindFlag("log.format", pf.Lookup("log-format"))
+
+	root.AddCommand(
+		newCmdInit(f, nil),
+		newCmdVersion(f),
+		newCmdConfig(f),
+		newCmdBudget(f),
+		newCmdLedger(f),
+	)
+	return root
+}
+
+func newCmdVersion(f *Factory) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print rotor's version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			fmt.Fprintf(f.IO.Out, "rotor %s\n", f.Version)
+			return nil
+		},
+	}
+}
