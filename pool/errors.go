@@ -1,0 +1,146 @@
+package pool
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/rotorhq/rotor/internal/httpx"
+)
+
+// ErrNoCredentials is Select's result when no candidate is configured: an
+// empty configuration or candidate list. It is distinct from every
+// cooldown error; the runtime answers it with httpx.CodeNoCredentials.
+var ErrNoCredentials = errors.New("no credentials configured")
+
+// CooldownExhaustedError says every candidate credential is cooling: the
+// spec's ModelCooldownExhausted. There is no hidden dispatch, wait or
+// retry; the caller answers 429, or waits RetryAfter itself when its
+// deadline allows.
+type CooldownExhaustedError struct {
+	// Scoped is set on the scoped path (429 model_cooldown); the legacy
+	// path answers 429 rate_limit_exceeded.
+	Scoped bool
+	// RetryAfter is the time until the earliest candidate's release (which
+	// waits for its legacy rest, auth observation and model or bucket
+	// observation alike), at most the configured maximum. It is exact:
+	// only the Retry-After header rounds it up.
+	RetryAfter time.Duration
+}
+
+// Error names no model, bucket or key.
+func (e *CooldownExhaustedError) Error() string {
+	if e.Scoped {
+		return fmt.Sprintf("every eligible credential is cooling down for this model; earliest release in %v", e.RetryAfter)
+	}
+	return fmt.Sprintf("every eligible credential is resting; earliest release in %v", e.RetryAfter)
+}
+
+// CapacityError says the cooldown store is full and new scoped admission
+// fails closed until its overflow deadline: the spec's
+// ModelCooldownCapacity (503). It is not a credential-wide cooldown.
+type CapacityError struct {
+	// RetryAfter is the time until the overflow deadline, at most the
+	// configured maximum.
+	RetryAfter time.Duration
+}
+
+// Error says how long admission fails closed.
+func (e *CapacityError) Error() string {
+	return fmt.Sprintf("cooldown store is full; admission fails closed for %v", e.RetryAfter)
+}
+
+// maxRetryAfter bounds the advice the adapter sends.
+const maxRetryAfter = LargestMaxSeconds * time.Second
+
+// CooldownErrorResponse is the spec's cooldown_error_response adapter: it
+// turns a *CooldownExhaustedError or *CapacityError anywhere in err's chain
+// into rotor's JSON error, with Retry-After advice that httpx.WriteError
+// renders as an integer of at least 1 (ceil of the exact wait):
+//   - scoped all-cooling: 429 model_cooldown;
+//   - legacy all-cooling: 429 rate_limit_exceeded;
+//   - capacity: 503 model_cooldown_capacity.
+//
+// It returns false for any other error, ErrNoCredentials included.
+func CooldownErrorResponse(err error) (*httpx.Error, bool) {
+	if ce, ok := errors.AsType[*CooldownExhaustedError](err); ok {
+		code := httpx.CodeRateLimitExceeded
+		if ce.Scoped {
+			code = httpx.CodeModelCooldown
+		}
+		return httpx.NewError(code).WithRetryAfter(boundRetryAfter(ce.RetryAfter)), true
+	}
+	if ce, ok := errors.AsType[*CapacityError](err); ok {
+		return httpx.NewError(httpx.CodeModelCooldownCapacity).WithRetryAfter(boundRetryAfter(ce.RetryAfter)), true
+	}
+	return nil, false
+}
+
+// boundRetryAfter keeps advice positive (httpx omits Retry-After for zero)
+// and within the largest configurable maximum.
+func boundRetryAfter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return time.Second
+	}
+	return min(d, maxRetryAfter)
+}
+
+// IsCooldownError reports whether err holds a *CooldownExhaustedError or a
+// *CapacityError. Failover loops use it to stop: a cooldown error is the
+// pool's answer, not a candidate failure to fall back from.
+func IsCooldownError(err error) bool {
+	_, ok := cooldownError(err)
+	return ok
+}
+
+// cooldownError finds the cooldown error in err's chain; an all-cooling
+// error wins over a capacity error, as in Select.
+func cooldownError(err error) (error, bool) {
+	if ce, ok := errors.AsType[*CooldownExhaustedError](err); ok {
+		return ce, true
+	}
+	if ce, ok := errors.AsType[*CapacityError](err); ok {
+		return ce, true
+	}
+	return nil, false
+}
+
+// PreserveCooldownErrors runs one route step (a wrapper around Select and
+// dispatch) and keeps its cooldown error intact: when the step's error
+// holds a *CooldownExhaustedError or *CapacityError anywhere in its chain
+// (wrapped with %w, or joined with other candidates' failures), that error
+// itself is returned, so that no outer layer maps it to a 500/503 or reads
+// it as a candidate failure to fall back from. Any other error, and nil,
+// is returned unchanged.
+func PreserveCooldownErrors(next func() error) error {
+	err := next()
+	if ce, ok := cooldownError(err); ok {
+		return ce
+	}
+	return err
+}
+
+// PreserveCooldownErrorsHandler adapts a handler that returns its error
+// instead of writing it: a cooldown error is answered with
+// CooldownErrorResponse (429/503 with Retry-After), whatever wrapped it;
+// any other error goes to onError, the runtime's generic error writer
+// (nil: a generic 500). next must not have written a response when it
+// returns an error.
+func PreserveCooldownErrorsHandler(next func(http.ResponseWriter, *http.Request) error, onError func(http.ResponseWriter, *http.Request, error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		err := next(w, r)
+		if err == nil {
+			return
+		}
+		if e, ok := CooldownErrorResponse(err); ok {
+			httpx.WriteError(w, e)
+			return
+		}
+		if onError != nil {
+			onError(w, r, err)
+			return
+		}
+		httpx.WriteError(w, httpx.NewError(httpx.CodeInternal))
+	})
+}

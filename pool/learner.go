@@ -1,0 +1,42 @@
+package pool
+
+import "time"
+
+// LearnEvent is what the pool tells a Learner about one natural outcome of
+// an inference call. Catalog probes are never reported.
+type LearnEvent struct {
+	// Provider is the pool name (api, zdr).
+	Provider string
+	// Model is the upstream model; "" stands for null.
+	Model string
+	// QuotaBucket is the configured quota bucket; "" stands for null.
+	QuotaBucket string
+	// Identity is an opaque, credential-keyed HMAC digest of provider,
+	// model and quota bucket (hex). It is stable across processes for the
+	// same key and changes when the key is rotated. Learners store only
+	// this, never the names above.
+	Identity string
+	// Outcome is the classified outcome.
+	Outcome Outcome
+	// At is the wall-clock time of the observation (learned state is
+	// shared across processes, so monotonic readings will not do).
+	At time.Time
+	// RetryAfter is trusted, normalized reset advice in seconds when
+	// HasRetryAfter is set: finite and nonnegative.
+	RetryAfter    float64
+	HasRetryAfter bool
+}
+
+// Learner learns cooldown durations from natural outcomes. The pool calls
+// Observe for every recorded inference outcome and Suggest when a throttle
+// needs a cooldown duration. A nil Learner, or Suggest answering ok=false,
+// leaves the existing cooldown in force. Implementations must be safe for
+// concurrent use and must never block on the network for long: the pool
+// calls them on the request path.
+type Learner interface {
+	Observe(ev LearnEvent)
+	// Suggest returns the learned duration for the throttle ev, already
+	// bounded below by trusted advice, or ok=false to use the existing
+	// cooldown. The pool caps the result at MODEL_COOLDOWN_MAX_SECONDS.
+	Suggest(ev LearnEvent) (d time.Duration, ok bool)
+}

@@ -1,0 +1,162 @@
+package pool
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rotorhq/rotor/internal/secret"
+)
+
+func TestLearnerConsultedOnlyForInference(t *testing.T) {
+	l := &fakeLearner{}
+	f := newFixture(t, withLearner(l))
+	f.clk.Advance(time.Minute)
+
+	// Catalog fetches and unscoped observations: never.
+	for _, code := range []int{200, 401, 403, 429, 500} {
+		f.record("a", Observation{Scope: modelA, Status: code, Catalog: true})
+		f.record("a", status(unscoped, code))
+	}
+	if o, s := l.counts(); o != 0 || s != 0 {
+		t.Fatalf("learner saw %d observations and %d suggestions for catalog or unscoped calls, want 0", o, s)
+	}
+
+	// Inference with a scope: every outcome is observed; a throttle also
+	// asks for a suggestion.
+	f.record("a", Observation{Scope: large, Status: 429, RetryAfter: 12, HasRetryAfter: true})
+	f.record("b", success(modelA))
+	f.record("c", status(modelB, 401))
+	if o, s := l.counts(); o != 3 || s != 1 {
+		t.Fatalf("learner saw %d observations and %d suggestions, want 3 and 1", o, s)
+	}
+	ev := l.observed[0]
+	want := LearnEvent{
+		Provider:      "api",
+		Model:         "decide-large",
+		QuotaBucket:   "shared",
+		Identity:      learnIdentity(testCreds[0].Key, "api", "decide-large", "shared"),
+		Outcome:       OutcomeThrottled,
+		At:            t0.Add(time.Minute),
+		RetryAfter:    12,
+		HasRetryAfter: true,
+	}
+	if ev != want {
+		t.Errorf("observed %+v, want %+v", ev, want)
+	}
+	if l.suggested[0] != want {
+		t.Errorf("suggest asked with %+v, want %+v", l.suggested[0], want)
+	}
+	if got := l.observed[1]; got.Outcome != OutcomeSuccess || got.Model != "model-alpha" || got.QuotaBucket != "" {
+		t.Errorf("success observed as %+v", got)
+	}
+	f.record("a", throttle(Scope{QuotaBucket: "shared"})) // quota-only: model null
+	if got := l.observed[3]; got.Model != "" || got.QuotaBucket != "shared" || got.Identity != learnIdentity(testCreds[0].Key, "api", "", "shared") {
+		t.Errorf("quota-only observation = %+v", got)
+	}
+}
+
+func TestLearnerSuggestionBoundedByAdviceAndCap(t *testing.T) {
+	cases := []struct {
+		name       string
+		advice     float64
+		hasAdvice  bool
+		suggestion time.Duration
+		ok         bool
+		want       time.Duration
+	}{
+		{"suggestion over advice", 10, true, 30 * time.Second, true, 30 * time.Second},
+		{"advice is a hard minimum", 50, true, 30 * time.Second, true, 50 * time.Second},
+		{"cap bounds the suggestion", 0, false, 5000 * time.Second, true, 3600 * time.Second},
+		{"cap bounds the advice", 4000, true, 30 * time.Second, true, 3600 * time.Second},
+		{"invalid advice does not count", math.NaN(), true, 30 * time.Second, true, 30 * time.Second},
+		{"shorter than the fallback", 0, false, 20 * time.Second, true, 20 * time.Second},
+		{"no suggestion: advice", 10, true, 0, false, 10 * time.Second},
+		{"no suggestion: fallback", 0, false, 0, false, 60 * time.Second},
+		{"nonsense suggestion ignored", 0, false, -time.Second, true, 60 * time.Second},
+		{"sub-second suggestion keeps one second", 0, false, time.Millisecond, true, time.Second},
+	}
+	for _, tc := range cases {
+		for _, path := range []struct {
+			name  string
+			mod   func(*Config)
+			scope Scope
+		}{{"scoped", func(*Config) {}, modelA}, {"legacy", disabled, modelB}} {
+			t.Run(tc.name+"/"+path.name, func(t *testing.T) {
+				l := &fakeLearner{suggest: func(LearnEvent) (time.Duration, bool) { return tc.suggestion, tc.ok }}
+				o := Observation{Scope: modelA, Status: 429, RetryAfter: tc.advice, HasRetryAfter: tc.hasAdvice}
+				if got := cooldownAfter(t, o, path.scope, withLearner(l), path.mod); got != tc.want {
+					t.Errorf("cooldown = %v, want %v", got, tc.want)
+				}
+			})
+		}
+	}
+	// Auth rejections never take a suggestion.
+	l := &fakeLearner{suggest: func(LearnEvent) (time.Duration, bool) { return time.Second, true }}
+	if got := cooldownAfter(t, status(modelA, 401), modelA, withLearner(l)); got != DefaultAuthRest {
+		t.Errorf("auth cooldown = %v, want %v", got, DefaultAuthRest)
+	}
+}
+
+func TestLearnerLearnsOnLegacyPath(t *testing.T) {
+	l := &fakeLearner{suggest: func(LearnEvent) (time.Duration, bool) { return 25 * time.Second, true }}
+	f := newFixture(t, disabled, withLearner(l))
+	f.record("a", throttle(mini))
+	if o, s := l.counts(); o != 1 || s != 1 {
+		t.Fatalf("learner saw %d observations and %d suggestions, want 1 and 1", o, s)
+	}
+	if ev := l.observed[0]; ev.Model != "decide-mini" || ev.QuotaBucket != "shared" {
+		t.Errorf("legacy path learned %+v, want the separate scope record", ev)
+	}
+	// The pool keeps its credential-wide rest, with the suggested length.
+	f.wantAvailable(modelB, "b", "c")
+	if d, ok := f.pool.NextRelease(unscoped, []string{"a"}); !ok || d != 25*time.Second {
+		t.Errorf("legacy rest = %v, want 25s", d)
+	}
+}
+
+func TestLearnerIdentityIsCredentialKeyedAndUnambiguous(t *testing.T) {
+	k1, k2 := secret.New("sk-canary-one"), secret.New("sk-canary-two")
+	base := learnIdentity(k1, "api", "m", "b")
+	if len(base) != 64 {
+		t.Errorf("identity %q is not a hex SHA-256", base)
+	}
+	if base != learnIdentity(secret.New("sk-canary-one"), "api", "m", "b") {
+		t.Error("identity is not stable for the same key (it must survive restarts)")
+	}
+	differs := map[string]string{
+		"rotated key":       learnIdentity(k2, "api", "m", "b"),
+		"pool":              learnIdentity(k1, "zdr", "m", "b"),
+		"model":             learnIdentity(k1, "api", "n", "b"),
+		"bucket":            learnIdentity(k1, "api", "m", ""),
+		"model/bucket swap": learnIdentity(k1, "api", "b", "m"),
+	}
+	for name, id := range differs {
+		if id == base {
+			t.Errorf("%s gives the same identity", name)
+		}
+	}
+	if learnIdentity(k1, "api", "a\x00b", "c") == learnIdentity(k1, "api", "a", "b\x00c") {
+		t.Error("identity encoding is ambiguous")
+	}
+	if strings.Contains(base, "sk-canary") {
+		t.Error("identity holds the key")
+	}
+}
+
+type panickyLearner struct{}
+
+func (panickyLearner) Observe(LearnEvent)                       { panic("observe") }
+func (panickyLearner) Suggest(LearnEvent) (time.Duration, bool) { panic("suggest") }
+
+func TestLearnerPanicDoesNotInterruptRecord(t *testing.T) {
+	f := newFixture(t, withLearner(panickyLearner{}))
+	f.record("a", throttleFor(modelA, 9))
+	if d, ok := f.pool.NextRelease(modelA, []string{"a"}); !ok || d != 9*time.Second {
+		t.Errorf("cooldown = %v, %v; want the existing 9 s", d, ok)
+	}
+	if !strings.Contains(f.logs.String(), "learner failed") {
+		t.Error("learner panic not logged")
+	}
+}

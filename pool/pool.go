@@ -1,0 +1,701 @@
+package pool
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math"
+	"net/http"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/internal/secret"
+)
+
+// Defaults of the spec's fallbacks and settings.
+const (
+	// DefaultMaxSeconds is MODEL_COOLDOWN_MAX_SECONDS when unset.
+	DefaultMaxSeconds = 3600
+	// LargestMaxSeconds is the largest MODEL_COOLDOWN_MAX_SECONDS.
+	LargestMaxSeconds = 2147483647
+	// DefaultAuthRest is the rest after a genuine auth rejection without
+	// valid advice (the spec's Codex Everywhere 300 s).
+	DefaultAuthRest = 300 * time.Second
+	// ThrottleRest is the rest after a throttle without valid advice.
+	ThrottleRest = 60 * time.Second
+	// MinRest is the least any rest lasts, so that zero (or sub-second)
+	// advice cannot cause an immediate redispatch.
+	MinRest = time.Second
+)
+
+// Credential is one configured key of a pool.
+type Credential struct {
+	// Name is the credential's label in the configuration. It is what
+	// logs, status and the ledger show; never the key.
+	Name string
+	Key  secret.Value
+}
+
+// Options are the per-pool options that carry what differed between the
+// spec's pool implementations.
+type Options struct {
+	// Name is the pool name ("api", "zdr") and the namespace of its
+	// credential IDs: the same key in two pools shares no state.
+	Name string
+	// FirstKeyFallback returns the first candidate instead of an error
+	// when every candidate rests (the spec's legacy Codex Everywhere
+	// fallback). It applies only where model-scoped admission is not in
+	// force: with model cooldown disabled, and on the unscoped path, which
+	// keeps the disabled path's selection. Never on the scoped path.
+	FirstKeyFallback bool
+	// AuthRest is how long a genuine credential-wide auth rejection seen
+	// at inference rests the credential without valid advice. Zero or
+	// negative means DefaultAuthRest.
+	AuthRest time.Duration
+	// PreferActive keeps using the credential whose inference call last
+	// succeeded while it is available (the spec's NanoGPT active key).
+	PreferActive bool
+	// CatalogTTL is the rest for a genuine auth rejection seen by a catalog
+	// fetch without valid advice (the spec's NanoGPT validation TTL). Zero
+	// or negative means AuthRest.
+	CatalogTTL time.Duration
+	// QuotaBuckets maps a configured quota bucket to its member models.
+	// Buckets come only from configuration; a model in two buckets keeps
+	// the first in name order (package config rejects that).
+	QuotaBuckets map[string][]string
+}
+
+// Settings are the MODEL_COOLDOWN_* settings, already parsed and validated
+// by package config.
+type Settings struct {
+	// ModelCooldownEnabled is MODEL_COOLDOWN_ENABLED (default false).
+	ModelCooldownEnabled bool
+	// MaxSeconds is MODEL_COOLDOWN_MAX_SECONDS: the cap of every rest and
+	// Retry-After. Outside 1..LargestMaxSeconds it means DefaultMaxSeconds.
+	MaxSeconds int64
+}
+
+// Config builds a Pool. Options and Credentials are required (an empty
+// credential list is allowed and selects ErrNoCredentials); the rest is
+// optional.
+type Config struct {
+	Options     Options
+	Credentials []Credential
+	Settings    Settings
+	// Store is the process-wide model-scoped store shared by every pool;
+	// nil gives the pool a private store with DefaultStoreLimit.
+	Store *Store
+	// Clock defaults to the store's clock. Give both the same clock: every
+	// release is kept on the store's monotonic time base.
+	Clock clock.Clock
+	// Learner, when set, observes natural inference outcomes and may
+	// suggest throttle durations.
+	Learner Learner
+	// Logger, when set, receives cooldown state changes (never a key or a
+	// model name).
+	Logger *slog.Logger
+}
+
+// Pool holds one pool's credentials and decides which may serve a request.
+// It keeps the legacy provider-wide rest map itself and the model-scoped
+// observations in its Store, under its own namespace. It never waits,
+// retries or starts a goroutine or timer: callers select, call the
+// provider, and record the outcome.
+//
+// A Pool is safe for concurrent use.
+type Pool struct {
+	name     string
+	opts     Options
+	enabled  bool
+	maxRest  time.Duration
+	store    *Store
+	clk      clock.Clock
+	learner  Learner
+	log      *slog.Logger
+	creds    []Credential
+	ids      []digest       // credential IDs, by credential
+	rest     []int          // legacy rest slot, by credential: one per key
+	byName   map[string]int // credential index
+	bucketOf map[string]string
+	buckets  map[string]bool
+
+	// legacy holds the legacy provider-wide rests: release times on the
+	// store's time base, 0 when none. Credentials with the same key share
+	// a slot, as they share the key's quota.
+	legacy []atomic.Int64
+	// active is 1 + the index of the credential whose inference call last
+	// succeeded, 0 when none.
+	active atomic.Int32
+}
+
+// New returns a pool. It panics when two credentials share a name, which
+// package config rejects.
+func New(cfg Config) *Pool {
+	st := cfg.Store
+	if st == nil {
+		st = NewStore(cfg.Clock, 0)
+	}
+	clk := cfg.Clock
+	if clk == nil {
+		clk = st.clk
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	opts := cfg.Options
+	if opts.AuthRest <= 0 {
+		opts.AuthRest = DefaultAuthRest
+	}
+	if opts.CatalogTTL <= 0 {
+		opts.CatalogTTL = opts.AuthRest
+	}
+	maxSeconds := cfg.Settings.MaxSeconds
+	if maxSeconds < 1 || maxSeconds > LargestMaxSeconds {
+		maxSeconds = DefaultMaxSeconds
+	}
+	p := &Pool{
+		name:     opts.Name,
+		enabled:  cfg.Settings.ModelCooldownEnabled,
+		maxRest:  time.Duration(maxSeconds) * time.Second,
+		store:    st,
+		clk:      clk,
+		learner:  cfg.Learner,
+		log:      log,
+		creds:    slices.Clone(cfg.Credentials),
+		byName:   make(map[string]int, len(cfg.Credentials)),
+		bucketOf: map[string]string{},
+		buckets:  map[string]bool{},
+	}
+	restOf := map[digest]int{}
+	for i, c := range p.creds {
+		if _, dup := p.byName[c.Name]; dup {
+			panic(fmt.Sprintf("pool %s: credential name %q configured twice", p.name, c.Name))
+		}
+		p.byName[c.Name] = i
+		id := st.credentialID(p.name, c.Key.Reveal())
+		p.ids = append(p.ids, id)
+		r, ok := restOf[id]
+		if !ok {
+			r = len(restOf)
+			restOf[id] = r
+		}
+		p.rest = append(p.rest, r)
+	}
+	p.legacy = make([]atomic.Int64, len(restOf))
+	for _, b := range slices.Sorted(maps.Keys(opts.QuotaBuckets)) {
+		if b == "" {
+			continue
+		}
+		p.buckets[b] = true
+		for _, m := range opts.QuotaBuckets[b] {
+			if _, taken := p.bucketOf[m]; !taken && m != "" {
+				p.bucketOf[m] = b
+			}
+		}
+	}
+	opts.QuotaBuckets = nil // kept as p.buckets and p.bucketOf
+	p.opts = opts
+	return p
+}
+
+// Name returns the pool name.
+func (p *Pool) Name() string { return p.name }
+
+// Credentials returns the configured credentials in configured order.
+func (p *Pool) Credentials() []Credential { return slices.Clone(p.creds) }
+
+// BucketFor returns the configured quota bucket of model, or "".
+func (p *Pool) BucketFor(model string) string { return p.bucketOf[model] }
+
+// ModelCooldownEnabled reports whether model-scoped admission is enabled
+// for this pool.
+func (p *Pool) ModelCooldownEnabled() bool { return p.enabled }
+
+// Scope is a request's model-cooldown context: the actual upstream model
+// and its configured quota bucket. Selection and recording of one call
+// must receive the same Scope. Both empty is the unscoped path.
+type Scope struct {
+	Model       string
+	QuotaBucket string
+}
+
+// scopeKind says which namespace an observation lives in.
+type scopeKind uint8
+
+const (
+	scopeNone scopeKind = iota
+	scopeModel
+	scopeBucket
+)
+
+func (k scopeKind) String() string {
+	switch k {
+	case scopeModel:
+		return "model"
+	case scopeBucket:
+		return "bucket"
+	}
+	return "none"
+}
+
+// resolve returns the effective quota bucket and the scope kind of s. A
+// bucket counts only when it is configured; a model that belongs to a
+// configured bucket uses it even when the caller left QuotaBucket empty.
+// Nothing else (a prefix, a body, another caller field) makes a bucket.
+func (p *Pool) resolve(s Scope) (bucket string, kind scopeKind) {
+	if s.QuotaBucket != "" && p.buckets[s.QuotaBucket] {
+		return s.QuotaBucket, scopeBucket
+	}
+	if s.Model == "" {
+		return "", scopeNone
+	}
+	if b := p.bucketOf[s.Model]; b != "" {
+		return b, scopeBucket
+	}
+	return "", scopeModel
+}
+
+// scopeID is the store label of a resolved scope.
+func (p *Pool) scopeID(s Scope, bucket string, kind scopeKind) digest {
+	if kind == scopeBucket {
+		return p.store.label(labelBucket, bucket)
+	}
+	return p.store.label(labelModel, s.Model)
+}
+
+// maxInline is how many credentials the hot paths handle without
+// allocating.
+const maxInline = 16
+
+// candidates appends the indexes of names (nil: every credential) to dst in
+// configured order. Unknown and repeated names are ignored.
+func (p *Pool) candidates(names []string, dst []int) []int {
+	if names == nil {
+		for i := range p.creds {
+			dst = append(dst, i)
+		}
+		return dst
+	}
+	if len(p.creds) <= 64 {
+		var mask uint64
+		for _, n := range names {
+			if i, ok := p.byName[n]; ok {
+				mask |= 1 << i
+			}
+		}
+		for i := range p.creds {
+			if mask&(1<<i) != 0 {
+				dst = append(dst, i)
+			}
+		}
+		return dst
+	}
+	seen := make([]bool, len(p.creds))
+	for _, n := range names {
+		if i, ok := p.byName[n]; ok {
+			seen[i] = true
+		}
+	}
+	for i, ok := range seen {
+		if ok {
+			dst = append(dst, i)
+		}
+	}
+	return dst
+}
+
+// view is one evaluation of candidates: each candidate's release (0 or a
+// past time when it is available) and, on the scoped path, the capacity
+// guard.
+type view struct {
+	now      int64
+	scoped   bool
+	idx      []int
+	release  []int64
+	overflow int64 // capacity guard deadline, 0 when none
+}
+
+// evaluate computes the view of names under s. The buffers keep small
+// pools allocation-free.
+func (p *Pool) evaluate(s Scope, names []string, idxBuf []int, relBuf []int64) view {
+	v := view{idx: p.candidates(names, idxBuf)}
+	bucket, kind := p.resolve(s)
+	v.scoped = p.enabled && kind != scopeNone
+	var scope digest
+	if v.scoped && len(v.idx) > 0 {
+		scope = p.scopeID(s, bucket, kind)
+	}
+	v.now = p.store.since(p.clk.Now())
+	v.release = relBuf[:0]
+	for _, i := range v.idx {
+		v.release = append(v.release, p.legacy[p.rest[i]].Load())
+	}
+	if !v.scoped || len(v.idx) == 0 {
+		return v
+	}
+	st := p.store
+	st.mu.Lock()
+	st.prune(v.now)
+	for j, i := range v.idx {
+		// A release waits for the legacy rest, the credential-wide auth
+		// observation and this scope's observation alike.
+		id := p.ids[i]
+		v.release[j] = max(v.release[j],
+			st.lookup(obsKey{cred: id, scope: st.authScope}),
+			st.lookup(obsKey{cred: id, scope: scope}))
+	}
+	v.overflow = st.overflowUntil(v.now)
+	st.mu.Unlock()
+	return v
+}
+
+// pick returns the index into v.idx of the credential to use, or -1.
+func (p *Pool) pick(v view) int {
+	if p.opts.PreferActive {
+		if a := int(p.active.Load()) - 1; a >= 0 {
+			for j, i := range v.idx {
+				if i == a && v.release[j] <= v.now {
+					return j
+				}
+			}
+		}
+	}
+	for j := range v.idx {
+		if v.release[j] <= v.now {
+			return j
+		}
+	}
+	return -1
+}
+
+// earliest returns the time until the earliest candidate release. Call it
+// only when no candidate is available.
+func (p *Pool) earliest(v view) time.Duration {
+	first := int64(math.MaxInt64)
+	for _, r := range v.release {
+		first = min(first, r)
+	}
+	return p.bound(time.Duration(first - v.now))
+}
+
+// bound caps a wait at the configured maximum.
+func (p *Pool) bound(d time.Duration) time.Duration { return min(d, p.maxRest) }
+
+// Available returns the names among candidates (nil: every credential) that
+// may be dispatched now, in configured order; the active-key preference
+// does not reorder it. Scoped, a credential is excluded while its model or
+// bucket observation, its credential-wide auth observation or its legacy
+// rest is live; unscoped, while its legacy rest is. While the capacity
+// guard is active a scoped Available returns nil: new scoped admission
+// fails closed. An empty result says nothing about why; callers that need
+// the 429/503 decision call Select with the same arguments.
+func (p *Pool) Available(s Scope, candidates []string) []string {
+	var ib [maxInline]int
+	var rb [maxInline]int64
+	v := p.evaluate(s, candidates, ib[:0], rb[:0])
+	if v.overflow != 0 {
+		return nil
+	}
+	var out []string
+	for j, i := range v.idx {
+		if v.release[j] <= v.now {
+			out = append(out, p.creds[i].Name)
+		}
+	}
+	return out
+}
+
+// Select returns the credential to use among candidates (nil: every
+// credential). It never waits. Errors:
+//   - ErrNoCredentials when no candidate is configured (an empty
+//     configuration or candidate list): the distinct no-key result.
+//   - *CooldownExhaustedError when every candidate is cooling, with the
+//     time until the earliest candidate's release; Scoped on the scoped
+//     path (429 model_cooldown), else legacy (429 rate_limit_exceeded).
+//     With FirstKeyFallback outside the scoped path, the first candidate
+//     is returned instead.
+//   - *CapacityError on the scoped path while the store's capacity guard
+//     is active and some candidate is otherwise available (503). A known
+//     all-cooling pool still gets the 429.
+//
+// The available credential is the active one when PreferActive holds and
+// it is available, else the first available in configured order.
+func (p *Pool) Select(s Scope, candidates []string) (Credential, error) {
+	var ib [maxInline]int
+	var rb [maxInline]int64
+	v := p.evaluate(s, candidates, ib[:0], rb[:0])
+	if len(v.idx) == 0 {
+		return Credential{}, ErrNoCredentials
+	}
+	j := p.pick(v)
+	if j < 0 {
+		if !v.scoped && p.opts.FirstKeyFallback {
+			return p.creds[v.idx[0]], nil
+		}
+		return Credential{}, &CooldownExhaustedError{Scoped: v.scoped, RetryAfter: p.earliest(v)}
+	}
+	if v.overflow != 0 {
+		return Credential{}, &CapacityError{RetryAfter: p.bound(time.Duration(v.overflow - v.now))}
+	}
+	return p.creds[v.idx[j]], nil
+}
+
+// NextRelease returns the time until the earliest candidate (nil: every
+// credential) becomes available, bounded by the configured maximum, and
+// true; or 0 and false when a candidate is available now or there is no
+// candidate. It ignores the capacity guard, which Select reports.
+func (p *Pool) NextRelease(s Scope, candidates []string) (time.Duration, bool) {
+	var ib [maxInline]int
+	var rb [maxInline]int64
+	v := p.evaluate(s, candidates, ib[:0], rb[:0])
+	if len(v.idx) == 0 || p.pick(v) >= 0 {
+		return 0, false
+	}
+	return p.earliest(v), true
+}
+
+// Observation is the outcome of one upstream call, as Record needs it.
+type Observation struct {
+	// Scope is the request's scope, the same that selection received. A
+	// catalog fetch made for a scoped request passes that scope, so that
+	// the scoped rules below apply to it.
+	Scope
+	// Status is the HTTP status, 0 when none was read.
+	Status int
+	// Err is the transport or cancellation error when no status was read.
+	Err error
+	// Outcome is the caller's classification; OutcomeUnknown classifies
+	// Status and Err with Classify. A supplied outcome overrides the
+	// status, cancellation included.
+	Outcome Outcome
+	// CredentialWideAuth says whether a credential rejection is genuine
+	// credential-wide auth evidence; nil applies the default rule: a 401
+	// is, a 403 is not (endpoint or model permission denial).
+	CredentialWideAuth *bool
+	// RetryAfter is trusted, normalized reset advice in seconds relative
+	// to the observation, used when HasRetryAfter is set. Advice that is
+	// not finite and nonnegative is invalid and the fallback applies.
+	RetryAfter    float64
+	HasRetryAfter bool
+	// Catalog marks a catalog fetch (GET /v1/models), not inference. On
+	// the scoped path it carries no model quota evidence: only a genuine
+	// credential-wide auth rejection cools the credential (every model).
+	// Learners never see catalog fetches.
+	Catalog bool
+}
+
+// outcome returns the effective outcome of o.
+func (o Observation) outcome() Outcome {
+	if o.Outcome != OutcomeUnknown {
+		return o.Outcome
+	}
+	return Classify(o.Status, o.Err)
+}
+
+// wideAuth reports whether o, a credential rejection, is genuine
+// credential-wide auth evidence.
+func (o Observation) wideAuth() bool {
+	if o.CredentialWideAuth != nil {
+		return *o.CredentialWideAuth
+	}
+	return o.Status == http.StatusUnauthorized
+}
+
+// advice returns the valid advice of o as a duration no longer than limit.
+func (o Observation) advice(limit time.Duration) (time.Duration, bool) {
+	a := o.RetryAfter
+	if !o.HasRetryAfter || math.IsNaN(a) || math.IsInf(a, 0) || a < 0 {
+		return 0, false
+	}
+	if a >= limit.Seconds() {
+		return limit, true
+	}
+	return time.Duration(a * float64(time.Second)), true
+}
+
+// Record records the outcome of one upstream call made with the credential
+// called name; unknown names are ignored. It never waits, fails or panics.
+//
+// Scoped (model cooldown enabled and the scope has a model or bucket):
+//   - a throttle cools only this credential for this model, or for the
+//     configured quota bucket shared by its member models;
+//   - a genuine credential-wide auth rejection cools every model of the
+//     credential and also rests it in the legacy map with the same
+//     deadline, so unscoped selection observes it;
+//   - a success clears only this scope's observation: not another model,
+//     not an auth rejection, not a legacy rest, not the capacity guard;
+//   - a catalog fetch counts only as a genuine auth rejection;
+//   - caller errors (a bare 402 included), transport failures,
+//     cancellation and provider failures change nothing.
+//
+// Unscoped (or disabled), the legacy provider-wide rules apply and model
+// state is left unchanged: a throttle or a genuine credential-wide auth
+// rejection rests the credential in the legacy map; a success clears its
+// legacy rest.
+//
+// Durations: valid advice, else 60 s for a throttle, AuthRest for an auth
+// rejection at inference, CatalogTTL for one at a catalog fetch; at least
+// MinRest, at most the configured maximum. A throttle's duration may come
+// from the Learner: min(max, max(valid advice, suggestion)). A new rest
+// never shortens a live one.
+func (p *Pool) Record(name string, obs Observation) {
+	i, ok := p.byName[name]
+	if !ok {
+		return
+	}
+	out := obs.outcome()
+	bucket, kind := p.resolve(obs.Scope)
+	scoped := p.enabled && kind != scopeNone
+	at := p.clk.Now()
+	now := p.store.since(at)
+
+	var suggestion time.Duration
+	var suggested bool
+	if p.learner != nil && !obs.Catalog && kind != scopeNone {
+		ev := LearnEvent{
+			Provider:      p.name,
+			Model:         obs.Model,
+			QuotaBucket:   bucket,
+			Identity:      learnIdentity(p.creds[i].Key, p.name, obs.Model, bucket),
+			Outcome:       out,
+			At:            at,
+			RetryAfter:    obs.RetryAfter,
+			HasRetryAfter: obs.HasRetryAfter,
+		}
+		p.observe(ev)
+		if out == OutcomeThrottled {
+			suggestion, suggested = p.suggest(ev)
+		}
+	}
+
+	switch out {
+	case OutcomeSuccess:
+		if !obs.Catalog {
+			p.active.Store(int32(i) + 1)
+		}
+		switch {
+		case !scoped:
+			p.legacy[p.rest[i]].Store(0)
+		case !obs.Catalog:
+			k := obsKey{cred: p.ids[i], scope: p.scopeID(obs.Scope, bucket, kind)}
+			p.store.mu.Lock()
+			p.store.remove(k, now)
+			p.store.mu.Unlock()
+		}
+	case OutcomeThrottled:
+		if scoped && obs.Catalog {
+			return // a catalog throttle is no model quota evidence
+		}
+		d := p.cooldown(obs, ThrottleRest, suggestion, suggested)
+		if !scoped {
+			p.restLegacy(i, now+int64(d))
+			p.logCooling(name, "legacy", d)
+			return
+		}
+		k := obsKey{cred: p.ids[i], scope: p.scopeID(obs.Scope, bucket, kind)}
+		p.observeScoped(name, kind.String(), k, now, d)
+	case OutcomeCredentialRejected:
+		if !obs.wideAuth() {
+			return
+		}
+		fallback := p.opts.AuthRest
+		if obs.Catalog {
+			fallback = p.opts.CatalogTTL
+		}
+		d := p.cooldown(obs, fallback, 0, false)
+		p.restLegacy(i, now+int64(d))
+		if !scoped || !p.observeScoped(name, "auth", obsKey{cred: p.ids[i], scope: p.store.authScope}, now, d) {
+			p.logCooling(name, "legacy", d)
+		}
+	}
+}
+
+// cooldown returns the duration of one observation.
+func (p *Pool) cooldown(obs Observation, fallback, suggestion time.Duration, suggested bool) time.Duration {
+	advice, valid := obs.advice(p.maxRest)
+	d := fallback
+	if valid {
+		d = advice
+	}
+	if suggested && suggestion > 0 {
+		d = suggestion
+		if valid {
+			d = max(d, advice)
+		}
+	}
+	return min(max(d, MinRest), p.maxRest)
+}
+
+// restLegacy rests credential i in the legacy map until the later of its
+// current rest and until.
+func (p *Pool) restLegacy(i int, until int64) {
+	r := &p.legacy[p.rest[i]]
+	for {
+		cur := r.Load()
+		if cur >= until || r.CompareAndSwap(cur, until) {
+			return
+		}
+	}
+}
+
+// observeScoped stores one model-store observation and logs it. It reports
+// whether the store kept it.
+func (p *Pool) observeScoped(name, kind string, k obsKey, now int64, d time.Duration) bool {
+	st := p.store
+	st.mu.Lock()
+	kept, started := st.put(k, now+int64(d), now)
+	overflow := st.overflowUntil(now)
+	st.mu.Unlock()
+	if kept {
+		p.logCooling(name, kind, d)
+	}
+	if started {
+		p.log.Warn("cooldown store full; new scoped admission fails closed",
+			"pool", p.name, "capacity", st.limit,
+			"seconds", time.Duration(overflow-now).Seconds())
+	}
+	return kept
+}
+
+func (p *Pool) logCooling(name, kind string, d time.Duration) {
+	if !p.log.Enabled(context.Background(), slog.LevelInfo) {
+		return // spare the hot path the arguments' allocations
+	}
+	p.log.Info("credential cooling down",
+		"pool", p.name, "credential", name, "scope_kind", kind, "seconds", d.Seconds())
+}
+
+// observe and suggest shield Record from a learner's panic: observation
+// must never interrupt an already produced response.
+func (p *Pool) observe(ev LearnEvent) {
+	defer p.recoverLearner()
+	p.learner.Observe(ev)
+}
+
+func (p *Pool) suggest(ev LearnEvent) (d time.Duration, ok bool) {
+	defer p.recoverLearner()
+	return p.learner.Suggest(ev)
+}
+
+func (p *Pool) recoverLearner() {
+	if recover() != nil {
+		p.log.Warn("learner failed; existing cooldown applies", "pool", p.name)
+	}
+}
+
+// learnIdentity is the learner's opaque identity of a credential, provider,
+// model and bucket: HMAC-SHA-256 keyed by the credential over a
+// length-prefixed encoding, hex. It is stable across processes and changes
+// when the key is rotated.
+func learnIdentity(key secret.Value, provider, model, bucket string) string {
+	var b []byte
+	for _, f := range [...]string{"rotor learned-cooldown v1", provider, model, bucket} {
+		b = appendField(b, f)
+	}
+	return hex.EncodeToString(key.HMAC(b))
+}
