@@ -57,13 +57,13 @@ func (s *Store) PutBudget(ctx context.Context, b BudgetRecord, replace bool) err
 	if b.CreatedAt.IsZero() {
 		b.CreatedAt = s.clk.Now()
 	}
-	return s.exec(ctx, func(ctx context.Context, q execQuerier) error {
+	return s.execConfig(ctx, func(ctx context.Context, q execQuerier) error {
 		var n int
 		if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM budgets WHERE name = ?`, b.Name).Scan(&n); err != nil {
 			return err
 		}
 		if n > 0 && !replace {
-			return fmt.Errorf("budget %q: %w", b.Name, ErrExists)
+			return refuse(fmt.Errorf("budget %q: %w", b.Name, ErrExists))
 		}
 		if _, err := q.ExecContext(ctx, `INSERT INTO budgets (name, kind, limit_value, window, created_ms) VALUES (?, ?, ?, ?, ?)
 ON CONFLICT (name) DO UPDATE SET kind = excluded.kind, limit_value = excluded.limit_value, window = excluded.window, created_ms = excluded.created_ms`,
@@ -76,13 +76,13 @@ ON CONFLICT (name) DO UPDATE SET kind = excluded.kind, limit_value = excluded.li
 
 // RemoveBudget deletes a budget; ErrNotFound when there is none.
 func (s *Store) RemoveBudget(ctx context.Context, name string) error {
-	return s.exec(ctx, func(ctx context.Context, q execQuerier) error {
+	return s.execConfig(ctx, func(ctx context.Context, q execQuerier) error {
 		res, err := q.ExecContext(ctx, `DELETE FROM budgets WHERE name = ?`, name)
 		if err != nil {
 			return err
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("budget %q: %w", name, ErrNotFound)
+			return refuse(fmt.Errorf("budget %q: %w", name, ErrNotFound))
 		}
 		return bumpConfig(ctx, q)
 	})

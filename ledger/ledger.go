@@ -69,6 +69,9 @@ type Options struct {
 	Logger *slog.Logger
 	// MaxBatch bounds the writes committed together (default 256).
 	MaxBatch int
+	// OnCommit, when set, is told the size and duration of every commit
+	// (for metrics). It runs on the writer goroutine: keep it cheap.
+	OnCommit func(writes int, d time.Duration)
 }
 
 // Store is an open ledger. It is safe for concurrent use.
@@ -136,7 +139,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	w, err := newWriter(ctx, s, opts.MaxBatch)
+	w, err := newWriter(ctx, s, opts.MaxBatch, opts.OnCommit)
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open ledger %s: %w", path, err)

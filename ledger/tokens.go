@@ -18,13 +18,13 @@ type ClientToken struct {
 // replace, an existing label gets the new hash; without it, ErrExists.
 func (s *Store) AddClientToken(ctx context.Context, label string, hash [32]byte, replace bool) error {
 	now := s.clk.Now().UnixMilli()
-	return s.exec(ctx, func(ctx context.Context, q execQuerier) error {
+	return s.execConfig(ctx, func(ctx context.Context, q execQuerier) error {
 		var n int
 		if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM client_tokens WHERE label = ?`, label).Scan(&n); err != nil {
 			return err
 		}
 		if n > 0 && !replace {
-			return fmt.Errorf("token %q: %w", label, ErrExists)
+			return refuse(fmt.Errorf("token %q: %w", label, ErrExists))
 		}
 		if _, err := q.ExecContext(ctx, `INSERT INTO client_tokens (label, hash, created_ms) VALUES (?, ?, ?)
 ON CONFLICT (label) DO UPDATE SET hash = excluded.hash, created_ms = excluded.created_ms, last_used_ms = NULL`, label, hash[:], now); err != nil {
@@ -37,13 +37,13 @@ ON CONFLICT (label) DO UPDATE SET hash = excluded.hash, created_ms = excluded.cr
 // RevokeClientToken deletes the token stored under label; ErrNotFound when
 // there is none.
 func (s *Store) RevokeClientToken(ctx context.Context, label string) error {
-	return s.exec(ctx, func(ctx context.Context, q execQuerier) error {
+	return s.execConfig(ctx, func(ctx context.Context, q execQuerier) error {
 		res, err := q.ExecContext(ctx, `DELETE FROM client_tokens WHERE label = ?`, label)
 		if err != nil {
 			return err
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("token %q: %w", label, ErrNotFound)
+			return refuse(fmt.Errorf("token %q: %w", label, ErrNotFound))
 		}
 		return bumpConfig(ctx, q)
 	})

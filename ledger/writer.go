@@ -40,7 +40,9 @@ type op struct {
 	id     string
 	touch  map[string]time.Time
 	fn     func(ctx context.Context, q execQuerier) error
-	done   chan error
+	// bumpsConfig marks fn as a change to budgets or tokens.
+	bumpsConfig bool
+	done        chan error
 }
 
 type execQuerier interface {
@@ -60,7 +62,8 @@ type writer struct {
 	stop   chan struct{}
 	done   chan struct{}
 
-	stmts map[string]*sql.Stmt
+	stmts    map[string]*sql.Stmt
+	onCommit func(int, time.Duration)
 
 	// owned by the writer goroutine:
 	dataVer int64
@@ -69,7 +72,7 @@ type writer struct {
 	open    map[string]openRow
 }
 
-func newWriter(ctx context.Context, s *Store, maxBatch int) (*writer, error) {
+func newWriter(ctx context.Context, s *Store, maxBatch int, onCommit func(int, time.Duration)) (*writer, error) {
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return nil, err
@@ -241,6 +244,7 @@ func (w *writer) run(ops []*op) {
 func (w *writer) runBatch(ops []*op) []error {
 	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
 	defer cancel()
+	began := time.Now()
 	fail := func(err error) []error {
 		if len(ops) == 1 {
 			ops[0].done <- unavailable(err)
@@ -278,6 +282,9 @@ func (w *writer) runBatch(ops []*op) []error {
 	if _, err := w.conn.ExecContext(ctx, "COMMIT"); err != nil {
 		rollback()
 		return fail(err)
+	}
+	if w.onCommit != nil {
+		w.onCommit(len(ops), time.Since(began))
 	}
 	for id, r := range b.opened {
 		w.open[id] = r
@@ -338,15 +345,18 @@ func (b *batch) apply(o *op) (err error) {
 		return b.touch(o.touch)
 	case opFunc:
 		if err := o.fn(b.ctx, b.q); err != nil {
-			if errors.Is(err, ErrExists) || errors.Is(err, ErrNotFound) {
+			var r *refusal
+			if errors.As(err, &r) {
 				// Refused before it wrote anything.
-				return err
+				return r.err
 			}
 			return &dbError{err}
 		}
 		// A change made by fn (budgets, tokens) must be seen by the next
 		// batch's admission in this process too.
-		b.w.cfgVer = -1
+		if o.bumpsConfig {
+			b.w.cfgVer = -1
+		}
 		return nil
 	}
 	return fmt.Errorf("ledger: unknown op %d", o.kind)
@@ -538,4 +548,9 @@ func (s *Store) Release(ctx context.Context, requestID string) error {
 // one connection).
 func (s *Store) exec(ctx context.Context, fn func(ctx context.Context, q execQuerier) error) error {
 	return s.w.submit(&op{kind: opFunc, fn: fn})
+}
+
+// execConfig is exec for changes to budgets or client tokens.
+func (s *Store) execConfig(ctx context.Context, fn func(ctx context.Context, q execQuerier) error) error {
+	return s.w.submit(&op{kind: opFunc, fn: fn, bumpsConfig: true})
 }

@@ -1,0 +1,557 @@
+package learned
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"io"
+	"log/slog"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/pool"
+)
+
+// Mode is LEARNED_COOLDOWN_MODE.
+type Mode string
+
+// The modes. Off is the default.
+const (
+	// ModeOff learns nothing and performs no storage operations or reports.
+	ModeOff Mode = "off"
+	// ModeShadow learns and logs what it would suggest, and changes no
+	// cooldown: Suggest always answers ok=false.
+	ModeShadow Mode = "shadow"
+	// ModeApply uses the learned duration once confident, and the existing
+	// cooldown otherwise.
+	ModeApply Mode = "apply"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxSeconds      = 3600
+	DefaultFallbackSeconds = 60
+	DefaultStoreTimeout    = time.Second
+)
+
+// ErrInvalidMode is what ParseMode returns for anything but off, shadow,
+// apply or blank.
+var ErrInvalidMode = errors.New("invalid learned cooldown mode")
+
+// The settings names used in warnings.
+const (
+	settingMode   = "LEARNED_COOLDOWN_MODE"
+	settingPolicy = "LEARNED_COOLDOWN_POLICY_JSON"
+)
+
+// ParseMode parses LEARNED_COOLDOWN_MODE: blank is off.
+func ParseMode(s string) (Mode, error) {
+	switch m := Mode(strings.TrimSpace(s)); m {
+	case "":
+		return ModeOff, nil
+	case ModeOff, ModeShadow, ModeApply:
+		return m, nil
+	}
+	return ModeOff, ErrInvalidMode
+}
+
+// ParseSettings resolves LEARNED_COOLDOWN_MODE and
+// LEARNED_COOLDOWN_POLICY_JSON as the spec says. Blank values are the
+// defaults (off, "{}"). A malformed mode or policy disables tuning: it
+// returns ModeOff and logs one warning naming the setting, never the value.
+// In off mode the policy is not read at all.
+func ParseSettings(mode, policyJSON string, logger *slog.Logger) (Mode, *Policy) {
+	if logger == nil {
+		logger = discardLogger
+	}
+	m, err := ParseMode(mode)
+	if err != nil {
+		logger.Warn("learned cooldown disabled: malformed setting", "setting", settingMode)
+		return ModeOff, &Policy{}
+	}
+	if m == ModeOff {
+		return ModeOff, &Policy{}
+	}
+	p, err := ParsePolicy(policyJSON)
+	if err != nil {
+		logger.Warn("learned cooldown disabled: malformed setting", "setting", settingPolicy)
+		return ModeOff, &Policy{}
+	}
+	return m, p
+}
+
+// Config configures a Learner. Every field is optional.
+type Config struct {
+	// Mode is off (also for the zero value), shadow or apply. Any other
+	// value is off, with one warning.
+	Mode Mode
+	// Policy lists the scopes that learn; nil learns nothing.
+	Policy *Policy
+	// Store holds learned state; nil is a new MemoryStore of
+	// StoreCapacity records (none is made in off mode).
+	Store Store
+	// MaxSeconds is MODEL_COOLDOWN_MAX_SECONDS, the cap of every applied
+	// duration; <= 0 means DefaultMaxSeconds.
+	MaxSeconds int64
+	// FallbackSeconds is the pool's existing cooldown for a throttle
+	// without trusted advice; <= 0 means DefaultFallbackSeconds. The
+	// learner uses it to know when a credential could be tried again.
+	FallbackSeconds int64
+	// StoreTimeout bounds each storage operation on the request path;
+	// <= 0 means DefaultStoreTimeout. A timeout counts as unavailable.
+	StoreTimeout time.Duration
+	// Logger receives the shadow reports and the fallback warnings; nil
+	// discards them.
+	Logger *slog.Logger
+	// Clock reads the time for storage expiry and for events without a
+	// time; nil is the wall clock.
+	Clock clock.Clock
+}
+
+// failure is a kind of storage fallback; each is warned about once.
+type failure int
+
+const (
+	failUnavailable failure = iota
+	failStaleRevision
+	failCapacity
+	failInvalidState
+	failIdentity
+	numFailures
+)
+
+var failureNames = [numFailures]string{"unavailable", "stale_revision", "capacity", "invalid_state", "invalid_identity"}
+
+// lockStripes is the number of mutexes guarding per-identity
+// read-modify-write; identities hash onto them.
+const lockStripes = 64
+
+// Learner learns cooldown durations per identity and implements
+// pool.Learner. It is safe for concurrent use; a nil *Learner is off.
+type Learner struct {
+	mode     Mode
+	policy   *Policy
+	store    Store
+	capMS    int64
+	fallback int64 // ms
+	timeout  time.Duration
+	log      *slog.Logger
+	clock    clock.Clock
+
+	seed  maphash.Seed
+	locks [lockStripes]sync.Mutex
+
+	warned [numFailures]atomic.Bool
+	stats  counters
+}
+
+var _ pool.Learner = (*Learner)(nil)
+
+type counters struct {
+	observations, evidence, contradictions, suggestions, trials atomic.Uint64
+	failures                                                    [numFailures]atomic.Uint64
+}
+
+var discardLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// New returns a Learner for cfg.
+func New(cfg Config) *Learner {
+	l := &Learner{
+		mode:     cfg.Mode,
+		policy:   cfg.Policy,
+		store:    cfg.Store,
+		capMS:    DefaultMaxSeconds * 1000,
+		fallback: DefaultFallbackSeconds * 1000,
+		timeout:  cfg.StoreTimeout,
+		log:      cfg.Logger,
+		clock:    cfg.Clock,
+		seed:     maphash.MakeSeed(),
+	}
+	if l.log == nil {
+		l.log = discardLogger
+	}
+	switch l.mode {
+	case "":
+		l.mode = ModeOff
+	case ModeOff, ModeShadow, ModeApply:
+	default:
+		l.log.Warn("learned cooldown disabled: malformed setting", "setting", settingMode)
+		l.mode = ModeOff
+	}
+	if cfg.MaxSeconds > 0 {
+		l.capMS = min(cfg.MaxSeconds, maxHintSeconds) * 1000
+	}
+	if cfg.FallbackSeconds > 0 {
+		l.fallback = min(cfg.FallbackSeconds, maxHintSeconds) * 1000
+	}
+	if l.timeout <= 0 {
+		l.timeout = DefaultStoreTimeout
+	}
+	if l.clock == nil {
+		l.clock = clock.Real()
+	}
+	if l.policy == nil {
+		l.policy = &Policy{}
+	}
+	if l.store == nil && l.mode != ModeOff {
+		l.store = NewMemoryStore(StoreCapacity)
+	}
+	return l
+}
+
+// Mode returns the effective mode.
+func (l *Learner) Mode() Mode {
+	if l == nil {
+		return ModeOff
+	}
+	return l.mode
+}
+
+// Observe records one natural outcome. Only throttles and successes in a
+// policy scope teach; everything else returns at once. Storage problems
+// drop the observation with one warning per kind.
+func (l *Learner) Observe(ev pool.LearnEvent) {
+	o, id, ok := l.admit(ev)
+	if !ok {
+		return
+	}
+	l.stats.observations.Add(1)
+	mu := l.lock(id)
+	defer mu.Unlock()
+	st, rev, ok := l.load(id)
+	if !ok {
+		return
+	}
+	for attempt := 0; ; attempt++ {
+		before := st
+		eff := st.observe(o)
+		if st == before {
+			return
+		}
+		err := l.save(id, &st, rev)
+		if err == nil {
+			l.count(eff)
+			return
+		}
+		if !errors.Is(err, ErrStaleRevision) || attempt > 0 {
+			l.fail(err)
+			return
+		}
+		// Another process wrote first: re-read and apply on top, once.
+		if st, rev, ok = l.load(id); !ok {
+			return
+		}
+	}
+}
+
+// Suggest returns the learned cooldown for the throttle ev, in apply mode
+// once confident: min(cap, max(advice, suggestion)). In shadow mode it logs
+// the suggestion and answers ok=false; so it does in off mode, for other
+// outcomes, outside the policy, before confidence, and whenever storage
+// fails. Suggest also records ev as Observe would, so the pool may call the
+// two in either order.
+func (l *Learner) Suggest(ev pool.LearnEvent) (time.Duration, bool) {
+	if ev.Outcome != pool.OutcomeThrottled {
+		return 0, false
+	}
+	o, id, ok := l.admit(ev)
+	if !ok {
+		return 0, false
+	}
+	mu := l.lock(id)
+	defer mu.Unlock()
+	for attempt := 0; ; attempt++ {
+		st, rev, ok := l.load(id)
+		if !ok {
+			return 0, false
+		}
+		before := st
+		eff := st.observe(o)
+		dec := l.decide(&st, o)
+		if st != before {
+			err := l.save(id, &st, rev)
+			if errors.Is(err, ErrStaleRevision) && attempt == 0 {
+				continue // another process wrote first: decide again on its state
+			}
+			if err != nil {
+				l.fail(err)
+				return 0, false
+			}
+			l.count(eff)
+		}
+		l.report(dec, id, &st)
+		if !dec.apply {
+			return 0, false
+		}
+		return time.Duration(dec.ms) * time.Millisecond, true
+	}
+}
+
+// decision is what decide concluded for one throttle.
+type decision struct {
+	ms     int64 // the learned duration, bounded by advice and cap
+	apply  bool  // Suggest answers ms
+	report bool  // shadow mode: log ms
+	ready  bool  // shadow mode: apply mode would use ms
+	fresh  bool  // apply mode: a new decision, recorded in the state
+	trial  bool  // the decision is a trial step
+}
+
+// decide computes the cooldown for the throttle o once st has observed it,
+// and records an apply-mode decision in st.
+func (l *Learner) decide(st *state, o observation) decision {
+	if st.anchor == 0 || o.at >= st.until {
+		return decision{} // not part of the open episode
+	}
+	if o.at != st.last {
+		// A straggler of the latest throttle: keep its cooldown if the
+		// learner decided it, else leave the existing one.
+		if l.mode != ModeApply || st.decidedAt != st.last {
+			return decision{}
+		}
+		return decision{ms: l.bound(st, o, st.until-o.at), apply: true}
+	}
+	if l.mode == ModeApply && st.decidedAt == o.at {
+		return decision{ms: l.bound(st, o, st.until-o.at), apply: true} // decided already
+	}
+	target, trial := st.target()
+	rem := max(st.anchor+target-o.at, minBoundMS)
+	d := decision{ms: l.bound(st, o, rem)}
+	// A learned wait longer than the existing cooldown rests on refusals;
+	// without a recent one, let the existing cooldown refresh the evidence.
+	ready := st.confident() && (d.ms <= o.existing || !st.stale(o.at))
+	if l.mode == ModeShadow {
+		d.report, d.ready = true, ready
+		return d
+	}
+	if !ready {
+		return decision{}
+	}
+	// A trial step is a midpoint that set the duration, capped or not; not
+	// one that trusted advice overrode.
+	d.apply, d.fresh = true, true
+	d.trial = trial && (st.hintUntil == 0 || st.hintUntil-o.at < rem)
+	if d.trial {
+		st.steps++
+	}
+	st.until, st.decidedAt = o.at+d.ms, o.at
+	return d
+}
+
+// report logs a shadow suggestion and counts decisions, after they were
+// stored.
+func (l *Learner) report(d decision, id string, st *state) {
+	if d.report {
+		l.log.Info("learned cooldown suggestion",
+			"bucket", bucketDigest(id),
+			"suggested_seconds", float64(d.ms)/1000,
+			"confidence", int(st.conf),
+			"steps", int(st.steps),
+			"ready", d.ready)
+	}
+	if d.report && d.ready || d.fresh {
+		l.stats.suggestions.Add(1)
+	}
+	if d.trial {
+		l.stats.trials.Add(1)
+	}
+}
+
+// bound applies the advice floor and the cap: min(cap, max(advice, ms)).
+func (l *Learner) bound(st *state, o observation, ms int64) int64 {
+	if st.hintUntil != 0 {
+		ms = max(ms, st.hintUntil-o.at)
+	}
+	return max(min(ms, l.capMS), minBoundMS)
+}
+
+// maxHintSeconds bounds advice before it is converted, so that no
+// arithmetic overflows; it is MODEL_COOLDOWN_MAX_SECONDS' largest value.
+const maxHintSeconds = math.MaxInt32
+
+// admit checks that ev teaches in this learner and converts it.
+func (l *Learner) admit(ev pool.LearnEvent) (observation, string, bool) {
+	if l == nil || l.mode == ModeOff {
+		return observation{}, "", false
+	}
+	if ev.Outcome != pool.OutcomeThrottled && ev.Outcome != pool.OutcomeSuccess {
+		return observation{}, "", false
+	}
+	if !l.policy.Matches(ev.Provider, ev.Model, ev.QuotaBucket) {
+		return observation{}, "", false
+	}
+	if !validIdentity(ev.Identity) {
+		l.fail(errIdentity)
+		return observation{}, "", false
+	}
+	at := ev.At
+	if at.IsZero() {
+		at = l.clock.Now()
+	}
+	o := observation{throttle: ev.Outcome == pool.OutcomeThrottled, at: at.UnixMilli(), hint: -1}
+	if o.at <= 0 {
+		return observation{}, "", false
+	}
+	if ev.HasRetryAfter && !math.IsNaN(ev.RetryAfter) && ev.RetryAfter >= 0 && !math.IsInf(ev.RetryAfter, 0) {
+		o.hint = int64(math.Ceil(min(ev.RetryAfter, maxHintSeconds) * 1000))
+	}
+	if o.hint >= 0 {
+		o.existing = max(min(o.hint, l.capMS), minBoundMS)
+	} else {
+		o.existing = min(l.fallback, l.capMS)
+	}
+	return o, ev.Identity, true
+}
+
+var errIdentity = errors.New("learn event without a hex identity digest")
+
+// validIdentity accepts lowercase hex digests of 128 to 512 bits: the
+// pool's HMAC identities. Anything else might be a name or a key and is
+// never stored.
+func validIdentity(id string) bool {
+	if len(id) < 32 || len(id) > MaxIDLength || len(id)%2 != 0 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// bucketDigest is the opaque bucket label of shadow reports: a short digest
+// of the identity, so that a log line cannot be joined to a stored record.
+func bucketDigest(id string) string {
+	sum := sha256.Sum256([]byte("rotor learned-cooldown bucket\x00" + id))
+	return hex.EncodeToString(sum[:8])
+}
+
+func (l *Learner) lock(id string) *sync.Mutex {
+	mu := &l.locks[maphash.String(l.seed, id)%lockStripes]
+	mu.Lock()
+	return mu
+}
+
+// load reads the state of id and its revision. A missing record is a new
+// state (revision 0); a corrupt one is replaced by a new state, keeping its
+// revision for the overwrite; one of an unknown version, or a failed read,
+// is a fallback (ok=false).
+func (l *Learner) load(id string) (state, int64, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
+	defer cancel()
+	rec, found, err := l.store.Get(ctx, id, l.clock.Now())
+	if err != nil {
+		l.fail(err)
+		return state{}, 0, false
+	}
+	if !found {
+		return newState(), 0, true
+	}
+	st, err := decodeState(rec.State)
+	switch {
+	case errors.Is(err, errStateVersion):
+		l.fail(err)
+		return state{}, 0, false
+	case err != nil:
+		l.fail(err)
+		return newState(), rec.Revision, true
+	}
+	return st, rec.Revision, true
+}
+
+func (l *Learner) save(id string, st *state, rev int64) error {
+	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
+	defer cancel()
+	_, err := l.store.Put(ctx, Record{ID: id, State: st.encode()}, rev, l.clock.Now())
+	return err
+}
+
+// fail counts a storage fallback and warns once per kind.
+func (l *Learner) fail(err error) {
+	kind := failUnavailable
+	switch {
+	case errors.Is(err, ErrStaleRevision):
+		kind = failStaleRevision
+	case errors.Is(err, ErrCapacity):
+		kind = failCapacity
+	case errors.Is(err, errStateVersion), errors.Is(err, errStateCorrupt), errors.Is(err, ErrInvalidRecord):
+		kind = failInvalidState
+	case errors.Is(err, errIdentity):
+		kind = failIdentity
+	}
+	l.stats.failures[kind].Add(1)
+	if l.warned[kind].Swap(true) {
+		return
+	}
+	args := []any{"reason", failureNames[kind]}
+	if kind == failUnavailable {
+		args = append(args, "error", err.Error())
+	}
+	l.log.Warn("learned cooldown falls back to existing cooldowns", args...)
+}
+
+func (l *Learner) count(eff effect) {
+	switch eff {
+	case effEvidence:
+		l.stats.evidence.Add(1)
+	case effContradiction, effAnomaly:
+		l.stats.contradictions.Add(1)
+	}
+}
+
+// Snapshot is the learner's status: counts only, never names or digests.
+type Snapshot struct {
+	Mode Mode `json:"mode"`
+	// Scopes is the number of policy scopes.
+	Scopes int `json:"scopes"`
+	// Observations counts throttles and successes seen in policy scopes.
+	Observations uint64 `json:"observations"`
+	// Evidence counts consistent directional observations recorded.
+	Evidence uint64 `json:"evidence"`
+	// Contradictions counts widenings: contradictions and nonincreasing
+	// timestamps.
+	Contradictions uint64 `json:"contradictions"`
+	// Suggestions counts confident suggestions: applied (apply) or logged
+	// (shadow).
+	Suggestions uint64 `json:"suggestions"`
+	// TrialSteps counts midpoint trials applied.
+	TrialSteps uint64 `json:"trial_steps"`
+	// Fallbacks counts storage fallbacks by kind: unavailable,
+	// stale_revision, capacity, invalid_state, invalid_identity.
+	Fallbacks map[string]uint64 `json:"fallbacks"`
+}
+
+// Snapshot returns the current counts.
+func (l *Learner) Snapshot() Snapshot {
+	if l == nil {
+		return Snapshot{Mode: ModeOff, Fallbacks: map[string]uint64{}}
+	}
+	s := Snapshot{
+		Mode:           l.mode,
+		Scopes:         l.policy.Len(),
+		Observations:   l.stats.observations.Load(),
+		Evidence:       l.stats.evidence.Load(),
+		Contradictions: l.stats.contradictions.Load(),
+		Suggestions:    l.stats.suggestions.Load(),
+		TrialSteps:     l.stats.trials.Load(),
+		Fallbacks:      make(map[string]uint64, numFailures),
+	}
+	for k := range numFailures {
+		s.Fallbacks[failureNames[k]] = l.stats.failures[k].Load()
+	}
+	return s
+}
+
+// String renders a snapshot for logs.
+func (s Snapshot) String() string {
+	return fmt.Sprintf("mode=%s scopes=%d observations=%d evidence=%d contradictions=%d suggestions=%d trial_steps=%d",
+		s.Mode, s.Scopes, s.Observations, s.Evidence, s.Contradictions, s.Suggestions, s.TrialSteps)
+}
