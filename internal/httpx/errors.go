@@ -29,6 +29,7 @@ const (
 	CodeResponseTooLarge      = "decisions_response_too_large"
 	CodeRuntimeUnavailable    = "runtime_unavailable"
 	CodeUpstreamError         = "upstream_error"
+	CodeCatalogUnavailable    = "catalog_unavailable"
 	CodePoolUnavailable       = "decisions_pool_unavailable"
 	CodeModelCooldownCapacity = "model_cooldown_capacity"
 	CodeLedgerUnavailable     = "ledger_unavailable"
@@ -81,6 +82,7 @@ var Codes = map[string]CodeInfo{
 	CodeResponseTooLarge:      {http.StatusBadGateway, TypeAPI, "provider answer is larger than 64 MiB; the provider ran the request but its usage could not be read", true},
 	CodeRuntimeUnavailable:    {http.StatusBadGateway, TypeAPI, "the bridge cannot reach the runtime", false},
 	CodeUpstreamError:         {http.StatusBadGateway, TypeAPI, "the provider call failed after the request was sent; it was not replayed", false},
+	CodeCatalogUnavailable:    {http.StatusBadGateway, TypeAPI, "no credential's model catalog could be fetched", false},
 	CodePoolUnavailable:       {http.StatusServiceUnavailable, TypeAPI, "every credential in the pool was rejected by the provider", true},
 	CodeModelCooldownCapacity: {http.StatusServiceUnavailable, TypeAPI, "cooldown store is full; admission fails closed until it drains", false},
 	CodeLedgerUnavailable:     {http.StatusServiceUnavailable, TypeAPI, "the usage ledger cannot record; failing closed", false},

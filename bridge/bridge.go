@@ -1,0 +1,210 @@
+package bridge
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rotorhq/rotor/internal/httpx"
+	"github.com/rotorhq/rotor/internal/secret"
+)
+
+// ClientHeader carries the authenticated client's label to the runtime.
+// The bridge always sets it itself and drops any copy from the caller.
+const ClientHeader = "X-Rotor-Client"
+
+// MaxBody is the largest request body the bridge accepts (64 MiB).
+const MaxBody = 64 << 20
+
+// Tokens is what the bridge needs from the token store.
+type Tokens interface {
+	// LookupToken returns the label of the token whose SHA-256 is hash.
+	LookupToken(ctx context.Context, hash [32]byte) (label string, ok bool, err error)
+	// TouchTokens records last-use times, coalesced by the bridge.
+	TouchTokens(ctx context.Context, used map[string]time.Time) error
+}
+
+// Config configures a bridge. Tokens and one of Runtime or RuntimeURL are
+// required.
+type Config struct {
+	// Runtime is the in-process runtime. It trusts ClientHeader, so it
+	// must only ever be reached through the bridge.
+	Runtime http.Handler
+	// RuntimeURL is a standalone runtime; RuntimeToken authenticates to it.
+	RuntimeURL   *url.URL
+	RuntimeToken secret.Value
+	Tokens       Tokens
+	// Port, ExtraHosts and AllowedOrigins feed the guard.
+	Port           int
+	ExtraHosts     []string
+	AllowedOrigins []string
+	Logger         *slog.Logger
+	// TouchEvery is how often last-use times are written (default 30s).
+	TouchEvery time.Duration
+	Now        func() time.Time
+}
+
+// Bridge is the bridge's handler and its background token bookkeeping.
+type Bridge struct {
+	cfg     Config
+	forward http.Handler
+
+	mu   sync.Mutex
+	used map[string]time.Time
+	stop chan struct{}
+	done chan struct{}
+}
+
+// New returns a bridge and starts its last-use writer; Close stops it.
+func New(cfg Config) *Bridge {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.TouchEvery <= 0 {
+		cfg.TouchEvery = 30 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	b := &Bridge{cfg: cfg, used: map[string]time.Time{}, stop: make(chan struct{}), done: make(chan struct{})}
+	if cfg.RuntimeURL != nil {
+		b.forward = b.proxy()
+	} else {
+		b.forward = cfg.Runtime
+	}
+	go b.touchLoop()
+	return b
+}
+
+// routes the bridge forwards after authentication.
+var forwarded = map[string]bool{"/v1/decisions": true, "/v1/status": true, "/metrics": true}
+
+// Handler returns the bridge: the guard, then forwarding.
+func (b *Bridge) Handler() http.Handler {
+	g := &httpx.Guard{
+		Port: b.cfg.Port, ExtraHosts: b.cfg.ExtraHosts, AllowedOrigins: b.cfg.AllowedOrigins,
+		Open:         map[string]bool{"/healthz": true},
+		Authenticate: b.authenticate,
+	}
+	return g.Wrap(http.HandlerFunc(b.serve))
+}
+
+func (b *Bridge) authenticate(ctx context.Context, tok secret.Value) (string, bool, error) {
+	label, ok, err := b.cfg.Tokens.LookupToken(ctx, tok.Hash())
+	if err != nil || !ok {
+		return "", ok, err
+	}
+	b.mu.Lock()
+	b.used[label] = b.cfg.Now()
+	b.mu.Unlock()
+	return label, true, nil
+}
+
+func (b *Bridge) serve(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.URL.Path == "/healthz":
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+		return
+	case !forwarded[r.URL.Path]:
+		httpx.WriteError(w, httpx.NewError(httpx.CodeNotFound))
+		return
+	}
+	out := r.Clone(r.Context())
+	// Nothing the caller sent may claim an identity downstream.
+	out.Header.Del("Authorization")
+	out.Header.Del("Proxy-Authorization")
+	out.Header.Del("Cookie")
+	// The bridge has checked the browser headers; the runtime behind it
+	// sees a plain local call.
+	for _, h := range []string{"Origin", "Referer", "Sec-Fetch-Site", "Sec-Fetch-Mode", "Sec-Fetch-Dest"} {
+		out.Header.Del(h)
+	}
+	for k := range out.Header {
+		if strings.HasPrefix(http.CanonicalHeaderKey(k), "X-Rotor-") && http.CanonicalHeaderKey(k) != "X-Rotor-Region" {
+			out.Header.Del(k)
+		}
+	}
+	out.Header.Set(ClientHeader, httpx.Label(r.Context()))
+	out.Header.Set("X-Request-ID", httpx.RequestID(r.Context()))
+	out.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+	b.forward.ServeHTTP(w, out)
+}
+
+// proxy forwards to a standalone runtime with the runtime's token.
+func (b *Bridge) proxy() http.Handler {
+	target := b.cfg.RuntimeURL
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = nil
+	tr.MaxIdleConnsPerHost = 256
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Host = target.Host
+			pr.Out.Header.Set("Authorization", "Bearer "+b.cfg.RuntimeToken.Reveal())
+			pr.Out.Header.Del("X-Forwarded-For")
+		},
+		Transport: tr,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if r.Context().Err() != nil {
+				httpx.WriteError(w, httpx.NewError(httpx.CodeClientClosedRequest))
+				return
+			}
+			b.cfg.Logger.Warn("runtime unreachable", "request_id", httpx.RequestID(r.Context()), "runtime", target.Redacted())
+			httpx.WriteError(w, httpx.NewError(httpx.CodeRuntimeUnavailable))
+		},
+		ModifyResponse: func(resp *http.Response) error {
+			// The bridge already set these on its answer; keep one copy.
+			for _, h := range []string{"X-Content-Type-Options", "Content-Security-Policy", "Cache-Control", "X-Request-ID"} {
+				resp.Header.Del(h)
+			}
+			return nil
+		},
+	}
+}
+
+func (b *Bridge) touchLoop() {
+	defer close(b.done)
+	t := time.NewTicker(b.cfg.TouchEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			b.flush()
+		case <-b.stop:
+			b.flush()
+			return
+		}
+	}
+}
+
+// flush writes the coalesced last-use times, off the request path.
+func (b *Bridge) flush() {
+	b.mu.Lock()
+	used := b.used
+	b.used = map[string]time.Time{}
+	b.mu.Unlock()
+	if len(used) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := b.cfg.Tokens.TouchTokens(ctx, used); err != nil {
+		b.cfg.Logger.Warn("could not record token use", "error", err)
+	}
+}
+
+// Close writes pending last-use times and stops the writer.
+func (b *Bridge) Close() {
+	select {
+	case <-b.stop:
+	default:
+		close(b.stop)
+	}
+	<-b.done
+}

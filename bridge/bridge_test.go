@@ -1,0 +1,165 @@
+package bridge
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rotorhq/rotor/internal/httpx"
+	"github.com/rotorhq/rotor/internal/secret"
+)
+
+// fakeTokens is a hand-written Tokens with func-free state.
+type fakeTokens struct {
+	mu      sync.Mutex
+	labels  map[[32]byte]string
+	touched map[string]time.Time
+}
+
+func (f *fakeTokens) LookupToken(_ context.Context, h [32]byte) (string, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l, ok := f.labels[h]
+	return l, ok, nil
+}
+
+func (f *fakeTokens) TouchTokens(_ context.Context, used map[string]time.Time) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for k, v := range used {
+		f.touched[k] = v
+	}
+	return nil
+}
+
+const tok = "rtr_test-token-0123456789abcdefghijklmnopqrstuvwxyz"
+
+func setup(t *testing.T, runtime http.Handler, runtimeURL *url.URL) (*Bridge, *httptest.Server, *fakeTokens) {
+	t.Helper()
+	ft := &fakeTokens{labels: map[[32]byte]string{secret.New(tok).Hash(): "ci"}, touched: map[string]time.Time{}}
+	var b *Bridge
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		httpx.RequestIDs(b.Handler(), false).ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	port := 0
+	for _, c := range u.Port() {
+		port = port*10 + int(c-'0')
+	}
+	b = New(Config{Runtime: runtime, RuntimeURL: runtimeURL, RuntimeToken: secret.New("runtime-token-0123456789abcdefghijkl"), Tokens: ft, Port: port, TouchEvery: time.Hour})
+	t.Cleanup(b.Close)
+	return b, srv, ft
+}
+
+// The bridge strips the caller's Authorization and any header that could
+// claim a client label, and sets the label of the token that was used.
+func TestForwardStripsIdentityHeadersAndSetsLabel(t *testing.T) {
+	var got http.Header
+	rt := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.Header.Clone()
+		w.WriteHeader(204)
+	})
+	_, srv, ft := setup(t, rt, nil)
+	req, _ := http.NewRequest("POST", srv.URL+"/v1/decisions", strings.NewReader("{}"))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("X-Rotor-Client", "admin")
+	req.Header.Set("X-Rotor-Anything", "x")
+	req.Header.Set("X-Rotor-Region", "eu")
+	req.Header.Set("Proxy-Authorization", "Basic abc")
+	req.Header.Set("Cookie", "session=1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 204 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	if got.Get("Authorization") != "" || got.Get("Proxy-Authorization") != "" || got.Get("Cookie") != "" || got.Get("X-Rotor-Anything") != "" {
+		t.Errorf("identity headers reached the runtime: %v", got)
+	}
+	if got.Get(ClientHeader) != "ci" || got.Get("X-Rotor-Region") != "eu" || got.Get("X-Request-ID") == "" {
+		t.Errorf("runtime saw client %q region %q id %q", got.Get(ClientHeader), got.Get("X-Rotor-Region"), got.Get("X-Request-ID"))
+	}
+	if len(ft.touched) != 0 {
+		t.Error("last use written on the request path")
+	}
+}
+
+func TestLastUseIsCoalescedAndWrittenOnClose(t *testing.T) {
+	b, srv, ft := setup(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}), nil)
+	for i := 0; i < 5; i++ {
+		req, _ := http.NewRequest("POST", srv.URL+"/v1/decisions", strings.NewReader("{}"))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, _ := http.DefaultClient.Do(req)
+		resp.Body.Close()
+	}
+	b.Close()
+	if _, ok := ft.touched["ci"]; !ok || len(ft.touched) != 1 {
+		t.Errorf("touched = %v, want ci once", ft.touched)
+	}
+}
+
+func TestOnlyKnownRoutesAreForwarded(t *testing.T) {
+	hits := 0
+	_, srv, _ := setup(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits++ }), nil)
+	for _, p := range []string{"/v1/models", "/admin", "/v1/decisions/../x"} {
+		req, _ := http.NewRequest("GET", srv.URL+p, nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, _ := http.DefaultClient.Do(req)
+		resp.Body.Close()
+		if resp.StatusCode != 404 {
+			t.Errorf("%s: %d, want 404", p, resp.StatusCode)
+		}
+	}
+	resp, _ := http.Get(srv.URL + "/healthz")
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "ok") {
+		t.Errorf("healthz = %d %s", resp.StatusCode, body)
+	}
+	if hits != 0 {
+		t.Errorf("runtime reached %d times", hits)
+	}
+}
+
+// Forwarding to a standalone runtime sends the runtime's token, never the
+// caller's, and maps an unreachable runtime to 502 runtime_unavailable.
+func TestStandaloneRuntimeGetsRuntimeToken(t *testing.T) {
+	var auth string
+	rt := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth = r.Header.Get("Authorization")
+		w.Write([]byte(`{"ok":true}`))
+	}))
+	u, _ := url.Parse(rt.URL)
+	_, srv, _ := setup(t, nil, u)
+	req, _ := http.NewRequest("POST", srv.URL+"/v1/decisions", strings.NewReader("{}"))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if auth != "Bearer runtime-token-0123456789abcdefghijkl" {
+		t.Errorf("runtime got Authorization %q", auth)
+	}
+	rt.Close()
+	req, _ = http.NewRequest("POST", srv.URL+"/v1/decisions", strings.NewReader("{}"))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 502 || !strings.Contains(string(body), "runtime_unavailable") {
+		t.Errorf("runtime down: %d %s", resp.StatusCode, body)
+	}
+}

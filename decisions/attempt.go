@@ -1,0 +1,423 @@
+package decisions
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/internal/httpx"
+	"github.com/rotorhq/rotor/pool"
+)
+
+// attempt is one request's walk through its pool: discovery, selection,
+// sends and failover, rule by rule as spec/decisions-api.md states them.
+type attempt struct {
+	rt       *Router
+	ps       *poolState
+	req      request
+	upstream string
+	region   string
+	id       string
+	info     *Info
+	scope    pool.Scope
+
+	// discovered: catalogs fetched during this request (warm ones are
+	// read from the cache).
+	discovered bool
+	// rejectedAuth and rejectedQuota are credentials the provider rejected
+	// during this request (401/403, or permanent quota); they are not sent
+	// again for it.
+	rejectedAuth, rejectedQuota map[string]bool
+	// failed are credentials that cannot serve this request for other
+	// reasons: catalog fetch failed, unsupported endpoint, nothing sent.
+	failed        map[string]bool
+	catalogFailed int
+	unreachable   bool
+	sent          int
+	lastCred      string
+	body          []byte
+}
+
+const (
+	failoverAuth        = "auth"
+	failoverQuota       = "quota"
+	failoverRateLimited = "rate_limited"
+	failoverUnsupported = "unsupported_endpoint"
+	failoverUnreachable = "unreachable"
+)
+
+// candidates returns the names of the credentials that may serve the
+// request now: in the region, with a catalog known (fresh or discovered)
+// that lists the model, allowed by visibility, profiled for Decisions, not
+// cached as unsupported, and not rejected or failed in this request.
+// warmOnly limits them to credentials whose catalog was fresh.
+func (a *attempt) candidates() (names []string, undiscovered int) {
+	for _, c := range a.ps.creds {
+		if c.Region != a.region || a.rejectedAuth[c.Name] || a.rejectedQuota[c.Name] || a.failed[c.Name] {
+			continue
+		}
+		cat, fresh := a.rt.catalogs.fresh(c.Name)
+		if !fresh {
+			undiscovered++
+			continue
+		}
+		if _, listed := cat.models[a.upstream]; !listed || !c.allows(a.upstream) || !c.supports(a.upstream) {
+			continue
+		}
+		if a.rt.unsupported.has(capKey{c.Name, a.upstream, Endpoint}) {
+			continue
+		}
+		names = append(names, c.Name)
+	}
+	if a.discovered {
+		undiscovered = 0
+	}
+	return names, undiscovered
+}
+
+// discover fetches, concurrently, the catalogs of every credential in the
+// region that has none fresh, and waits for them (each bounded by
+// catalog_timeout). A 401 or 403 rejects the credential for this request;
+// other failures leave it out of this request.
+func (a *attempt) discover(ctx context.Context) {
+	a.discovered = true
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for _, c := range a.ps.creds {
+		if c.Region != a.region || a.rejectedAuth[c.Name] || a.failed[c.Name] {
+			continue
+		}
+		if _, fresh := a.rt.catalogs.fresh(c.Name); fresh {
+			continue
+		}
+		wg.Add(1)
+		go func(c *credential) {
+			defer wg.Done()
+			_, outcome, status := a.rt.catalogs.get(ctx, c)
+			mu.Lock()
+			defer mu.Unlock()
+			switch outcome {
+			case catalogRejected:
+				a.reject(c.Name, failoverAuth)
+				// Catalog probes carry no model quota evidence: only a
+				// genuine auth rejection reaches the pool.
+				a.ps.pool.Record(c.Name, pool.Observation{Scope: a.scope, Status: status, Catalog: true})
+				if status == http.StatusUnauthorized {
+					a.rt.cooldown(a.ps.name, "auth")
+				}
+			case catalogFailed:
+				if _, fresh := a.rt.catalogs.fresh(c.Name); !fresh {
+					a.fail(c.Name)
+					a.catalogFailed++
+				}
+			}
+		}(c)
+	}
+	wg.Wait()
+}
+
+func (a *attempt) reject(name, why string) {
+	if a.rejectedAuth == nil {
+		a.rejectedAuth, a.rejectedQuota = map[string]bool{}, map[string]bool{}
+	}
+	if why == failoverQuota {
+		a.rejectedQuota[name] = true
+	} else {
+		a.rejectedAuth[name] = true
+	}
+}
+
+func (a *attempt) fail(name string) {
+	if a.failed == nil {
+		a.failed = map[string]bool{}
+	}
+	a.failed[name] = true
+}
+
+// exhausted is the answer when no credential is left.
+func (a *attempt) exhausted() error {
+	switch {
+	case len(a.rejectedAuth) > 0:
+		return ErrPoolUnavailable
+	case len(a.rejectedQuota) > 0:
+		return ErrInsufficientQuota
+	case a.catalogFailed > 0 && a.sent == 0:
+		return httpx.NewError(httpx.CodeCatalogUnavailable)
+	case len(a.failed) > 0 && a.sent == 0 && a.unreachable:
+		return ErrUpstream
+	}
+	return ErrModelNotAvailable
+}
+
+// run selects, sends and fails over until an answer or a final error.
+func (a *attempt) run(ctx context.Context) (*answer, error) {
+	rt := a.rt
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		names, undiscovered := a.candidates()
+		if len(names) == 0 {
+			if undiscovered > 0 {
+				// No warm credential can serve: discover the rest of the
+				// pool and region (all of it when nothing was fresh).
+				a.discover(ctx)
+				continue
+			}
+			return nil, a.exhausted()
+		}
+		cred, err := a.ps.pool.Select(a.scope, names)
+		if err != nil {
+			var ce *pool.CooldownExhaustedError
+			if !errors.As(err, &ce) {
+				return nil, err
+			}
+			if undiscovered > 0 {
+				// Warm credentials are rate limited: discover the others.
+				a.discover(ctx)
+				continue
+			}
+			// Every eligible credential cools. Wait for the earliest
+			// release when it falls inside the remaining deadline;
+			// otherwise answer 429 with that cooldown.
+			dl, _ := ctx.Deadline()
+			if ce.RetryAfter <= time.Until(dl) {
+				if err := clock.Sleep(ctx, rt.cfg.Clock, ce.RetryAfter); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			return nil, err
+		}
+		c := a.credential(cred.Name)
+		out, next, err := a.send(ctx, c)
+		if !next {
+			return out, err
+		}
+	}
+}
+
+func (a *attempt) credential(name string) *credential {
+	for _, c := range a.ps.creds {
+		if c.Name == name {
+			return c
+		}
+	}
+	panic("decisions: pool selected an unknown credential")
+}
+
+// permanentQuotaCodes are 429 codes that mean the account's quota is gone,
+// not a temporary rate limit.
+var permanentQuotaCodes = map[string]bool{
+	"insufficient_quota":         true,
+	"quota_exceeded":             true,
+	"billing_hard_limit_reached": true,
+	"billing_not_active":         true,
+	"account_quota_exceeded":     true,
+}
+
+// send makes one provider call with c. next reports whether to try another
+// credential.
+func (a *attempt) send(ctx context.Context, c *credential) (out *answer, next bool, err error) {
+	rt := a.rt
+	if a.body == nil {
+		a.body = a.req.withModel(a.upstream)
+	}
+	callCtx, cancelCall := context.WithCancel(ctx)
+	defer cancelCall()
+	hreq, err := http.NewRequestWithContext(callCtx, http.MethodPost, c.BaseURL+Endpoint, bytesReader(a.body))
+	if err != nil {
+		a.fail(c.Name)
+		return nil, true, nil
+	}
+	hreq.ContentLength = int64(len(a.body))
+	h := hreq.Header
+	h.Set("Authorization", "Bearer "+c.Key.Reveal())
+	h.Set("Content-Type", "application/json")
+	h.Set("Accept", "application/json")
+	h.Set("User-Agent", rt.cfg.UserAgent)
+	h.Set("X-Request-ID", a.id)
+
+	a.info.Credential, a.info.CredentialDigest = c.Name, c.fingerprint
+	resp, err := rt.cfg.HTTPClient.Do(hreq)
+	if err != nil {
+		if notSent(err) && ctx.Err() == nil {
+			// The connection was never made: nothing reached the
+			// provider, so another credential may serve the request.
+			a.fail(c.Name)
+			a.unreachable = true
+			rt.failover(a.ps.name, failoverUnreachable)
+			return nil, true, nil
+		}
+		a.sent++
+		a.lastCred = c.Name
+		a.ps.pool.Record(c.Name, pool.Observation{Scope: a.scope, Err: err})
+		// Network ambiguity: the provider may have run it. Never replayed.
+		if ctx.Err() != nil {
+			return nil, false, ctx.Err()
+		}
+		return nil, false, ErrUpstream
+	}
+	defer resp.Body.Close()
+	a.sent++
+	a.lastCred = c.Name
+	status := resp.StatusCode
+
+	if status >= 200 && status < 300 {
+		body, err := readAll(resp.Body, MaxBody, rt.buffers, resp.ContentLength)
+		a.ps.pool.Record(c.Name, pool.Observation{Scope: a.scope, Status: status})
+		if err != nil {
+			switch {
+			case errors.Is(err, errTooLarge):
+				// The provider ran the request, but its usage cannot be
+				// read: no token counts are recorded.
+				return nil, false, ErrResponseTooLarge
+			case errors.Is(err, ErrOverloaded):
+				return nil, false, ErrOverloaded
+			case ctx.Err() != nil:
+				return nil, false, ctx.Err()
+			}
+			return nil, false, ErrUpstream
+		}
+		return &answer{status: status, header: resp.Header, body: body, usage: readUsage(body.b)}, false, nil
+	}
+	if status >= 300 && status < 400 {
+		// Redirects are never followed: the key must not travel.
+		a.ps.pool.Record(c.Name, pool.Observation{Scope: a.scope, Status: status, Outcome: pool.OutcomeProviderFailure})
+		return nil, false, &ProviderError{Status: http.StatusBadGateway, Code: "upstream_redirect", Type: httpx.TypeAPI}
+	}
+
+	raw := a.readErrorBody(ctx, callCtx, cancelCall, resp)
+	pe := parseProviderError(raw)
+	key := c.Key.Reveal()
+	switch {
+	case status == http.StatusTooManyRequests:
+		obs := pool.Observation{Scope: a.scope, Status: status}
+		if s, ok := httpx.ProviderRetryAdvice(resp.Header, rt.cfg.Clock.Now()); ok {
+			obs.RetryAfter, obs.HasRetryAfter = s, true
+		}
+		a.ps.pool.Record(c.Name, obs)
+		rt.cooldown(a.ps.name, "throttle")
+		switch {
+		case permanentQuotaCodes[pe.Code] || (pe.Code == "" && permanentQuotaCodes[pe.Type]):
+			a.reject(c.Name, failoverQuota)
+			rt.failover(a.ps.name, failoverQuota)
+			return nil, true, nil
+		case pe.Code == "rate_limit_exceeded":
+			// Confirmed temporary: the cooldown is shared through the
+			// pool; selection moves on or waits.
+			rt.failover(a.ps.name, failoverRateLimited)
+			return nil, true, nil
+		}
+		// An unclassified 429 is not replayed.
+		return nil, false, newProviderError(status, pe, key)
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		a.ps.pool.Record(c.Name, pool.Observation{Scope: a.scope, Status: status})
+		if status == http.StatusUnauthorized {
+			rt.cooldown(a.ps.name, "auth")
+		}
+		a.reject(c.Name, failoverAuth)
+		rt.failover(a.ps.name, failoverAuth)
+		return nil, true, nil
+	case status == http.StatusMethodNotAllowed || status == http.StatusNotImplemented ||
+		(status == http.StatusNotFound && a.unsupportedNotFound(pe)):
+		a.ps.pool.Record(c.Name, pool.Observation{Scope: a.scope, Status: status, Outcome: pool.OutcomeCallerError})
+		rt.unsupported.add(capKey{c.Name, a.upstream, Endpoint})
+		a.fail(c.Name)
+		rt.failover(a.ps.name, failoverUnsupported)
+		return nil, true, nil
+	}
+	// Caller errors (a 404 about request content included) and provider
+	// failures go back to the caller, never replayed.
+	a.ps.pool.Record(c.Name, pool.Observation{Scope: a.scope, Status: status})
+	if ctx.Err() != nil {
+		return nil, false, ctx.Err()
+	}
+	return nil, false, newProviderError(status, pe, key)
+}
+
+// unsupportedNotFound reads a 404: one that names the model or the
+// endpoint, or carries no structured error, means the endpoint is
+// unsupported for this credential; one about request content (a missing
+// input file) does not.
+func (a *attempt) unsupportedNotFound(pe providerError) bool {
+	if !pe.structured {
+		return true
+	}
+	if pe.Param == "model" || strings.Contains(pe.Code, "model") || strings.Contains(pe.Code, "endpoint") ||
+		pe.Code == "unknown_url" || pe.Code == "not_found" && pe.Param == "" && mentions(pe.Message, a.upstream) {
+		return true
+	}
+	return mentions(pe.Message, a.upstream) || strings.Contains(pe.Message, Endpoint) || strings.Contains(strings.ToLower(pe.Message), "endpoint")
+}
+
+func mentions(msg, model string) bool {
+	return model != "" && strings.Contains(msg, model)
+}
+
+// readErrorBody reads an error answer until ErrorBodyIdle passes without
+// data or 64 KiB arrive, so a stalled rejection cannot hold failover until
+// the deadline.
+func (a *attempt) readErrorBody(ctx, callCtx context.Context, cancel context.CancelFunc, resp *http.Response) []byte {
+	idle := a.rt.cfg.ErrorBodyIdle
+	timer := time.AfterFunc(idle, cancel)
+	defer timer.Stop()
+	buf := make([]byte, 0, 1024)
+	chunk := make([]byte, 4096)
+	for len(buf) < MaxErrorBody {
+		n, err := resp.Body.Read(chunk[:min(len(chunk), MaxErrorBody-len(buf))])
+		buf = append(buf, chunk[:n]...)
+		if n > 0 {
+			timer.Reset(idle)
+		}
+		if err != nil {
+			break
+		}
+	}
+	return buf
+}
+
+// notSent reports whether err happened before any byte of the request
+// could reach the provider (the dial failed).
+func notSent(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	var dns *net.DNSError
+	return errors.As(err, &dns)
+}
+
+func (rt *Router) failover(poolName, reason string) {
+	if rt.cfg.Metrics != nil {
+		rt.cfg.Metrics.Failover(poolName, reason)
+	}
+}
+
+func (rt *Router) cooldown(poolName, class string) {
+	if rt.cfg.Metrics != nil {
+		rt.cfg.Metrics.Cooldown(poolName, class)
+	}
+}
+
+type bytesReaderT struct {
+	b []byte
+	i int
+}
+
+func bytesReader(b []byte) io.Reader { return &bytesReaderT{b: b} }
+
+func (r *bytesReaderT) Read(p []byte) (int, error) {
+	if r.i >= len(r.b) {
+		return 0, io.EOF
+	}
+	n := copy(p, r.b[r.i:])
+	r.i += n
+	return n, nil
+}

@@ -1,0 +1,293 @@
+package decisions
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// errBadJSON is a request body that is not a JSON object.
+var errBadJSON = errors.New("request body is not a valid JSON object")
+
+// span is a value's byte range in a JSON document.
+type span struct{ start, end int }
+
+// topLevel walks the members of a JSON object that json.Valid accepted and
+// calls fn with each key (decoded) and its value's span. Only keys are
+// decoded; values are skipped over, so the cost is one pass without
+// allocation for bodies that need no rewrite.
+func topLevel(b []byte, fn func(key string, rawKey []byte, v span) bool) error {
+	i := skipWS(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return errBadJSON
+	}
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return nil
+	}
+	for i < len(b) {
+		if b[i] != '"' {
+			return errBadJSON
+		}
+		kEnd := skipString(b, i)
+		rawKey := b[i:kEnd]
+		key, ok := unquote(rawKey)
+		if !ok {
+			return errBadJSON
+		}
+		i = skipWS(b, kEnd)
+		if i >= len(b) || b[i] != ':' {
+			return errBadJSON
+		}
+		vStart := skipWS(b, i+1)
+		vEnd := skipValue(b, vStart)
+		if vEnd <= vStart {
+			return errBadJSON
+		}
+		if !fn(key, rawKey, span{vStart, vEnd}) {
+			return nil
+		}
+		i = skipWS(b, vEnd)
+		if i < len(b) && b[i] == ',' {
+			i = skipWS(b, i+1)
+			continue
+		}
+		if i < len(b) && b[i] == '}' {
+			return nil
+		}
+		return errBadJSON
+	}
+	return errBadJSON
+}
+
+func skipWS(b []byte, i int) int {
+	for i < len(b) {
+		switch b[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// skipString returns the index after the string starting at b[i] == '"'.
+func skipString(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return len(b)
+}
+
+// skipValue returns the index after the value starting at i.
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return i
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				j = skipString(b, j) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return len(b)
+	default:
+		j := i
+		for j < len(b) {
+			switch b[j] {
+			case ',', '}', ']', ' ', '\t', '\n', '\r':
+				return j
+			}
+			j++
+		}
+		return j
+	}
+}
+
+// unquote decodes a JSON string token, fast when it has no escapes.
+func unquote(tok []byte) (string, bool) {
+	if len(tok) < 2 || tok[0] != '"' || tok[len(tok)-1] != '"' {
+		return "", false
+	}
+	inner := tok[1 : len(tok)-1]
+	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return string(inner), true
+	}
+	var s string
+	if err := json.Unmarshal(tok, &s); err != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// request is what rotor reads of a Decisions request: the model and where
+// it is, and nothing else.
+type request struct {
+	body  []byte
+	model string
+	span  span
+}
+
+// parseRequest validates the body as a JSON object and finds its model.
+// A second key that a lenient decoder might also read as "model" (a
+// duplicate or a case variant) is refused: rotor and the provider must
+// agree on which model is asked for.
+func parseRequest(body []byte) (request, error) {
+	if !json.Valid(body) {
+		return request{}, errBadJSON
+	}
+	r := request{body: body, span: span{-1, -1}}
+	var dup bool
+	err := topLevel(body, func(key string, _ []byte, v span) bool {
+		if !strings.EqualFold(key, "model") {
+			return true
+		}
+		if r.span.start >= 0 || key != "model" {
+			dup = true
+			return false
+		}
+		r.span = v
+		return true
+	})
+	if err != nil {
+		return request{}, err
+	}
+	if dup {
+		return request{}, errDuplicateModel
+	}
+	if r.span.start < 0 {
+		return request{}, errNoModel
+	}
+	m, ok := unquote(body[r.span.start:r.span.end])
+	if !ok {
+		return request{}, errModelNotString
+	}
+	r.model = m
+	return r, nil
+}
+
+var (
+	errDuplicateModel = errors.New(`request has more than one "model" field`)
+	errNoModel        = errors.New(`request has no "model" field`)
+	errModelNotString = errors.New(`"model" must be a string`)
+)
+
+// withModel returns the body with the model value replaced by upstream and
+// every other byte unchanged.
+func (r request) withModel(upstream string) []byte {
+	q := strconv.Quote(upstream)
+	if !isPlainJSONString(upstream) {
+		b, _ := json.Marshal(upstream)
+		q = string(b)
+	}
+	out := make([]byte, 0, len(r.body)-(r.span.end-r.span.start)+len(q))
+	out = append(out, r.body[:r.span.start]...)
+	out = append(out, q...)
+	return append(out, r.body[r.span.end:]...)
+}
+
+// isPlainJSONString reports whether strconv.Quote yields valid JSON for s:
+// printable ASCII without characters Quote would escape differently.
+func isPlainJSONString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// Usage is the provider's token counts; a nil field is unknown.
+type Usage struct {
+	Input, Output, Total *int64
+}
+
+// readUsage finds the answer's top-level usage object and reads its token
+// counts, leaving the rest of the answer untouched.
+func readUsage(body []byte) Usage {
+	var u Usage
+	var raw []byte
+	_ = topLevel(body, func(key string, _ []byte, v span) bool {
+		if key == "usage" {
+			raw = body[v.start:v.end]
+			return false
+		}
+		return true
+	})
+	if len(raw) == 0 || raw[0] != '{' {
+		return u
+	}
+	var fields struct {
+		Input  json.Number `json:"input_tokens"`
+		Output json.Number `json:"output_tokens"`
+		Total  json.Number `json:"total_tokens"`
+	}
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return u
+	}
+	num := func(n json.Number) *int64 {
+		v, err := strconv.ParseInt(string(n), 10, 64)
+		if err != nil || v < 0 {
+			return nil
+		}
+		return &v
+	}
+	u.Input, u.Output, u.Total = num(fields.Input), num(fields.Output), num(fields.Total)
+	if u.Total == nil && u.Input != nil && u.Output != nil {
+		t := *u.Input + *u.Output
+		u.Total = &t
+	}
+	return u
+}
+
+// providerError is the structured error of a provider answer.
+type providerError struct {
+	Message, Type, Code, Param string
+	structured                 bool
+}
+
+func parseProviderError(body []byte) providerError {
+	var e struct {
+		Error *struct {
+			Message any `json:"message"`
+			Type    any `json:"type"`
+			Code    any `json:"code"`
+			Param   any `json:"param"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(body, &e); err != nil || e.Error == nil {
+		return providerError{}
+	}
+	str := func(v any) string {
+		switch x := v.(type) {
+		case string:
+			return x
+		case float64:
+			return strconv.FormatFloat(x, 'f', -1, 64)
+		}
+		return ""
+	}
+	return providerError{Message: str(e.Error.Message), Type: str(e.Error.Type), Code: str(e.Error.Code), Param: str(e.Error.Param), structured: true}
+}

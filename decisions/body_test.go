@@ -1,0 +1,72 @@
+package decisions
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+)
+
+func TestReadUsage(t *testing.T) {
+	tests := []struct {
+		body           string
+		in, out, total int64
+		known          bool
+	}{
+		{`{"id":"x","usage":{"input_tokens":12,"output_tokens":3,"total_tokens":15,"extra":{"a":1}}}`, 12, 3, 15, true},
+		{`{"usage":{"input_tokens":12,"output_tokens":3}}`, 12, 3, 15, true},
+		{`{"output":{"usage":{"input_tokens":1}},"usage":{"input_tokens":2,"output_tokens":2,"total_tokens":4}}`, 2, 2, 4, true},
+		{`{"usage":"none"}`, 0, 0, 0, false},
+		{`{"no":"usage"}`, 0, 0, 0, false},
+		{`{"usage":{"input_tokens":-1,"output_tokens":"x","total_tokens":1.5}}`, 0, 0, 0, false},
+	}
+	for _, tt := range tests {
+		u := readUsage([]byte(tt.body))
+		if (u.Total != nil) != tt.known || (tt.known && (*u.Input != tt.in || *u.Output != tt.out || *u.Total != tt.total)) {
+			t.Errorf("readUsage(%s) = %+v", tt.body, u)
+		}
+	}
+}
+
+// FuzzParseRequest: the Decisions request check never panics; what it
+// accepts is a JSON object whose model a standard decoder reads the same
+// way, and rewriting the model changes nothing else.
+func FuzzParseRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"api/decide-mini","input":"x"}`,
+		`{"input":"x","model":"zdr/m","question":{"type":"choice","choices":[true,false]}}`,
+		`{"model":"api\/decide-mini"}`,
+		`{"model":"api/d\u00e9cide"}`,
+		`{"model":"api/x","model":"y"}`,
+		`{"Model":"api/x"}`,
+		` { "model" : "api/x" , "n" : [1,{"model":2}] } `,
+		`{"model":7}`, `[]`, `{`, `{"a":"\"}"}`, `{"model":"api/x"}{}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, err := parseRequest(body)
+		if err != nil {
+			return
+		}
+		var std map[string]any
+		if err := json.Unmarshal(body, &std); err != nil {
+			t.Fatalf("accepted a body the standard decoder refuses: %v", err)
+		}
+		if std["model"] != req.model {
+			t.Fatalf("model %q, standard decoder reads %v", req.model, std["model"])
+		}
+		out := req.withModel("decide-mini")
+		var got map[string]any
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("rewritten body is not JSON: %v\n%s", err, out)
+		}
+		if got["model"] != "decide-mini" {
+			t.Fatalf("rewritten model = %v", got["model"])
+		}
+		delete(got, "model")
+		delete(std, "model")
+		if !reflect.DeepEqual(got, std) {
+			t.Fatalf("rewrite changed other fields:\n%v\n%v", std, got)
+		}
+	})
+}

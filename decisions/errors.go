@@ -1,0 +1,127 @@
+package decisions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/rotorhq/rotor/budgets"
+	"github.com/rotorhq/rotor/internal/httpx"
+	"github.com/rotorhq/rotor/ledger"
+	"github.com/rotorhq/rotor/pool"
+)
+
+// Errors of the route. The adapter (ErrorResponse) maps each to one status
+// and code.
+var (
+	// ErrModelNotAvailable: no credential in the pool and region is
+	// eligible for the model.
+	ErrModelNotAvailable = errors.New("no eligible credential for the model")
+	// ErrPoolUnavailable: every credential was rejected with 401 or 403
+	// (or a mix with permanent quota).
+	ErrPoolUnavailable = errors.New("every credential in the pool was rejected")
+	// ErrInsufficientQuota: every credential was rejected for permanent
+	// quota.
+	ErrInsufficientQuota = errors.New("every credential has exhausted its quota")
+	// ErrResponseTooLarge: the answer was over 64 MiB.
+	ErrResponseTooLarge = errors.New("provider answer larger than 64 MiB")
+	// ErrUpstream: the provider call failed after the request may have
+	// been sent; it is not replayed.
+	ErrUpstream = errors.New("provider call failed")
+	// ErrDeadline: the request deadline passed.
+	ErrDeadline = errors.New("request deadline passed")
+	// ErrOverloaded: too many bytes are buffered across requests.
+	ErrOverloaded = errors.New("too many bytes buffered")
+	// ErrClientGone: the caller cancelled.
+	ErrClientGone = errors.New("client closed the request")
+)
+
+// ProviderError is a provider rejection passed through to the caller: its
+// status and safe code, type and param are kept; its message is not.
+type ProviderError struct {
+	Status            int
+	Code, Type, Param string
+}
+
+func (e *ProviderError) Error() string {
+	return fmt.Sprintf("provider answered %d %s", e.Status, e.Code)
+}
+
+// safeField accepts the identifier-like values providers use for code, type
+// and param; anything else (free text that may reflect private input) is
+// dropped.
+var safeField = regexp.MustCompile(`^[A-Za-z0-9_.\-\[\]]{1,64}$`)
+
+func sanitize(s, key string) string {
+	if !safeField.MatchString(s) || (key != "" && strings.Contains(s, key)) {
+		return ""
+	}
+	return s
+}
+
+func newProviderError(status int, pe providerError, key string) *ProviderError {
+	return &ProviderError{Status: status, Code: sanitize(pe.Code, key), Type: sanitize(pe.Type, key), Param: sanitize(pe.Param, key)}
+}
+
+// ErrorResponse is the route's one table from errors to answers.
+func ErrorResponse(err error) *httpx.Error {
+	var he *httpx.Error
+	var pe *ProviderError
+	var be *budgets.ExceededError
+	var pbe *budgets.PolicyBlockedError
+	if e, ok := pool.CooldownErrorResponse(err); ok {
+		return e
+	}
+	switch {
+	case errors.As(err, &he):
+		return he
+	case errors.As(err, &pbe):
+		return httpx.NewError(httpx.CodePolicyBlocked).WithMessage("%s", pbe.Error())
+	case errors.As(err, &be):
+		return httpx.NewError(httpx.CodeBudgetExceeded).WithMessage("%s", be.Error()).WithRetryAfter(be.RetryAfter)
+	case errors.As(err, &pe):
+		t := pe.Type
+		if t == "" {
+			t = httpx.TypeAPI
+			if pe.Status >= 400 && pe.Status < 500 {
+				t = httpx.TypeInvalidRequest
+			}
+		}
+		e := &httpx.Error{Status: pe.Status, Code: pe.Code, Type: t, Param: pe.Param,
+			Message: fmt.Sprintf("the provider rejected the request with status %d; its message is withheld because it may reflect private input", pe.Status)}
+		return e
+	case errors.Is(err, ErrModelNotAvailable):
+		return httpx.NewError(httpx.CodeModelNotAvailable)
+	case errors.Is(err, ErrPoolUnavailable):
+		return httpx.NewError(httpx.CodePoolUnavailable)
+	case errors.Is(err, ErrInsufficientQuota):
+		return httpx.NewError(httpx.CodeInsufficientQuota)
+	case errors.Is(err, ErrResponseTooLarge):
+		return httpx.NewError(httpx.CodeResponseTooLarge)
+	case errors.Is(err, ErrOverloaded):
+		return httpx.NewError(httpx.CodeOverloaded).WithRetryAfter(time.Second)
+	case errors.Is(err, pool.ErrNoCredentials):
+		return httpx.NewError(httpx.CodeNoCredentials)
+	case errors.Is(err, ledger.ErrUnavailable), errors.Is(err, ledger.ErrReadOnly), errors.Is(err, ledger.ErrClosed):
+		return httpx.NewError(httpx.CodeLedgerUnavailable).WithRetryAfter(time.Second)
+	case errors.Is(err, ErrDeadline), errors.Is(err, context.DeadlineExceeded):
+		return httpx.NewError(httpx.CodeDeadlineExceeded)
+	case errors.Is(err, ErrClientGone), errors.Is(err, context.Canceled):
+		return httpx.NewError(httpx.CodeClientClosedRequest)
+	case errors.Is(err, ErrUpstream):
+		return httpx.NewError(httpx.CodeUpstreamError)
+	}
+	return httpx.NewError(httpx.CodeInternal)
+}
+
+// statusOf is the status the caller receives for err.
+func statusOf(err error) int {
+	if err == nil {
+		return http.StatusOK
+	}
+	return ErrorResponse(err).Status
+}

@@ -1,0 +1,213 @@
+package decisions
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rotorhq/rotor/budgets"
+	"github.com/rotorhq/rotor/internal/clock"
+	fp "github.com/rotorhq/rotor/internal/fakeprovider"
+	"github.com/rotorhq/rotor/internal/httpx"
+	"github.com/rotorhq/rotor/internal/secret"
+	"github.com/rotorhq/rotor/ledger"
+	"github.com/rotorhq/rotor/pool"
+)
+
+var t0 = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+
+// cred describes one test credential: its pool, key and catalog.
+type cred struct {
+	name, pool, region, key string
+	models                  []string // catalog at the provider
+	profiled                []string // models with supported_endpoints [/v1/decisions]; nil = all catalog models
+	allow, deny             []string
+	baseURL                 string // default: the fake provider
+}
+
+type opts struct {
+	creds          []cred
+	modelCooldown  bool
+	deadline       time.Duration
+	errorIdle      time.Duration
+	catalogTimeout time.Duration
+	maxBuffered    int64
+	quotaBuckets   map[string][]string
+}
+
+type harness struct {
+	t      *testing.T
+	fp     *fp.Server
+	clk    *clock.Fake
+	store  *ledger.Store
+	router *Router
+	srv    *httptest.Server
+	pools  map[string]*pool.Pool
+	keys   map[string]string // credential name -> key
+	log    *bytes.Buffer
+}
+
+func defaultCreds() []cred {
+	return []cred{
+		{name: "team-a", pool: "api", key: "sk-test-a-0000000000000000000001", models: []string{"decide-mini", "decide-large"}},
+		{name: "team-b", pool: "api", key: "sk-test-b-0000000000000000000002", models: []string{"decide-mini", "decide-large"}},
+	}
+}
+
+func newHarness(t *testing.T, o opts) *harness {
+	t.Helper()
+	if o.creds == nil {
+		o.creds = defaultCreds()
+	}
+	clk := clock.NewFake(t0)
+	p, err := fp.Start(fp.Options{Now: clk.Now, AnswerSize: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	store, err := ledger.Open(context.Background(), filepath.Join(t.TempDir(), "rotor.db"), ledger.Options{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	h := &harness{t: t, fp: p, clk: clk, store: store, pools: map[string]*pool.Pool{}, keys: map[string]string{}, log: &bytes.Buffer{}}
+	pstore := pool.NewStore(clk, 0)
+	byPool := map[string][]CredentialConfig{}
+	var order []string
+	for _, c := range o.creds {
+		if c.region == "" {
+			c.region = "us"
+		}
+		if c.baseURL == "" {
+			c.baseURL = p.URL()
+			p.SetCatalog(c.key, c.models...)
+		}
+		prof := map[string][]string{}
+		profiled := c.profiled
+		if profiled == nil {
+			profiled = c.models
+		}
+		for _, m := range profiled {
+			prof[m] = []string{Endpoint}
+		}
+		if _, ok := byPool[c.pool]; !ok {
+			order = append(order, c.pool)
+		}
+		byPool[c.pool] = append(byPool[c.pool], CredentialConfig{Name: c.name, Region: c.region, BaseURL: c.baseURL, Key: secret.New(c.key), Allow: c.allow, Deny: c.deny, Profiles: prof})
+		h.keys[c.name] = c.key
+	}
+	var pcs []PoolConfig
+	for _, name := range order {
+		var pcreds []pool.Credential
+		for _, c := range byPool[name] {
+			pcreds = append(pcreds, pool.Credential{Name: c.Name, Key: c.Key})
+		}
+		pl := pool.New(pool.Config{Options: pool.Options{Name: name, QuotaBuckets: o.quotaBuckets, CatalogTTL: 10 * time.Minute},
+			Credentials: pcreds, Settings: pool.Settings{ModelCooldownEnabled: o.modelCooldown, MaxSeconds: 3600}, Store: pstore, Clock: clk})
+		h.pools[name] = pl
+		pcs = append(pcs, PoolConfig{Name: name, Credentials: byPool[name], Pool: pl})
+	}
+	h.router = New(Config{Pools: pcs, Ledger: store, Admitter: budgets.NewAdmitter(), Clock: clk,
+		Deadline: o.deadline, ErrorBodyIdle: o.errorIdle, CatalogTimeout: o.catalogTimeout, MaxBuffered: o.maxBuffered,
+		Logger: newTestLogger(h.log)})
+	h.srv = httptest.NewServer(httpx.RequestIDs(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, _ := WithInfo(WithClient(r.Context(), "test-client"))
+		h.router.ServeHTTP(w, r.WithContext(ctx))
+	}), false))
+	t.Cleanup(h.srv.Close)
+	return h
+}
+
+type reply struct {
+	status int
+	header http.Header
+	body   []byte
+	err    struct {
+		Message      string  `json:"message"`
+		Type         string  `json:"type"`
+		Code         *string `json:"code"`
+		Param        *string `json:"param"`
+		RetryAfterMS int64   `json:"retry_after_ms"`
+	}
+}
+
+func (r reply) code() string {
+	if r.err.Code == nil {
+		return ""
+	}
+	return *r.err.Code
+}
+
+func (h *harness) do(ctx context.Context, path, body string, hdr ...string) reply {
+	h.t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.srv.URL+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	r := reply{status: resp.StatusCode, header: resp.Header, body: b}
+	if resp.StatusCode >= 400 {
+		var e struct {
+			Error json.RawMessage `json:"error"`
+		}
+		if json.Unmarshal(b, &e) == nil {
+			json.Unmarshal(e.Error, &r.err)
+		}
+	}
+	return r
+}
+
+func (h *harness) post(body string, hdr ...string) reply {
+	h.t.Helper()
+	return h.do(context.Background(), "/v1/decisions", body, hdr...)
+}
+
+func decision(model string) string {
+	return fmt.Sprintf(`{"model":%q,"input":"Is the sky blue?","question":{"type":"predicate"}}`, model)
+}
+
+func (h *harness) hits(name, path string) int { return h.fp.HitsFor(h.keys[name], path) }
+
+// rows returns every ledger row.
+func (h *harness) rows() []ledger.Row {
+	h.t.Helper()
+	rows, err := h.store.Rows(context.Background(), t0.Add(-24*time.Hour), t0.Add(365*24*time.Hour), 0)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return rows
+}
+
+// wantStatus fails unless r has the status (and code, when given).
+func wantStatus(t *testing.T, r reply, status int, code string) {
+	t.Helper()
+	if r.status != status || (code != "" && r.code() != code) {
+		t.Fatalf("answer %d %q, want %d %q\n%s", r.status, r.code(), status, code, r.body)
+	}
+}
+
+// waitTimers blocks until n goroutines wait on the fake clock.
+func (h *harness) waitTimers(n int) {
+	h.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for h.clk.Timers() < n {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("no goroutine waits on the clock")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -1,0 +1,486 @@
+package decisions
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/internal/httpx"
+	"github.com/rotorhq/rotor/internal/secret"
+	"github.com/rotorhq/rotor/ledger"
+	"github.com/rotorhq/rotor/pool"
+)
+
+// Endpoint is the provider endpoint this route forwards to, and the value a
+// model profile must list.
+const Endpoint = "/v1/decisions"
+
+// Operation is the ledger operation of this route.
+const Operation = "decisions"
+
+// Defaults.
+const (
+	DefaultDeadline       = 60 * time.Second
+	DefaultErrorBodyIdle  = 5 * time.Second
+	MaxErrorBody          = 64 << 10
+	DefaultMaxBuffered    = 1 << 30
+	DefaultCatalogTTL     = 10 * time.Minute
+	DefaultCatalogTimeout = 10 * time.Second
+)
+
+// CredentialConfig is one enabled credential as the route sees it.
+type CredentialConfig struct {
+	Name    string
+	Region  string
+	BaseURL string
+	Key     secret.Value
+	// Allow and Deny are model globs (path.Match); an empty Allow allows
+	// every model.
+	Allow, Deny []string
+	// Profiles maps a model to the endpoints the operator verified.
+	Profiles map[string][]string
+}
+
+// PoolConfig is one pool: its enabled credentials in configured order and
+// the pool that tracks their cooldowns.
+type PoolConfig struct {
+	Name        string
+	Credentials []CredentialConfig
+	Pool        *pool.Pool
+}
+
+// Ledger is what the route needs from the usage ledger.
+type Ledger interface {
+	Reserve(ctx context.Context, r ledger.Reservation, admit ledger.Admitter) error
+	Settle(ctx context.Context, s ledger.Settlement) error
+	Release(ctx context.Context, requestID string) error
+}
+
+// Metrics receives the route's events; nil fields are fine.
+type Metrics interface {
+	// Refused counts a request refused before any provider call.
+	Refused(reason string)
+	// Failover counts a move to another credential and why.
+	Failover(pool, reason string)
+	// Cooldown counts a cooldown recorded, by class (throttle, auth).
+	Cooldown(pool, class string)
+}
+
+// Config configures a Router. Pools, Ledger and Clock are required.
+type Config struct {
+	Pools    []PoolConfig
+	Ledger   Ledger
+	Admitter ledger.Admitter
+	// HTTPClient calls providers. The default never follows redirects.
+	HTTPClient *http.Client
+	Clock      clock.Clock
+	Logger     *slog.Logger
+	// Deadline is shared by discovery, admission, body reads, waits and
+	// retries (default 60s).
+	Deadline       time.Duration
+	CatalogTTL     time.Duration
+	CatalogTimeout time.Duration
+	// ErrorBodyIdle ends an error body read after this long without data
+	// (default 5s).
+	ErrorBodyIdle time.Duration
+	// MaxBuffered bounds bytes buffered across requests (default 1 GiB).
+	MaxBuffered int64
+	// ReservationGrace is added to the deadline for a reservation's expiry.
+	ReservationGrace time.Duration
+	Metrics          Metrics
+	UserAgent        string
+}
+
+// Router serves POST /v1/decisions. It is safe for concurrent use.
+type Router struct {
+	cfg         Config
+	pools       map[string]*poolState
+	catalogs    *catalogs
+	unsupported *unsupported
+	buffers     *limiter
+	log         *slog.Logger
+}
+
+type poolState struct {
+	name  string
+	creds []*credential
+	pool  *pool.Pool
+	// firstRegion is the region of the first enabled credential.
+	firstRegion string
+}
+
+type credential struct {
+	CredentialConfig
+	fingerprint string
+}
+
+// NoRedirects is an http.Client CheckRedirect that never follows a
+// redirect: the key must not travel to another host.
+func NoRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// NewHTTPClient returns the client rotor uses for providers: no redirects,
+// bounded dials and headers, many idle connections per host.
+func NewHTTPClient() *http.Client {
+	tr := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: 0, // the request deadline bounds it
+		MaxIdleConns:          512,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		ForceAttemptHTTP2:     true,
+	}
+	return &http.Client{Transport: tr, CheckRedirect: NoRedirects}
+}
+
+// New returns a Router.
+func New(cfg Config) *Router {
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = NewHTTPClient()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Deadline <= 0 {
+		cfg.Deadline = DefaultDeadline
+	}
+	if cfg.CatalogTTL <= 0 {
+		cfg.CatalogTTL = DefaultCatalogTTL
+	}
+	if cfg.CatalogTimeout <= 0 {
+		cfg.CatalogTimeout = DefaultCatalogTimeout
+	}
+	if cfg.ErrorBodyIdle <= 0 {
+		cfg.ErrorBodyIdle = DefaultErrorBodyIdle
+	}
+	if cfg.MaxBuffered <= 0 {
+		cfg.MaxBuffered = DefaultMaxBuffered
+	}
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = "rotor"
+	}
+	rt := &Router{
+		cfg:         cfg,
+		pools:       map[string]*poolState{},
+		catalogs:    newCatalogs(cfg.Clock, cfg.CatalogTTL, cfg.CatalogTimeout, cfg.HTTPClient),
+		unsupported: newUnsupported(cfg.Clock),
+		buffers:     newLimiter(cfg.MaxBuffered),
+		log:         cfg.Logger,
+	}
+	for _, pc := range cfg.Pools {
+		ps := &poolState{name: pc.Name, pool: pc.Pool}
+		for _, c := range pc.Credentials {
+			c.BaseURL = strings.TrimRight(c.BaseURL, "/")
+			ps.creds = append(ps.creds, &credential{CredentialConfig: c, fingerprint: c.Key.Fingerprint()})
+		}
+		if len(ps.creds) > 0 {
+			ps.firstRegion = ps.creds[0].Region
+		}
+		rt.pools[pc.Name] = ps
+	}
+	return rt
+}
+
+var _ http.Handler = (*Router)(nil)
+
+// Info is what the route learned about a request, for the access log.
+type Info struct {
+	Pool, Model, Region string
+	Credential          string
+	CredentialDigest    string
+	Attempts            int
+	Code                string
+	Recorded            bool
+}
+
+type infoKey struct{}
+type clientKey struct{}
+
+// WithInfo returns ctx carrying a fresh *Info the route fills in.
+func WithInfo(ctx context.Context) (context.Context, *Info) {
+	i := &Info{}
+	return context.WithValue(ctx, infoKey{}, i), i
+}
+
+func infoFrom(ctx context.Context) *Info {
+	if i, ok := ctx.Value(infoKey{}).(*Info); ok {
+		return i
+	}
+	return &Info{}
+}
+
+// WithClient returns ctx carrying the client label (the bridge token's
+// label) that usage rows record.
+func WithClient(ctx context.Context, label string) context.Context {
+	return context.WithValue(ctx, clientKey{}, label)
+}
+
+// ClientFrom returns the client label in ctx.
+func ClientFrom(ctx context.Context) string {
+	s, _ := ctx.Value(clientKey{}).(string)
+	return s
+}
+
+// RegionHeader names the region a request stays in.
+const RegionHeader = "X-Rotor-Region"
+
+// ServeHTTP handles one Decisions request.
+func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	info := infoFrom(r.Context())
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		httpx.WriteError(w, httpx.NewError(httpx.CodeMethodNotAllowed))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), rt.cfg.Deadline)
+	defer cancel()
+	err := rt.serve(ctx, w, r, info)
+	if err == nil {
+		return
+	}
+	if errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil {
+		err = ErrDeadline
+	} else if r.Context().Err() != nil && !errors.Is(err, ErrResponseTooLarge) {
+		err = ErrClientGone
+	}
+	e := ErrorResponse(err)
+	info.Code = e.Code
+	if e.Status >= 500 && e.Code == httpx.CodeInternal {
+		rt.log.Error("decisions request failed", "request_id", httpx.RequestID(r.Context()), "error", err)
+	}
+	httpx.WriteError(w, e)
+}
+
+// serve returns nil when it wrote an answer itself.
+func (rt *Router) serve(ctx context.Context, w http.ResponseWriter, r *http.Request, info *Info) error {
+	// 1. Size cap, then 2. JSON, then 3. model prefix: all before anything
+	// else, and before budgets.
+	body, err := readAll(r.Body, MaxBody, rt.buffers, r.ContentLength)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		switch {
+		case errors.Is(err, errTooLarge), errors.As(err, &mbe):
+			rt.refused("request_too_large")
+			return httpx.NewError(httpx.CodeRequestTooLarge)
+		case errors.Is(err, ErrOverloaded):
+			rt.refused("overloaded")
+			return err
+		}
+		rt.refused("read_error")
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return httpx.NewError(httpx.CodeInvalidJSON).WithMessage("could not read the request body")
+	}
+	defer body.Release()
+	req, err := parseRequest(body.b)
+	if err != nil {
+		rt.refused("invalid_json")
+		switch {
+		case errors.Is(err, errNoModel), errors.Is(err, errModelNotString):
+			return httpx.NewError(httpx.CodeInvalidModelPrefix).WithParam("model").WithMessage("%v; select api/<model> or zdr/<model>", err)
+		case errors.Is(err, errDuplicateModel):
+			return httpx.NewError(httpx.CodeInvalidJSON).WithParam("model").WithMessage("%v", err)
+		}
+		return httpx.NewError(httpx.CodeInvalidJSON)
+	}
+	prefix, upstream, ok := strings.Cut(req.model, "/")
+	ps := rt.pools[prefix]
+	if !ok || (prefix != "api" && prefix != "zdr") || upstream == "" {
+		rt.refused("invalid_model_prefix")
+		return httpx.NewError(httpx.CodeInvalidModelPrefix).WithParam("model").
+			WithMessage("model must be api/<model> or zdr/<model>; bare models, PSP routes and speed-tier aliases are not routed")
+	}
+	info.Pool, info.Model = prefix, upstream
+	if ps == nil || len(ps.creds) == 0 {
+		rt.refused("no_credentials")
+		return pool.ErrNoCredentials
+	}
+	region := ps.firstRegion
+	if h := r.Header.Get(RegionHeader); h != "" {
+		region = ""
+		for _, c := range ps.creds {
+			if c.Region == h {
+				region = h
+				break
+			}
+		}
+		if region == "" {
+			rt.refused("unknown_region")
+			return httpx.NewError(httpx.CodeUnknownRegion).WithMessage("no enabled credential in pool %s serves region %q", prefix, h)
+		}
+	}
+	info.Region = region
+
+	// 4. Budget admission: a reservation in the ledger, before discovery.
+	id := httpx.RequestID(r.Context())
+	if id == "" {
+		id = httpx.NewRequestID()
+	}
+	start := rt.cfg.Clock.Now()
+	res := ledger.Reservation{RequestID: id, Expires: start.Add(rt.cfg.Deadline + rt.cfg.ReservationGrace),
+		Operation: Operation, Pool: prefix, Model: upstream, Region: region, Client: ClientFrom(r.Context())}
+	if err := rt.cfg.Ledger.Reserve(context.WithoutCancel(ctx), res, rt.cfg.Admitter); err != nil {
+		rt.refused(refusalReason(err))
+		return err
+	}
+	a := &attempt{rt: rt, ps: ps, req: req, upstream: upstream, region: region, id: id, info: info,
+		scope: pool.Scope{Model: upstream, QuotaBucket: ps.pool.BucketFor(upstream)}}
+	out, err := a.run(ctx)
+	if a.sent == 0 {
+		// No provider call was made: the reservation is released and no
+		// usage row remains.
+		if rerr := rt.cfg.Ledger.Release(context.WithoutCancel(ctx), id); rerr != nil {
+			rt.log.Error("release reservation", "request_id", id, "error", rerr)
+		}
+		if err == nil {
+			err = ErrUpstream
+		}
+		return err
+	}
+	// The row is settled before the caller sees the answer: an answer
+	// received as 200 always has its ledger row.
+	st := ledger.Settlement{RequestID: id, Model: upstream, Credential: a.lastCred, Region: region, Attempts: a.sent,
+		Latency: rt.cfg.Clock.Now().Sub(start)}
+	if err != nil {
+		ctxErr := err
+		if errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil {
+			ctxErr = ErrDeadline
+		} else if r.Context().Err() != nil && !errors.Is(err, ErrResponseTooLarge) {
+			ctxErr = ErrClientGone
+		}
+		e := ErrorResponse(ctxErr)
+		st.Status, st.ErrorCode = e.Status, e.Code
+	} else {
+		st.Status = out.status
+		if out.usage.Input != nil {
+			st.InputTokens = ledger.Known(*out.usage.Input)
+		}
+		if out.usage.Output != nil {
+			st.OutputTokens = ledger.Known(*out.usage.Output)
+		}
+		if out.usage.Total != nil {
+			st.TotalTokens = ledger.Known(*out.usage.Total)
+		}
+	}
+	info.Attempts = a.sent
+	if serr := rt.cfg.Ledger.Settle(context.WithoutCancel(ctx), st); serr != nil {
+		// The provider ran the request, but the row could not be settled:
+		// the reservation stays and counts as unknown usage. Fail closed
+		// rather than hand out an answer with no row behind it.
+		rt.log.Error("usage row not settled; the reservation counts as unknown usage", "request_id", id, "error", serr)
+		if out != nil {
+			out.body.Release()
+		}
+		return ledger.ErrUnavailable
+	}
+	info.Recorded = true
+	if err != nil {
+		return err
+	}
+	defer out.body.Release()
+	h := w.Header()
+	if ct := out.header.Get("Content-Type"); ct != "" {
+		h.Set("Content-Type", ct)
+	} else {
+		h.Set("Content-Type", "application/json")
+	}
+	h.Set("Content-Length", strconv.Itoa(len(out.body.b)))
+	h.Set("X-Rotor-Credential", a.lastCred)
+	h.Set("X-Rotor-Attempts", strconv.Itoa(a.sent))
+	w.WriteHeader(out.status)
+	_, _ = w.Write(out.body.b)
+	return nil
+}
+
+func (rt *Router) refused(reason string) {
+	if rt.cfg.Metrics != nil {
+		rt.cfg.Metrics.Refused(reason)
+	}
+}
+
+func refusalReason(err error) string {
+	e := ErrorResponse(err)
+	return e.Code
+}
+
+// answer is a successful provider answer.
+type answer struct {
+	status int
+	header http.Header
+	body   *buffer
+	usage  Usage
+}
+
+// allows applies a credential's visibility globs.
+func (c *credential) allows(model string) bool {
+	for _, g := range c.Deny {
+		if ok, _ := path.Match(g, model); ok {
+			return false
+		}
+	}
+	if len(c.Allow) == 0 {
+		return true
+	}
+	for _, g := range c.Allow {
+		if ok, _ := path.Match(g, model); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *credential) supports(model string) bool {
+	for _, e := range c.Profiles[model] {
+		if e == Endpoint {
+			return true
+		}
+	}
+	return false
+}
+
+// CredentialStatus is one credential's state for status pages.
+type CredentialStatus struct {
+	Pool, Name, Region string
+	CatalogFetched     time.Time
+	CatalogFresh       bool
+}
+
+// Status reports each credential's catalog freshness.
+func (rt *Router) Status() []CredentialStatus {
+	fetched := rt.catalogs.snapshot()
+	now := rt.cfg.Clock.Now()
+	var out []CredentialStatus
+	for _, name := range []string{"api", "zdr"} {
+		ps := rt.pools[name]
+		if ps == nil {
+			continue
+		}
+		for _, c := range ps.creds {
+			f := fetched[c.Name]
+			out = append(out, CredentialStatus{Pool: name, Name: c.Name, Region: c.Region, CatalogFetched: f,
+				CatalogFresh: !f.IsZero() && now.Sub(f) < rt.cfg.CatalogTTL})
+		}
+	}
+	return out
+}
+
+// Pools returns the pools the router serves, by name.
+func (rt *Router) Pools() map[string]*pool.Pool {
+	out := map[string]*pool.Pool{}
+	for n, ps := range rt.pools {
+		out[n] = ps.pool
+	}
+	return out
+}

@@ -1,0 +1,175 @@
+package httpx
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/rotorhq/rotor/internal/secret"
+)
+
+// Guard is the front door of the bridge and the runtime: Host check
+// against DNS rebinding, browser Origin check and CORS for allowed origins,
+// and bearer token authentication.
+type Guard struct {
+	// Port is the port the server listens on; Host must name it.
+	Port int
+	// ExtraHosts are further host names or addresses accepted in Host
+	// (the listen address when it is not loopback).
+	ExtraHosts []string
+	// AllowedOrigins get CORS headers; any other browser origin is
+	// refused.
+	AllowedOrigins []string
+	// Authenticate checks a bearer token and returns the caller's label.
+	Authenticate func(ctx context.Context, token secret.Value) (label string, ok bool, err error)
+	// Open lists paths served without a token (still Host-checked).
+	Open map[string]bool
+}
+
+type labelKey struct{}
+
+// Label returns the authenticated caller's label.
+func Label(ctx context.Context) string {
+	s, _ := ctx.Value(labelKey{}).(string)
+	return s
+}
+
+// loopbackHost reports whether h (no port) is a loopback name or address.
+func loopbackHost(h string) bool {
+	h = strings.ToLower(strings.TrimSuffix(h, "."))
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(h, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// ValidHost reports whether a Host header names this server: a loopback
+// name or address (or an extra host) with the server's port.
+func (g *Guard) ValidHost(host string) bool {
+	if host == "" || len(host) > 255 {
+		return false
+	}
+	h, p, err := net.SplitHostPort(host)
+	if err != nil {
+		// No port: only valid for a server on port 80.
+		h, p = host, "80"
+	}
+	if port, err := strconv.Atoi(p); err != nil || port != g.Port {
+		return false
+	}
+	if loopbackHost(h) {
+		return true
+	}
+	for _, x := range g.ExtraHosts {
+		if strings.EqualFold(strings.Trim(h, "[]"), strings.Trim(x, "[]")) {
+			return true
+		}
+	}
+	return false
+}
+
+func (g *Guard) originAllowed(origin string) bool {
+	for _, o := range g.AllowedOrigins {
+		if strings.EqualFold(strings.TrimRight(o, "/"), origin) {
+			return true
+		}
+	}
+	return false
+}
+
+func originOf(ref string) string {
+	u, err := url.Parse(ref)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return ref
+	}
+	return u.Scheme + "://" + u.Host
+}
+
+// SecurityHeaders are sent on every answer.
+func SecurityHeaders(h http.Header) {
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
+	h.Set("Cache-Control", "no-store")
+}
+
+// Wrap returns next behind the guard. The Host check comes first, before
+// the body is read or the token looked at; then the browser check; then
+// the token.
+func (g *Guard) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		SecurityHeaders(w.Header())
+		if !g.ValidHost(r.Host) {
+			// Do not read a body we will not use.
+			w.Header().Set("Connection", "close")
+			WriteError(w, NewError(CodeHostNotAllowed))
+			return
+		}
+		origin := r.Header.Get("Origin")
+		if origin == "" && r.Header.Get("Referer") != "" {
+			origin = originOf(r.Header.Get("Referer"))
+		}
+		fetchSite := r.Header.Get("Sec-Fetch-Site")
+		switch {
+		case origin != "":
+			if !g.originAllowed(origin) {
+				WriteError(w, NewError(CodeOriginNotAllowed))
+				return
+			}
+			h := w.Header()
+			h.Set("Access-Control-Allow-Origin", origin)
+			h.Add("Vary", "Origin")
+			h.Set("Access-Control-Expose-Headers", "Retry-After, retry-after-ms, X-Request-ID, x-should-retry")
+			if r.Method == http.MethodOptions {
+				h.Set("Access-Control-Allow-Methods", "POST, GET, OPTIONS")
+				h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Rotor-Region, X-Request-ID")
+				h.Set("Access-Control-Max-Age", "600")
+				w.WriteHeader(http.StatusNoContent)
+				return
+			}
+		case fetchSite != "" && fetchSite != "none" && fetchSite != "same-origin":
+			// A browser request whose origin we cannot see.
+			WriteError(w, NewError(CodeOriginNotAllowed))
+			return
+		case r.Method == http.MethodOptions:
+			WriteError(w, NewError(CodeOriginNotAllowed))
+			return
+		}
+		if g.Open[r.URL.Path] && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		tok, ok := bearer(r)
+		if !ok {
+			WriteError(w, NewError(CodeInvalidToken))
+			return
+		}
+		label, ok, err := g.Authenticate(r.Context(), tok)
+		if err != nil {
+			WriteError(w, NewError(CodeLedgerUnavailable).WithRetryAfter(1e9))
+			return
+		}
+		if !ok {
+			WriteError(w, NewError(CodeInvalidToken))
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), labelKey{}, label)))
+	})
+}
+
+// bearer reads "Authorization: Bearer <token>". Only that exact scheme and
+// only that header: never a query parameter.
+func bearer(r *http.Request) (secret.Value, bool) {
+	vals := r.Header.Values("Authorization")
+	if len(vals) != 1 {
+		return secret.Value{}, false
+	}
+	tok, ok := strings.CutPrefix(vals[0], "Bearer ")
+	if !ok || tok == "" || len(tok) > 4096 || strings.ContainsAny(tok, " \t") {
+		return secret.Value{}, false
+	}
+	return secret.New(tok), true
+}

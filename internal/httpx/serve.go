@@ -1,0 +1,187 @@
+package httpx
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+)
+
+// ServeOptions are the server's timeouts. Zero values take the defaults.
+type ServeOptions struct {
+	// ReadHeaderTimeout closes connections that dribble headers
+	// (slowloris). Default 5s.
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request, body included. Default
+	// 30s.
+	ReadTimeout time.Duration
+	// WriteTimeout must outlast the request deadline. Default 75s.
+	WriteTimeout time.Duration
+	// IdleTimeout closes idle keep-alive connections. Default 120s.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes; default 64 KiB.
+	MaxHeaderBytes int
+	// Drain is how long shutdown waits for requests in flight. Default
+	// 75s.
+	Drain  time.Duration
+	Logger *slog.Logger
+}
+
+func (o *ServeOptions) defaults() {
+	if o.ReadHeaderTimeout <= 0 {
+		o.ReadHeaderTimeout = 5 * time.Second
+	}
+	if o.ReadTimeout <= 0 {
+		o.ReadTimeout = 30 * time.Second
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 75 * time.Second
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = 120 * time.Second
+	}
+	if o.MaxHeaderBytes <= 0 {
+		o.MaxHeaderBytes = 64 << 10
+	}
+	if o.Drain <= 0 {
+		o.Drain = 75 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Serve serves h on ln until ctx is done, then stops accepting and waits
+// up to Drain for requests in flight before returning.
+func Serve(ctx context.Context, ln net.Listener, h http.Handler, o ServeOptions) error {
+	o.defaults()
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: o.ReadHeaderTimeout,
+		ReadTimeout:       o.ReadTimeout,
+		WriteTimeout:      o.WriteTimeout,
+		IdleTimeout:       o.IdleTimeout,
+		MaxHeaderBytes:    o.MaxHeaderBytes,
+		ErrorLog:          log.New(slogWriter{o.Logger}, "", 0),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), o.Drain)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		srv.Close()
+		return fmt.Errorf("shutdown: requests still running after %s were cut off", o.Drain)
+	}
+	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+		return serr
+	}
+	return err
+}
+
+// slogWriter sends net/http's own error log (TLS handshakes, bad
+// requests) to slog at debug level.
+type slogWriter struct{ l *slog.Logger }
+
+func (w slogWriter) Write(p []byte) (int, error) {
+	w.l.Debug("http server", "message", string(p))
+	return len(p), nil
+}
+
+// Recover turns a handler panic into a generic 500 and a log line under
+// the request id. The panic value is not echoed to the caller.
+func Recover(next http.Handler, logger *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				logger.Error("handler panicked", "request_id", RequestID(r.Context()), "path", r.URL.Path, "panic_type", fmt.Sprintf("%T", p))
+				WriteError(w, NewError(CodeInternal))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// StatusRecorder captures the status an answer was sent with.
+type StatusRecorder struct {
+	http.ResponseWriter
+	Status int
+	Bytes  int64
+}
+
+// WriteHeader records the status.
+func (s *StatusRecorder) WriteHeader(code int) {
+	if s.Status == 0 {
+		s.Status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *StatusRecorder) Write(b []byte) (int, error) {
+	if s.Status == 0 {
+		s.Status = http.StatusOK
+	}
+	n, err := s.ResponseWriter.Write(b)
+	s.Bytes += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (s *StatusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// Flush implements http.Flusher.
+func (s *StatusRecorder) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Hijack implements http.Hijacker.
+func (s *StatusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if h, ok := s.ResponseWriter.(http.Hijacker); ok {
+		return h.Hijack()
+	}
+	return nil, nil, errors.New("hijack not supported")
+}
+
+// ListenLoopback listens on addr, refusing a non-loopback address unless
+// allowNonLoopback is set. It returns a *ListenError for a taken port.
+func ListenLoopback(addr string, allowNonLoopback bool) (net.Listener, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, &ListenError{Addr: addr, Err: err}
+	}
+	if !allowNonLoopback && !loopbackHost(host) {
+		return nil, &ListenError{Addr: addr, Err: errors.New("not a loopback address; rotor listens on loopback only unless --allow-non-loopback is given"), Usage: true}
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, &ListenError{Addr: addr, Err: err, Usage: isAddrInUse(err)}
+	}
+	return ln, nil
+}
+
+// ListenError is a listen failure; Usage marks ones the user fixes (port
+// taken, address refused).
+type ListenError struct {
+	Addr  string
+	Err   error
+	Usage bool
+}
+
+func (e *ListenError) Error() string { return fmt.Sprintf("listen on %s: %v", e.Addr, e.Err) }
+func (e *ListenError) Unwrap() error { return e.Err }

@@ -1,0 +1,164 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rotorhq/rotor/budgets"
+	"github.com/rotorhq/rotor/decisions"
+	"github.com/rotorhq/rotor/internal/clock"
+	fp "github.com/rotorhq/rotor/internal/fakeprovider"
+	"github.com/rotorhq/rotor/internal/secret"
+	"github.com/rotorhq/rotor/ledger"
+	"github.com/rotorhq/rotor/pool"
+)
+
+const runtimeToken = "rtr_runtime-0123456789abcdefghijklmnopqrstuv"
+
+type rig struct {
+	srv   *httptest.Server
+	fp    *fp.Server
+	store *ledger.Store
+	logs  *bytes.Buffer
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	p, err := fp.Start(fp.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	key := "sk-runtime-test-0123456789abcdef"
+	p.AddKey(key, "decide-mini")
+	store, err := ledger.Open(context.Background(), filepath.Join(t.TempDir(), "rotor.db"), ledger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	clk := clock.Real()
+	pl := pool.New(pool.Config{Options: pool.Options{Name: "api"}, Credentials: []pool.Credential{{Name: "a", Key: secret.New(key)}}, Store: pool.NewStore(clk, 0), Clock: clk, Settings: pool.Settings{MaxSeconds: 3600}})
+	router := decisions.New(decisions.Config{Pools: []decisions.PoolConfig{{Name: "api", Pool: pl, Credentials: []decisions.CredentialConfig{{
+		Name: "a", Region: "us", BaseURL: p.URL(), Key: secret.New(key), Profiles: map[string][]string{"decide-mini": {decisions.Endpoint}}}}}},
+		Ledger: store, Admitter: budgets.NewAdmitter()})
+	logs := &bytes.Buffer{}
+	r := &rig{fp: p, store: store, logs: logs}
+	var s *Server
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { s.Handler().ServeHTTP(w, req) }))
+	t.Cleanup(r.srv.Close)
+	u, _ := url.Parse(r.srv.URL)
+	port, _ := strconv.Atoi(u.Port())
+	s = New(Config{Router: router, Token: secret.New(runtimeToken), Budgets: BudgetLister(store), Logger: slog.New(slog.NewJSONHandler(logs, nil)), Port: port, Version: "test"})
+	return r
+}
+
+func (r *rig) post(t *testing.T, token string, hdr ...string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", r.srv.URL+"/v1/decisions", strings.NewReader(`{"model":"api/decide-mini","input":"x","question":{"type":"predicate"}}`))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestStandaloneRuntimeRequiresItsToken(t *testing.T) {
+	r := newRig(t)
+	if code, _ := r.post(t, ""); code != 401 {
+		t.Errorf("no token: %d", code)
+	}
+	if code, _ := r.post(t, "rtr_wrong-0123456789abcdefghijklmnopqrstuvw"); code != 401 {
+		t.Errorf("wrong token: %d", code)
+	}
+	if code, body := r.post(t, runtimeToken); code != 200 {
+		t.Errorf("runtime token: %d %s", code, body)
+	}
+	if n := r.fp.Hits(fp.PathDecisions); n != 1 {
+		t.Errorf("%d decisions reached the provider, want 1", n)
+	}
+}
+
+// The client label header is honoured from holders of the runtime token
+// (the bridge), and a malformed one falls back to "runtime".
+func TestClientLabelFromBridgeHeader(t *testing.T) {
+	r := newRig(t)
+	r.post(t, runtimeToken, "X-Rotor-Client", "ci")
+	r.post(t, runtimeToken, "X-Rotor-Client", "bad label!")
+	r.post(t, runtimeToken)
+	rows, _ := r.store.Rows(context.Background(), time.Now().Add(-time.Hour), time.Now().Add(time.Hour), 0)
+	var clients []string
+	for _, row := range rows {
+		clients = append(clients, row.Client)
+	}
+	if strings.Join(clients, ",") != "ci,runtime,runtime" {
+		t.Errorf("clients = %v", clients)
+	}
+}
+
+func TestAccessLogLineHasNoSecrets(t *testing.T) {
+	r := newRig(t)
+	r.post(t, runtimeToken)
+	var line map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(r.logs.String()), "\n") {
+		if strings.Contains(l, `"msg":"request"`) {
+			json.Unmarshal([]byte(l), &line)
+		}
+	}
+	for _, k := range []string{"request_id", "route", "pool", "model", "status", "duration_ms", "credential", "credential_digest"} {
+		if _, ok := line[k]; !ok {
+			t.Errorf("log line lacks %s: %v", k, line)
+		}
+	}
+	if strings.Contains(r.logs.String(), runtimeToken) || strings.Contains(r.logs.String(), "sk-runtime-test") {
+		t.Error("log contains a secret")
+	}
+}
+
+func TestStatusDocument(t *testing.T) {
+	r := newRig(t)
+	r.post(t, runtimeToken)
+	req, _ := http.NewRequest("GET", r.srv.URL+"/v1/status", nil)
+	req.Header.Set("Authorization", "Bearer "+runtimeToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st Status
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Pools) != 1 || st.Pools[0].Pool != "api" || len(st.Pools[0].Catalogs) != 1 || !st.Pools[0].Catalogs[0].Fresh {
+		t.Errorf("status = %+v", st)
+	}
+}
+
+func TestPanicBecomesGeneric500(t *testing.T) {
+	logs := &bytes.Buffer{}
+	h := Chain("test", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { panic("boom with secret sk-xyz") }),
+		slog.New(slog.NewTextHandler(logs, nil)), NewMetrics(), clock.Real(), false)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/x", nil))
+	if rec.Code != 500 || strings.Contains(rec.Body.String(), "boom") || strings.Contains(logs.String(), "sk-xyz") {
+		t.Errorf("panic answer %d %s; log %s", rec.Code, rec.Body, logs)
+	}
+}
