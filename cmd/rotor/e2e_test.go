@@ -335,7 +335,7 @@ func TestLedgerReportFormats(t *testing.T) {
 	}
 	// Half-open UTC dates.
 	day := now.Add(-30 * time.Hour).Format("2006-01-02")
-	next := now.Add(-30 * time.Hour).AddDate(0, 0, 1).Format("2006-01-02")
+	next := now.Add(-30*time.Hour).AddDate(0, 0, 1).Format("2006-01-02")
 	rows = parseJSON(t, e.mustRun("ledger", "report", "--from", day, "--to", next, "--by", "day", "--format", "json").stdout)
 	if len(rows) != 1 || rows[0]["day"] != day || rows[0]["requests"] != float64(3) {
 		t.Errorf("report for %s = %v, want 3 requests that day", day, rows)

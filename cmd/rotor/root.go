@@ -77,6 +77,10 @@ Files live in the home folder (--home, ROTOR_HOME, $XDG_CONFIG_HOME/rotor or
 		newCmdConfig(f),
 		newCmdBudget(f),
 		newCmdLedger(f),
+		newCmdBridge(f),
+		newCmdRuntime(f),
+		newCmdStatus(f),
+		newCmdDemo(f),
 	)
 	return root
 }

@@ -1,0 +1,558 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	fp "github.com/rotorhq/rotor/internal/fakeprovider"
+)
+
+// lockedBuffer collects a process's stderr while it runs.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// proc is a rotor server started by a test.
+type proc struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	url    string
+	stderr *lockedBuffer
+	done   chan error
+}
+
+// start runs a rotor server command and waits for its one URL line.
+func (e *e2e) start(args ...string) *proc {
+	e.t.Helper()
+	p, err := e.tryStart(args...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return p
+}
+
+func (e *e2e) tryStart(args ...string) (*proc, error) {
+	cmd := exec.Command(rotorBin, args...)
+	cmd.Env = e.env
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	p := &proc{t: e.t, cmd: cmd, stderr: &lockedBuffer{}, done: make(chan error, 1)}
+	cmd.Stderr = p.stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		if sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+		io.Copy(io.Discard, stdout)
+	}()
+	go func() { p.done <- cmd.Wait() }()
+	select {
+	case line, ok := <-lines:
+		if !ok {
+			err := <-p.done
+			return nil, fmt.Errorf("rotor %v exited before printing its URL: %v\n%s", args, err, p.stderr)
+		}
+		p.url = line
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		return nil, fmt.Errorf("rotor %v printed no URL in 30s\n%s", args, p.stderr)
+	}
+	e.t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-p.done
+	})
+	return p, nil
+}
+
+// stop sends SIGTERM and returns the exit code.
+func (p *proc) stop() int {
+	p.t.Helper()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		p.done <- err
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode()
+		}
+		if err != nil {
+			p.t.Fatalf("wait: %v", err)
+		}
+		return 0
+	case <-time.After(60 * time.Second):
+		p.t.Fatal("server did not stop within 60s of SIGTERM")
+		return -1
+	}
+}
+
+// provider starts a fake provider and writes a rotor.yaml with three
+// credentials whose keys are in the test env.
+func (e *e2e) provider(extra string) (*fp.Server, map[string]string) {
+	e.t.Helper()
+	p, err := fp.Start(fp.Options{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { p.Close() })
+	keys := map[string]string{}
+	var creds strings.Builder
+	for _, n := range []string{"a", "b", "c"} {
+		key := fmt.Sprintf("sk-canary-%s-%d-2b7e151628aed2a6abf7158809cf4f3c", n, time.Now().UnixNano())
+		keys["team-"+n] = key
+		p.AddKey(key, "decide-mini")
+		env := "E2E_KEY_" + strings.ToUpper(n)
+		e.env = append(e.env, env+"="+key)
+		fmt.Fprintf(&creds, "      - {name: team-%s, region: us, base_url: %q, api_key_env: %s, model_profiles: {decide-mini: {supported_endpoints: [/v1/decisions]}}}\n", n, p.URL(), env)
+	}
+	cfg := "runtime: {deadline: 10s}\n" + extra + "pools:\n  api:\n    credentials:\n" + creds.String()
+	if err := os.MkdirAll(e.home, 0o700); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.home, "rotor.yaml"), []byte(cfg), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+	return p, keys
+}
+
+func (e *e2e) token() string {
+	b, err := os.ReadFile(filepath.Join(e.home, "bridge.token"))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+type httpReply struct {
+	status int
+	header http.Header
+	body   string
+}
+
+func call(t *testing.T, method, url, token, body string, hdr ...string) httpReply {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i] == "Host" {
+			req.Host = hdr[i+1]
+			continue
+		}
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return httpReply{resp.StatusCode, resp.Header, string(b)}
+}
+
+const decideBody = `{"model":"api/decide-mini","input":"Is the sky blue?","question":{"type":"predicate"}}`
+
+func TestBridgeAuthMatrixRefusesAndReachesNoProvider(t *testing.T) {
+	e := newE2E(t)
+	prov, _ := e.provider("")
+	b := e.start("bridge", "start", "--listen", "127.0.0.1:0")
+	tok := e.token()
+	wrongSame := strings.Repeat("x", len(tok))
+	cases := map[string]func(*http.Request){
+		"no header":           func(r *http.Request) {},
+		"wrong, same length":  func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+wrongSame) },
+		"different length":    func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+tok[:len(tok)-1]) },
+		"lowercase bearer":    func(r *http.Request) { r.Header.Set("Authorization", "bearer "+tok) },
+		"basic":               func(r *http.Request) { r.SetBasicAuth("x", tok) },
+		"empty":               func(r *http.Request) { r.Header.Set("Authorization", "Bearer ") },
+		"10 KB":               func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+strings.Repeat("y", 10<<10)) },
+		"token in the query":  func(r *http.Request) { r.URL.RawQuery = "token=" + tok },
+		"prefix of the token": func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+tok[:8]) },
+	}
+	var first string
+	for name, set := range cases {
+		req, _ := http.NewRequest("POST", b.url+"/v1/decisions", strings.NewReader(decideBody))
+		set(req)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 401 || resp.Header.Get("WWW-Authenticate") == "" {
+			t.Errorf("%s: %d %s, want 401 with WWW-Authenticate", name, resp.StatusCode, body)
+		}
+		if first == "" {
+			first = string(body)
+		} else if string(body) != first {
+			t.Errorf("%s: body %s differs from %s", name, body, first)
+		}
+		if strings.Contains(string(body), tok[:12]) {
+			t.Errorf("%s: token echoed", name)
+		}
+	}
+	if n := prov.Hits(fp.PathDecisions) + prov.Hits(fp.PathModels); n != 0 {
+		t.Errorf("provider reached %d times without a valid token", n)
+	}
+	if r := call(t, "POST", b.url+"/v1/decisions", tok, decideBody); r.status != 200 {
+		t.Errorf("valid token: %d %s", r.status, r.body)
+	}
+}
+
+func TestBridgeRejectsForeignHostAndBrowserOrigins(t *testing.T) {
+	e := newE2E(t)
+	prov, _ := e.provider("bridge: {allowed_origins: ['http://app.localhost:3000']}\n")
+	b := e.start("bridge", "start", "--listen", "127.0.0.1:0")
+	tok := e.token()
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(b.url, "http://"))
+	for _, host := range []string{"attacker.example", "attacker.example:" + port, "localhost.evil.example:" + port, "127.0.0.1.nip.io:" + port, "localhost:1"} {
+		r := call(t, "POST", b.url+"/v1/decisions", tok, decideBody, "Host", host)
+		if r.status != 403 || !strings.Contains(r.body, "host_not_allowed") {
+			t.Errorf("Host %s: %d %s, want 403 host_not_allowed", host, r.status, r.body)
+		}
+	}
+	for _, host := range []string{"localhost:" + port, "127.0.0.1:" + port, "LOCALHOST:" + port} {
+		if r := call(t, "POST", b.url+"/v1/decisions", tok, decideBody, "Host", host); r.status != 200 {
+			t.Errorf("Host %s: %d, want 200", host, r.status)
+		}
+	}
+	before := prov.Hits(fp.PathDecisions)
+	r := call(t, "POST", b.url+"/v1/decisions", tok, decideBody, "Origin", "https://evil.example")
+	if r.status != 403 || r.header.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("foreign origin: %d, ACAO %q; want 403 without CORS headers", r.status, r.header.Get("Access-Control-Allow-Origin"))
+	}
+	r = call(t, "POST", b.url+"/v1/decisions", tok, decideBody, "Sec-Fetch-Site", "cross-site")
+	if r.status != 403 {
+		t.Errorf("cross-site fetch: %d, want 403", r.status)
+	}
+	r = call(t, "OPTIONS", b.url+"/v1/decisions", "", "", "Origin", "https://evil.example", "Access-Control-Request-Method", "POST")
+	if r.status != 403 || r.header.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("foreign preflight: %d", r.status)
+	}
+	if n := prov.Hits(fp.PathDecisions) - before; n != 0 {
+		t.Errorf("refused browser requests reached the provider %d times", n)
+	}
+	r = call(t, "OPTIONS", b.url+"/v1/decisions", "", "", "Origin", "http://app.localhost:3000", "Access-Control-Request-Method", "POST")
+	if r.status != 204 || r.header.Get("Access-Control-Allow-Origin") != "http://app.localhost:3000" {
+		t.Errorf("allowed preflight: %d %v", r.status, r.header)
+	}
+	r = call(t, "POST", b.url+"/v1/decisions", tok, decideBody, "Origin", "http://app.localhost:3000")
+	if r.status != 200 || !strings.Contains(r.header.Get("Access-Control-Expose-Headers"), "Retry-After") {
+		t.Errorf("allowed origin: %d, expose %q; want Retry-After exposed", r.status, r.header.Get("Access-Control-Expose-Headers"))
+	}
+}
+
+func TestBridgeSIGTERMLetsSlowRequestFinishAndRecordsIt(t *testing.T) {
+	e := newE2E(t)
+	prov, keys := e.provider("")
+	b := e.start("bridge", "start", "--listen", "127.0.0.1:0")
+	tok := e.token()
+	call(t, "POST", b.url+"/v1/decisions", tok, decideBody) // warm the catalogs
+	prov.Script(keys["team-a"], "", fp.Delay(1500*time.Millisecond, fp.OK()))
+	got := make(chan httpReply, 1)
+	received := make(chan struct{}, 1)
+	prov.OnRequest(func(r fp.Received) {
+		if r.Path == fp.PathDecisions {
+			select {
+			case received <- struct{}{}:
+			default:
+			}
+		}
+	})
+	go func() { got <- call(t, "POST", b.url+"/v1/decisions", tok, decideBody) }()
+	<-received
+	code := make(chan int, 1)
+	go func() { code <- b.stop() }()
+	r := <-got
+	if r.status != 200 {
+		t.Errorf("slow request during shutdown: %d %s", r.status, r.body)
+	}
+	if c := <-code; c != 0 {
+		t.Errorf("exit %d after SIGTERM, want 0\n%s", c, b.stderr)
+	}
+	rows := parseJSON(t, e.mustRun("ledger", "report", "--by", "status", "--format", "json").stdout)
+	if len(rows) != 1 || rows[0]["status"] != "200" || rows[0]["requests"] != float64(2) {
+		t.Errorf("report after shutdown = %v, want both requests recorded as 200", rows)
+	}
+}
+
+func TestBridgeStartRefusals(t *testing.T) {
+	e := newE2E(t)
+	e.provider("")
+	first := e.start("bridge", "start", "--listen", "127.0.0.1:0")
+	addr := strings.TrimPrefix(first.url, "http://")
+	tests := []struct {
+		name    string
+		prepare func()
+		args    []string
+		want    string
+	}{
+		{"port taken", nil, []string{"--listen", addr}, addr},
+		{"non-loopback without flag", nil, []string{"--listen", "0.0.0.0:0"}, "--allow-non-loopback"},
+		{"token file readable by others", func() { os.Chmod(filepath.Join(e.home, "bridge.token"), 0o644) }, []string{"--listen", "127.0.0.1:0"}, "bridge.token"},
+		{"home readable by others", func() { os.Chmod(e.home, 0o755) }, []string{"--listen", "127.0.0.1:0"}, e.home},
+		{"symlinked token file", func() {
+			p := filepath.Join(e.home, "bridge.token")
+			os.Rename(p, p+".real")
+			os.Symlink(p+".real", p)
+		}, []string{"--listen", "127.0.0.1:0"}, "symlink"},
+		{"bad config", func() { os.WriteFile(filepath.Join(e.home, "rotor.yaml"), []byte("catalog_ttl: soon\n"), 0o600) }, []string{"--listen", "127.0.0.1:0"}, "catalog_ttl"},
+	}
+	tok := e.token()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			os.Chmod(e.home, 0o700)
+			if tt.prepare != nil {
+				tt.prepare()
+			}
+			r := e.run(append([]string{"bridge", "start"}, tt.args...)...)
+			if r.code != ExitUsage || !strings.Contains(r.stderr, tt.want) {
+				t.Errorf("exit %d, stderr %q; want 2 naming %q", r.code, r.stderr, tt.want)
+			}
+			if strings.Contains(r.stderr, tok) {
+				t.Error("the token's contents were printed")
+			}
+			p := filepath.Join(e.home, "bridge.token")
+			if fi, err := os.Lstat(p); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+				os.Remove(p)
+				os.Rename(p+".real", p)
+			}
+			os.Chmod(p, 0o600)
+		})
+	}
+}
+
+// The bridge in front of a standalone runtime answers as the in-process
+// bridge does.
+func TestBridgeToStandaloneRuntimeAnswersLikeInProcess(t *testing.T) {
+	e := newE2E(t)
+	e.provider("")
+	inproc := e.start("bridge", "start", "--listen", "127.0.0.1:0")
+	rt := e.start("runtime", "start", "--listen", "127.0.0.1:0")
+	remote := e.start("bridge", "start", "--listen", "127.0.0.1:0", "--runtime-url", rt.url)
+	tok := e.token()
+	bodies := []string{
+		decideBody,
+		`{"model":"decide-mini"}`,
+		`{"model":"api/not-a-model"}`,
+		`{"model":"zdr/decide-mini"}`,
+		`not json`,
+	}
+	for _, body := range bodies {
+		a := call(t, "POST", inproc.url+"/v1/decisions", tok, body)
+		b := call(t, "POST", remote.url+"/v1/decisions", tok, body)
+		if a.status != b.status || errCode(a.body) != errCode(b.body) {
+			t.Errorf("%s: in-process %d %s, via runtime %d %s", body, a.status, errCode(a.body), b.status, errCode(b.body))
+		}
+	}
+	// The runtime itself requires its own token.
+	if r := call(t, "POST", rt.url+"/v1/decisions", tok, decideBody); r.status != 401 {
+		t.Errorf("runtime accepted the bridge's client token: %d", r.status)
+	}
+	rows := parseJSON(t, e.mustRun("ledger", "report", "--by", "client", "--format", "json").stdout)
+	if len(rows) != 1 || rows[0]["client"] != "default" || rows[0]["requests"] != float64(2) {
+		t.Errorf("both bridges should record client default: %v", rows)
+	}
+}
+
+func errCode(body string) string {
+	var e struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	json.Unmarshal([]byte(body), &e)
+	return e.Error.Code
+}
+
+func TestRevokedTokenStopsOnRunningBridgeAndReportByClient(t *testing.T) {
+	e := newE2E(t)
+	e.provider("")
+	b := e.start("bridge", "start", "--listen", "127.0.0.1:0")
+	ci := strings.TrimSpace(e.mustRun("bridge", "token", "create", "--label", "ci").stdout)
+	def := e.token()
+	for i := 0; i < 2; i++ {
+		if r := call(t, "POST", b.url+"/v1/decisions", def, decideBody); r.status != 200 {
+			t.Fatalf("default token: %d", r.status)
+		}
+	}
+	for i := 0; i < 3; i++ {
+		if r := call(t, "POST", b.url+"/v1/decisions", ci, decideBody); r.status != 200 {
+			t.Fatalf("ci token: %d", r.status)
+		}
+	}
+	list := parseJSON(t, e.mustRun("bridge", "token", "list", "--format", "json").stdout)
+	if len(list) != 2 || strings.Contains(fmt.Sprint(list), ci) {
+		t.Errorf("token list = %v", list)
+	}
+	e.mustRun("bridge", "token", "revoke", "ci")
+	if r := call(t, "POST", b.url+"/v1/decisions", ci, decideBody); r.status != 401 {
+		t.Errorf("revoked token on the running bridge: %d, want 401", r.status)
+	}
+	rows := parseJSON(t, e.mustRun("ledger", "report", "--by", "client", "--format", "json").stdout)
+	byClient := map[string]float64{}
+	for _, r := range rows {
+		byClient[r["client"].(string)] = r["requests"].(float64)
+	}
+	if byClient["default"] != 2 || byClient["ci"] != 3 {
+		t.Errorf("report by client = %v, want default 2 and ci 3", byClient)
+	}
+}
+
+// No key and no token in any log line, even at debug level.
+func TestSecretsNeverInLogs(t *testing.T) {
+	e := newE2E(t)
+	prov, keys := e.provider("")
+	e.env = append(e.env, "ROTOR_LOG_LEVEL=debug")
+	b := e.start("bridge", "start", "--listen", "127.0.0.1:0")
+	tok := e.token()
+	prov.Script(keys["team-a"], "", fp.EchoSecrets(), fp.Unauthorized(), fp.RateLimited("1"))
+	for i := 0; i < 4; i++ {
+		call(t, "POST", b.url+"/v1/decisions", tok, decideBody)
+	}
+	call(t, "POST", b.url+"/v1/decisions", "wrong-"+tok, decideBody)
+	metrics := call(t, "GET", b.url+"/metrics", tok, "")
+	status := call(t, "GET", b.url+"/v1/status", tok, "")
+	b.stop()
+	logs := b.stderr.String()
+	if !strings.Contains(logs, "request") {
+		t.Fatalf("no request log lines:\n%s", logs)
+	}
+	for what, s := range map[string]string{"logs": logs, "metrics": metrics.body, "status": status.body} {
+		for name, secret := range map[string]string{"token": tok, "key a": keys["team-a"], "key b": keys["team-b"]} {
+			if strings.Contains(s, secret) {
+				t.Errorf("%s contain the %s", what, name)
+			}
+		}
+	}
+	db, _ := os.ReadFile(e.db())
+	wal, _ := os.ReadFile(e.db() + "-wal")
+	for _, secret := range []string{tok, keys["team-a"], keys["team-b"], keys["team-c"]} {
+		if bytes.Contains(db, []byte(secret)) || bytes.Contains(wal, []byte(secret)) {
+			t.Error("a secret is in the database file")
+		}
+	}
+}
+
+func TestMetricsAndStatus(t *testing.T) {
+	e := newE2E(t)
+	e.provider("")
+	b := e.start("bridge", "start", "--listen", "127.0.0.1:0")
+	tok := e.token()
+	e.mustRun("budget", "add", "--requests", "100", "--window", "1h")
+	call(t, "POST", b.url+"/v1/decisions", tok, decideBody)
+	call(t, "POST", b.url+"/v1/decisions", tok, `{"model":"bare"}`)
+	if r := call(t, "GET", b.url+"/metrics", "", ""); r.status != 401 {
+		t.Errorf("metrics without token: %d", r.status)
+	}
+	m := call(t, "GET", b.url+"/metrics", tok, "").body
+	for _, want := range []string{`rotor_requests_total{code="",route="/v1/decisions",server="bridge",status="200"} 1`, `rotor_refusals_total{reason="invalid_model_prefix"} 1`,
+		"rotor_ledger_commit_seconds_count", `rotor_budget_state{name="requests-1h",state="ok"} 1`} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if r := call(t, "GET", b.url+"/healthz", "", ""); r.status != 200 {
+		t.Errorf("healthz: %d", r.status)
+	}
+	out := e.mustRun("status", "--url", b.url).stdout
+	for _, want := range []string{"team-a", "team-b", "fresh", "requests-1h"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(e.mustRun("status", "--url", b.url, "--format", "json").stdout), &doc); err != nil || doc["pools"] == nil {
+		t.Errorf("status json: %v %v", err, doc)
+	}
+}
+
+func TestDemoRotatesAcrossCredentials(t *testing.T) {
+	e := newE2E(t)
+	r := e.mustRun("demo")
+	for _, want := range []string{"team-a", "team-b", "team-c", "failover", "budget_exceeded", "unknown"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if _, err := os.Stat(e.home); err == nil {
+		t.Error("demo without --home left the home folder behind")
+	}
+	home := filepath.Join(t.TempDir(), "demo-home")
+	e.mustRun("demo", "--home", home)
+	rows := parseJSON(t, e.mustRun("ledger", "report", "--home", home, "--by", "credential", "--format", "json").stdout)
+	if len(rows) < 2 {
+		t.Errorf("demo ledger has %d credentials, want more than one: %v", len(rows), rows)
+	}
+}
+
+func TestBridgeUpAndDecideScripts(t *testing.T) {
+	e := newE2E(t)
+	e.provider("")
+	script := func(name string, args ...string) result {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "bash", append([]string{filepath.Join("..", "..", "scripts", name)}, args...)...)
+		cmd.Env = e.env
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		return result{out.String(), errb.String(), code}
+	}
+	r := script("bridge-up.sh", "--listen", "127.0.0.1:0")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "http://127.0.0.1:") {
+		t.Fatalf("bridge-up.sh: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	pidb, _ := os.ReadFile(filepath.Join(e.home, "bridge.pid"))
+	var pid int
+	fmt.Sscan(string(pidb), &pid)
+	defer syscall.Kill(pid, syscall.SIGTERM)
+	d := script("decide.sh", "api/decide-mini", `Is "this" a test?`)
+	if d.code != 0 || !strings.Contains(d.stdout, `"usage"`) {
+		t.Errorf("decide.sh: exit %d\n%s%s", d.code, d.stdout, d.stderr)
+	}
+	bad := script("decide.sh", "decide-mini", "bare model")
+	if bad.code == 0 || !strings.Contains(bad.stdout, "invalid_model_prefix") {
+		t.Errorf("decide.sh with a bare model: exit %d\n%s", bad.code, bad.stdout)
+	}
+}

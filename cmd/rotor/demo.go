@@ -1,0 +1,247 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rotorhq/rotor/bridge"
+	"github.com/rotorhq/rotor/budgets"
+	"github.com/rotorhq/rotor/config"
+	"github.com/rotorhq/rotor/internal/fakeprovider"
+	"github.com/rotorhq/rotor/internal/httpx"
+	"github.com/rotorhq/rotor/internal/secret"
+	"github.com/rotorhq/rotor/internal/tokenfile"
+	"github.com/rotorhq/rotor/ledger"
+	"github.com/rotorhq/rotor/runtime"
+)
+
+type demoOptions struct {
+	f        *Factory
+	Requests int
+}
+
+func newCmdDemo(f *Factory) *cobra.Command {
+	opts := &demoOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Run rotor end to end against a built-in fake provider",
+		Long: `Run the main job on an embedded default, with no account and no config: a fake
+provider with three credentials (team-a and team-b have small hidden quotas,
+so they get throttled for a while), a standalone runtime and a bridge on
+free loopback ports, a requests budget, and a burst of decisions through the
+bridge that shows rotation, cooldowns, failover and the budget. It prints
+what happened to each request, then the ledger report.
+
+Everything lives in a temporary folder removed at the end, unless --home is
+given: then the ledger stays there for 'rotor ledger report --home DIR'.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if opts.Requests < 1 || opts.Requests > 1000 {
+				return usageErrorf("--requests must be from 1 to 1000, not %d", opts.Requests)
+			}
+			return demoRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().IntVar(&opts.Requests, "requests", 12, "decisions to send")
+	return cmd
+}
+
+// demoCredentials are the fake provider's keys and how the demo scripts
+// them.
+var demoCredentials = []struct {
+	name  string
+	quota int
+}{{"team-a", 3}, {"team-b", 3}, {"team-c", 0}}
+
+func demoRun(ctx context.Context, opts *demoOptions) error {
+	f := opts.f
+	out := f.IO.Out
+	home := f.home
+	if home == "" {
+		dir, err := os.MkdirTemp("", "rotor-demo-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		home = dir
+	}
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return err
+	}
+	// The demo's own factory: the chosen home, and keys that exist only in
+	// this process.
+	df := NewFactory(f.IO)
+	df.home, df.Clock, df.Version = home, f.Clock, f.Version
+	df.logger = NewLogger(f.IO.ErrOut, "warn", "text")
+	df.logOnce.Do(func() {})
+	defer df.Close()
+
+	fp, err := fakeprovider.Start(fakeprovider.Options{})
+	if err != nil {
+		return err
+	}
+	defer fp.Close()
+	keys := map[string]string{}
+	cfg := config.Default()
+	cfg.ModelCooldown = config.ModelCooldown{Enabled: true, MaxSeconds: 3600}
+	cfg.Runtime.Deadline = 10 * time.Second
+	api := config.Pool{AuthRest: config.DefaultAuthRest}
+	for _, c := range demoCredentials {
+		key := tokenfile.Generate().Reveal()
+		env := "ROTOR_DEMO_KEY_" + strings.ToUpper(strings.ReplaceAll(c.name, "-", "_"))
+		keys[env] = key
+		fp.AddKey(key, "decide-mini")
+		if c.quota > 0 {
+			fp.SetQuota(key, "", fakeprovider.Quota{Requests: c.quota, Window: time.Minute, SendRetryAfter: true})
+		}
+		api.Credentials = append(api.Credentials, config.Credential{Name: c.name, Enabled: true, Region: "demo", BaseURL: fp.URL(), APIKeyEnv: env,
+			ModelProfiles: map[string]config.ModelProfile{"decide-mini": {SupportedEndpoints: []string{"/v1/decisions"}}}})
+	}
+	cfg.Pools["api"] = api
+	df.LookupEnv = func(k string) (string, bool) { v, ok := keys[k]; return v, ok }
+	df.cfgOnce.Do(func() { df.cfg = &cfg })
+
+	metrics := runtime.NewMetrics()
+	store, err := openServingLedger(ctx, df, &cfg, metrics)
+	if err != nil {
+		return err
+	}
+	budgetLimit := int64(opts.Requests - 2)
+	if budgetLimit < 1 {
+		budgetLimit = 1
+	}
+	b := budgets.Budget{Name: "demo-requests", Kind: budgets.KindRequests, Limit: budgetLimit, Window: budgets.Window{Rolling: time.Hour}, CreatedAt: time.Now()}
+	if err := store.PutBudget(ctx, b.Record(), true); err != nil {
+		return err
+	}
+
+	// The runtime, standalone, with its own token.
+	rtLn, err := httpx.ListenLoopback("127.0.0.1:0", false)
+	if err != nil {
+		return err
+	}
+	rtTok := tokenfile.Generate()
+	parts, err := buildRuntime(ctx, df, &cfg, store, metrics, portOf(rtLn), nil)
+	if err != nil {
+		return err
+	}
+	rtSrv := runtime.New(runtime.Config{Router: parts.router, Token: rtTok, Budgets: runtime.BudgetLister(store), Metrics: metrics, Logger: df.Logger(), Port: portOf(rtLn)})
+	// The bridge in front of it, with a client token labelled "demo".
+	brLn, err := httpx.ListenLoopback("127.0.0.1:0", false)
+	if err != nil {
+		return err
+	}
+	clientTok := tokenfile.Generate()
+	if err := store.AddClientToken(ctx, "demo", clientTok.Hash(), true); err != nil {
+		return err
+	}
+	rtURL, _ := url.Parse(listenURL(rtLn))
+	br := bridge.New(bridge.Config{RuntimeURL: rtURL, RuntimeToken: rtTok, Tokens: store, Port: portOf(brLn), Logger: df.Logger()})
+	defer br.Close()
+	sctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{}, 2)
+	go func() {
+		httpx.Serve(sctx, rtLn, rtSrv.Handler(), httpx.ServeOptions{Drain: 5 * time.Second})
+		done <- struct{}{}
+	}()
+	go func() {
+		httpx.Serve(sctx, brLn, runtime.Chain("bridge", br.Handler(), df.Logger(), metrics, df.Clock, false), httpx.ServeOptions{Drain: 5 * time.Second})
+		done <- struct{}{}
+	}()
+	defer func() { stop(); <-done; <-done }()
+
+	fmt.Fprintf(out, "rotor demo\n  fake provider  %s  credentials team-a (quota 3/min), team-b (quota 3/min), team-c\n", fp.URL())
+	fmt.Fprintf(out, "  runtime        %s  (standalone, own token)\n", listenURL(rtLn))
+	fmt.Fprintf(out, "  bridge         %s  (client token \"demo\")\n", listenURL(brLn))
+	fmt.Fprintf(out, "  budget         %s: at most %d requests per rolling hour\n  model cooldown on; every request asks for api/decide-mini\n\n", b.Name, b.Limit)
+
+	recs := records{Columns: []string{"request", "status", "credential", "attempts", "total_tokens", "what_happened"}}
+	client := &http.Client{Timeout: 30 * time.Second}
+	last := ""
+	for i := 1; i <= opts.Requests; i++ {
+		r, err := demoDecide(ctx, client, listenURL(brLn), clientTok, i)
+		if err != nil {
+			return err
+		}
+		if r.attempts > 1 && last != "" {
+			r.note = "failover: " + last + " was throttled (429) and now cools down"
+		}
+		if r.status == 200 {
+			last = r.credential
+		}
+		recs.Rows = append(recs.Rows, []cell{intCell(int64(i)), intCell(int64(r.status)), textCell(r.credential), intCell(int64(r.attempts)), textCell(r.tokens), textCell(r.note)})
+	}
+	if err := recs.write(out, FormatTable); err != nil {
+		return err
+	}
+	rows, err := store.Report(ctx, ledger.ReportQuery{From: time.Now().Add(-time.Hour), To: time.Now().Add(time.Second), By: []string{ledger.KeyCredential, ledger.KeyStatus}})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "\nledger report --by credential,status")
+	if err := reportRecords([]string{ledger.KeyCredential, ledger.KeyStatus}, rows).write(out, FormatTable); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "\nCost is unknown for Decisions (endpoint pricing is not configured): it is never counted as 0.")
+	if f.home != "" {
+		fmt.Fprintf(out, "The ledger stays in %s: rotor ledger report --home %s\n", home, home)
+	}
+	return nil
+}
+
+type demoResult struct {
+	status     int
+	credential string
+	attempts   int
+	tokens     string
+	note       string
+}
+
+func demoDecide(ctx context.Context, c *http.Client, base string, tok secret.Value, i int) (demoResult, error) {
+	body := fmt.Sprintf(`{"model":"api/decide-mini","input":"Request %d: is this invoice a duplicate?","question":{"type":"predicate"}}`, i)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/decisions", strings.NewReader(body))
+	if err != nil {
+		return demoResult{}, err
+	}
+	req.Header.Set("Authorization", "Bearer "+tok.Reveal())
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.Do(req)
+	if err != nil {
+		return demoResult{}, fmt.Errorf("demo request %d: %w", i, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	r := demoResult{status: resp.StatusCode, credential: resp.Header.Get("X-Rotor-Credential")}
+	fmt.Sscan(resp.Header.Get("X-Rotor-Attempts"), &r.attempts)
+	if resp.StatusCode == 200 {
+		var ans struct {
+			Usage struct {
+				Total int64 `json:"total_tokens"`
+			} `json:"usage"`
+		}
+		json.Unmarshal(b, &ans)
+		r.tokens = fmt.Sprint(ans.Usage.Total)
+		r.note = "answered"
+		return r, nil
+	}
+	var e struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	json.Unmarshal(b, &e)
+	r.note = e.Error.Code
+	if ra := resp.Header.Get("Retry-After"); ra != "" {
+		r.note += " (retry after " + ra + "s)"
+	}
+	return r, nil
+}

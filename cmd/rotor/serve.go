@@ -1,0 +1,309 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rotorhq/rotor/bridge"
+	"github.com/rotorhq/rotor/config"
+	"github.com/rotorhq/rotor/internal/httpx"
+	"github.com/rotorhq/rotor/internal/secret"
+	"github.com/rotorhq/rotor/internal/tokenfile"
+	"github.com/rotorhq/rotor/runtime"
+)
+
+// listenErr maps a listen failure to the right exit status.
+func listenErr(err error) error {
+	var le *httpx.ListenError
+	if errors.As(err, &le) && le.Usage {
+		return &UsageError{Err: err}
+	}
+	return err
+}
+
+func tokenErr(err error) error {
+	if errors.Is(err, tokenfile.ErrUnsafe) {
+		return &UsageError{Err: fmt.Errorf("refusing to start: %w", err)}
+	}
+	return err
+}
+
+// serveOptions sizes the server's timeouts from the request deadline.
+func serveOptions(cfg *config.Config, f *Factory) httpx.ServeOptions {
+	return httpx.ServeOptions{
+		WriteTimeout: cfg.Runtime.Deadline + 15*time.Second,
+		Drain:        cfg.Runtime.Deadline + 5*time.Second,
+		Logger:       f.Logger(),
+	}
+}
+
+func listenURL(ln net.Listener) string {
+	return "http://" + ln.Addr().String()
+}
+
+func portOf(ln net.Listener) int {
+	_, p, _ := net.SplitHostPort(ln.Addr().String())
+	n, _ := strconv.Atoi(p)
+	return n
+}
+
+// extraHosts lets a non-loopback listen address through the Host check.
+func extraHosts(addr string) []string {
+	h, _, err := net.SplitHostPort(addr)
+	if err != nil || h == "" {
+		return nil
+	}
+	return []string{h}
+}
+
+type runtimeStartOptions struct {
+	f                *Factory
+	AllowNonLoopback bool
+}
+
+func newCmdRuntime(f *Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "runtime",
+		Short: "Run the runtime alone (the bridge runs it in-process by default)",
+	}
+	opts := &runtimeStartOptions{f: f}
+	start := &cobra.Command{
+		Use:   "start",
+		Short: "Run the runtime on runtime.listen, requiring its own bearer token",
+		Long: `Run the runtime alone on runtime.listen (default 127.0.0.1:8788). It serves
+POST /v1/decisions and POST /decisions, GET /healthz (no token), GET /metrics
+and GET /v1/status, and requires its own bearer token: ROTOR_RUNTIME_TOKEN, or
+the file runtime.token_file (default <home>/runtime.token, created with mode
+0600 when missing). A bridge started with --runtime-url sends that token.
+
+On start it prints one line to stdout: the URL it serves, with the real port
+(--listen 127.0.0.1:0 picks a free one). SIGINT or SIGTERM stop it after
+requests in flight finish (up to the deadline) and the ledger is flushed.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return runtimeStartRun(cmd, opts) },
+	}
+	start.Flags().String("listen", "", "listen address (config runtime.listen)")
+	start.Flags().BoolVar(&opts.AllowNonLoopback, "allow-non-loopback", false, "allow listening on a non-loopback address")
+	f.bindFlag("runtime.listen", start.Flags().Lookup("listen"))
+	cmd.AddCommand(start)
+	return cmd
+}
+
+// runtimeToken reads ROTOR_RUNTIME_TOKEN or the token file, creating the
+// file when create is set and it is missing.
+func runtimeToken(f *Factory, cfg *config.Config, create bool) (secret.Value, string, error) {
+	if v, ok := f.LookupEnv("ROTOR_RUNTIME_TOKEN"); ok && v != "" {
+		if len(v) < 32 {
+			return secret.Value{}, "", usageErrorf("ROTOR_RUNTIME_TOKEN is shorter than 32 characters")
+		}
+		return secret.New(v), "ROTOR_RUNTIME_TOKEN", nil
+	}
+	home, err := f.Home()
+	if err != nil {
+		return secret.Value{}, "", err
+	}
+	path := cfg.Runtime.TokenFile
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(home, path)
+	}
+	tok, err := tokenfile.Read(path)
+	if errors.Is(err, fs.ErrNotExist) && create {
+		if _, err := f.EnsureHome(); err != nil {
+			return secret.Value{}, "", err
+		}
+		tok = tokenfile.Generate()
+		if err := tokenfile.Write(path, tok, false); err != nil {
+			return secret.Value{}, "", err
+		}
+		f.Logger().Info("created runtime token file", "path", path)
+		return tok, path, nil
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return secret.Value{}, "", usageErrorf("no runtime token: set ROTOR_RUNTIME_TOKEN or create %s (rotor runtime start creates it)", path)
+	}
+	if err != nil {
+		return secret.Value{}, "", tokenErr(err)
+	}
+	return tok, path, nil
+}
+
+func runtimeStartRun(cmd *cobra.Command, opts *runtimeStartOptions) error {
+	f := opts.f
+	ctx := cmd.Context()
+	cfg, err := f.Config()
+	if err != nil {
+		return err
+	}
+	tok, _, err := runtimeToken(f, cfg, true)
+	if err != nil {
+		return err
+	}
+	ln, err := httpx.ListenLoopback(cfg.Runtime.Listen, opts.AllowNonLoopback)
+	if err != nil {
+		return listenErr(err)
+	}
+	defer ln.Close()
+	metrics := runtime.NewMetrics()
+	store, err := openServingLedger(ctx, f, cfg, metrics)
+	if err != nil {
+		return err
+	}
+	parts, err := buildRuntime(ctx, f, cfg, store, metrics, portOf(ln), cfg.Runtime.AllowedOrigins)
+	if err != nil {
+		return err
+	}
+	srv := runtime.New(runtime.Config{Router: parts.router, Token: tok, Budgets: runtime.BudgetLister(store), Metrics: metrics,
+		Logger: f.Logger(), Clock: f.Clock, Port: portOf(ln), ExtraHosts: extraHosts(cfg.Runtime.Listen), AllowedOrigins: cfg.Runtime.AllowedOrigins, Version: f.Version})
+	fmt.Fprintln(f.IO.Out, listenURL(ln))
+	f.Logger().Info("runtime started", "url", listenURL(ln), "model_cooldown", cfg.ModelCooldown.Enabled, "learned_cooldown", cfg.LearnedCooldown.Mode)
+	err = httpx.Serve(ctx, ln, srv.Handler(), serveOptions(cfg, f))
+	f.Logger().Info("runtime stopped")
+	return err
+}
+
+type bridgeStartOptions struct {
+	f                *Factory
+	AllowNonLoopback bool
+}
+
+func newCmdBridge(f *Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bridge",
+		Short: "Run the authenticated localhost bridge and manage its client tokens",
+	}
+	opts := &bridgeStartOptions{f: f}
+	start := &cobra.Command{
+		Use:   "start",
+		Short: "Run the bridge on bridge.listen with the runtime in-process",
+		Long: `Run the authenticated bridge on bridge.listen (default 127.0.0.1:8787) in the
+foreground. Clients send "Authorization: Bearer <token>": bridge.token in the
+home folder (created with mode 0600 if missing; the bridge refuses to start
+when it or the home folder is readable by others) or a token from
+'rotor bridge token create'. The bridge refuses Host headers that are not a
+loopback name or address with its port (DNS rebinding) and browser origins
+not in bridge.allowed_origins.
+
+The runtime runs in-process, or behind --runtime-url at a standalone
+'rotor runtime start', which gets the runtime token (ROTOR_RUNTIME_TOKEN or
+runtime.token_file).
+
+On start it prints one line to stdout: the URL it serves, with the real port
+(--listen 127.0.0.1:0 picks a free one). SIGINT or SIGTERM stop accepting,
+let requests in flight finish (up to the deadline), flush the ledger and exit
+0. A taken port, an unsafe token file or a bad config exit 2.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return bridgeStartRun(cmd, opts) },
+	}
+	start.Flags().String("listen", "", "listen address (config bridge.listen)")
+	start.Flags().String("runtime-url", "", "forward to a standalone runtime at this URL (config bridge.runtime_url)")
+	start.Flags().BoolVar(&opts.AllowNonLoopback, "allow-non-loopback", false, "allow listening on a non-loopback address")
+	f.bindFlag("bridge.listen", start.Flags().Lookup("listen"))
+	f.bindFlag("bridge.runtime_url", start.Flags().Lookup("runtime-url"))
+	cmd.AddCommand(start, newCmdBridgeToken(f))
+	return cmd
+}
+
+// ensureBridgeToken checks (or creates and registers) bridge.token.
+func ensureBridgeToken(ctx context.Context, f *Factory) error {
+	home, err := f.EnsureHome()
+	if err != nil {
+		return err
+	}
+	if err := tokenfile.CheckDir(home); err != nil {
+		return tokenErr(err)
+	}
+	path := filepath.Join(home, "bridge.token")
+	tok, err := tokenfile.Read(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		store, err := f.Ledger(ctx)
+		if err != nil {
+			return err
+		}
+		tok = tokenfile.Generate()
+		if err := tokenfile.Write(path, tok, false); err != nil {
+			return err
+		}
+		if err := store.AddClientToken(ctx, DefaultTokenLabel, tok.Hash(), true); err != nil {
+			return err
+		}
+		f.Logger().Info("created the default client token", "path", path)
+		return nil
+	}
+	if err != nil {
+		return tokenErr(err)
+	}
+	store, err := f.Ledger(ctx)
+	if err != nil {
+		return err
+	}
+	if _, ok, err := store.LookupToken(ctx, tok.Hash()); err == nil && !ok {
+		f.Logger().Warn("bridge.token is not registered in the ledger (revoked?); it will be refused; run rotor init --force for a new one", "path", path)
+	}
+	return nil
+}
+
+func bridgeStartRun(cmd *cobra.Command, opts *bridgeStartOptions) error {
+	f := opts.f
+	ctx := cmd.Context()
+	cfg, err := f.Config()
+	if err != nil {
+		return err
+	}
+	var runtimeURL *url.URL
+	var rtok secret.Value
+	if cfg.Bridge.RuntimeURL != "" {
+		if runtimeURL, err = url.Parse(cfg.Bridge.RuntimeURL); err != nil {
+			return usageErrorf("--runtime-url: %v", err)
+		}
+		if rtok, _, err = runtimeToken(f, cfg, false); err != nil {
+			return err
+		}
+	}
+	ln, err := httpx.ListenLoopback(cfg.Bridge.Listen, opts.AllowNonLoopback)
+	if err != nil {
+		return listenErr(err)
+	}
+	defer ln.Close()
+	metrics := runtime.NewMetrics()
+	store, err := openServingLedger(ctx, f, cfg, metrics)
+	if err != nil {
+		return err
+	}
+	if err := ensureBridgeToken(ctx, f); err != nil {
+		return err
+	}
+	bc := bridge.Config{Tokens: store, Port: portOf(ln), ExtraHosts: extraHosts(cfg.Bridge.Listen), AllowedOrigins: cfg.Bridge.AllowedOrigins, Logger: f.Logger()}
+	if runtimeURL != nil {
+		bc.RuntimeURL, bc.RuntimeToken = runtimeURL, rtok
+	} else {
+		parts, err := buildRuntime(ctx, f, cfg, store, metrics, 0, nil)
+		if err != nil {
+			return err
+		}
+		bc.Runtime = parts.server.Internal()
+	}
+	br := bridge.New(bc)
+	defer br.Close()
+	handler := runtime.Chain("bridge", br.Handler(), f.Logger(), metrics, f.Clock, false)
+	fmt.Fprintln(f.IO.Out, listenURL(ln))
+	f.Logger().Info("bridge started", "url", listenURL(ln), "runtime", runtimeMode(cfg), "model_cooldown", cfg.ModelCooldown.Enabled, "learned_cooldown", cfg.LearnedCooldown.Mode)
+	err = httpx.Serve(ctx, ln, handler, serveOptions(cfg, f))
+	f.Logger().Info("bridge stopped")
+	return err
+}
+
+func runtimeMode(cfg *config.Config) string {
+	if cfg.Bridge.RuntimeURL != "" {
+		return cfg.Bridge.RuntimeURL
+	}
+	return "in-process"
+}

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rotorhq/rotor/internal/secret"
+	"github.com/rotorhq/rotor/internal/tokenfile"
+	"github.com/rotorhq/rotor/runtime"
+)
+
+type statusOptions struct {
+	f      *Factory
+	URL    string
+	Format string
+}
+
+func newCmdStatus(f *Factory) *cobra.Command {
+	opts := &statusOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Ask a running bridge for its pools, cooldowns and budgets",
+		Long: `Ask a running bridge (GET /v1/status with the client token) for each pool's
+credentials: catalog freshness, legacy rests, credential-wide auth cooldowns
+and live model cooldowns; and for every budget's state. No key and no model
+name is shown.
+
+The token is ROTOR_TOKEN, or bridge.token in the home folder. The URL is
+--url, or http://<bridge.listen>.
+
+--format table prints a credentials table and a budgets table; csv prints the
+credentials table; json prints the bridge's status document as it is.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(opts.Format); err != nil {
+				return err
+			}
+			return statusRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.URL, "url", "", "bridge URL (default http://<bridge.listen>)")
+	addFormatFlag(cmd, &opts.Format)
+	return cmd
+}
+
+// clientToken is the token scripts use: ROTOR_TOKEN or bridge.token.
+func clientToken(f *Factory) (secret.Value, error) {
+	if v, ok := f.LookupEnv("ROTOR_TOKEN"); ok && v != "" {
+		return secret.New(strings.TrimSpace(v)), nil
+	}
+	home, err := f.Home()
+	if err != nil {
+		return secret.Value{}, err
+	}
+	tok, err := tokenfile.Read(filepath.Join(home, "bridge.token"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return secret.Value{}, usageErrorf("no token: set ROTOR_TOKEN or run rotor init")
+	}
+	if err != nil {
+		return secret.Value{}, tokenErr(err)
+	}
+	return tok, nil
+}
+
+func statusRun(ctx context.Context, opts *statusOptions) error {
+	f := opts.f
+	cfg, err := f.Config()
+	if err != nil {
+		return err
+	}
+	u := opts.URL
+	if u == "" {
+		u = "http://" + cfg.Bridge.Listen
+	}
+	tok, err := clientToken(f)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(u, "/")+"/v1/status", nil)
+	if err != nil {
+		return usageErrorf("--url: %v", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+tok.Reveal())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("no bridge answering at %s: %v", u, errors.Unwrap(err))
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("bridge at %s answered %d: %s", u, resp.StatusCode, strings.TrimSpace(string(body)))
+	}
+	if opts.Format == FormatJSON {
+		_, err := f.IO.Out.Write(body)
+		return err
+	}
+	var st runtime.Status
+	if err := json.Unmarshal(body, &st); err != nil {
+		return fmt.Errorf("bridge status is not what this rotor expects: %v", err)
+	}
+	ts := func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format(time.RFC3339)
+	}
+	creds := records{Columns: []string{"pool", "credential", "region", "catalog", "resting_until", "auth_cooling_until", "model_cooldowns", "next_release"}}
+	for _, p := range st.Pools {
+		cat := map[string]runtime.CatalogStatus{}
+		for _, c := range p.Catalogs {
+			cat[c.Credential] = c
+		}
+		for _, c := range p.Credentials {
+			fresh := "never fetched"
+			if cs, ok := cat[c.Name]; ok && !cs.Fetched.IsZero() {
+				fresh = "stale"
+				if cs.Fresh {
+					fresh = "fresh"
+				}
+			}
+			creds.Rows = append(creds.Rows, []cell{textCell(p.Pool), textCell(c.Name), textCell(cat[c.Name].Region), textCell(fresh),
+				textCell(ts(c.RestingUntil)), textCell(ts(c.AuthCoolingUntil)), intCell(int64(c.ScopedObservations)), textCell(ts(c.EarliestRelease))})
+		}
+	}
+	if err := creds.write(f.IO.Out, opts.Format); err != nil || opts.Format == FormatCSV {
+		return err
+	}
+	bud := records{Columns: []string{"budget", "kind", "window", "used", "limit", "state", "frees_at"}}
+	for _, b := range st.Budgets {
+		bud.Rows = append(bud.Rows, []cell{textCell(b.Name), textCell(b.Kind), textCell(b.Window), intCell(b.Used), intCell(b.Limit), textCell(b.State), textCell(ts(b.FreesAt))})
+	}
+	return bud.write(f.IO.Out, opts.Format)
+}

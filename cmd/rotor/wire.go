@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/rotorhq/rotor/budgets"
+	"github.com/rotorhq/rotor/config"
+	"github.com/rotorhq/rotor/decisions"
+	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/internal/secret"
+	"github.com/rotorhq/rotor/learned"
+	"github.com/rotorhq/rotor/ledger"
+	"github.com/rotorhq/rotor/ledger/learnedstore"
+	"github.com/rotorhq/rotor/pool"
+	"github.com/rotorhq/rotor/runtime"
+)
+
+// runtimeParts is everything a runtime needs, built from the config.
+type runtimeParts struct {
+	server  *runtime.Server
+	router  *decisions.Router
+	metrics *runtime.Metrics
+	learner *learned.Learner
+}
+
+// loadKey reads a credential's key from its environment variable or file.
+// It returns a zero secret (and a reason, never the key) when it cannot.
+func loadKey(lookup func(string) (string, bool), home string, cr config.Credential) (secret.Value, string) {
+	if cr.APIKeyEnv != "" {
+		v, ok := lookup(cr.APIKeyEnv)
+		if !ok || strings.TrimSpace(v) == "" {
+			return secret.Value{}, "environment variable " + cr.APIKeyEnv + " is not set"
+		}
+		return secret.New(strings.TrimSpace(v)), ""
+	}
+	p := cr.APIKeyFile
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(home, p)
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return secret.Value{}, "key file " + p + " cannot be read"
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return secret.Value{}, fmt.Sprintf("key file %s has mode %04o; others can read it (chmod 600)", p, fi.Mode().Perm())
+	}
+	b, err := os.ReadFile(p)
+	if err != nil || strings.TrimSpace(string(b)) == "" {
+		return secret.Value{}, "key file " + p + " is empty or unreadable"
+	}
+	return secret.New(strings.TrimSpace(string(b))), ""
+}
+
+// buildRuntime wires pools, the learner, the Decisions route and the
+// runtime server from the configuration.
+func buildRuntime(ctx context.Context, f *Factory, cfg *config.Config, store *ledger.Store, metrics *runtime.Metrics, port int, origins []string) (*runtimeParts, error) {
+	log := f.Logger()
+	home, err := f.Home()
+	if err != nil {
+		return nil, err
+	}
+	clk := f.Clock
+	if clk == nil {
+		clk = clock.Real()
+	}
+	var learner *learned.Learner
+	if cfg.LearnedCooldown.Mode != "off" {
+		mode, policy := learned.ParseSettings(cfg.LearnedCooldown.Mode, cfg.LearnedCooldown.PolicyJSON, log)
+		var ls learned.Store = learned.NewMemoryStore(0)
+		if cfg.LearnedCooldown.Storage == "sqlite" {
+			ls = learnedstore.New(store)
+		}
+		learner = learned.New(learned.Config{Mode: mode, Policy: policy, Store: ls, MaxSeconds: cfg.ModelCooldown.MaxSeconds, Logger: log, Clock: clk})
+	}
+	pstore := pool.NewStore(clk, 0)
+	var pools []decisions.PoolConfig
+	for _, name := range cfg.PoolNames() {
+		pc := cfg.Pools[name]
+		var dcreds []decisions.CredentialConfig
+		var pcreds []pool.Credential
+		for _, cr := range pc.EnabledCredentials() {
+			key, why := loadKey(f.LookupEnv, home, cr)
+			if key.IsZero() {
+				log.Warn("credential skipped: no key", "pool", name, "credential", cr.Name, "reason", why)
+				continue
+			}
+			prof := map[string][]string{}
+			for m, p := range cr.ModelProfiles {
+				prof[m] = p.SupportedEndpoints
+			}
+			dcreds = append(dcreds, decisions.CredentialConfig{Name: cr.Name, Region: cr.Region, BaseURL: cr.BaseURL, Key: key,
+				Allow: cr.Visibility.Allow, Deny: cr.Visibility.Deny, Profiles: prof})
+			pcreds = append(pcreds, pool.Credential{Name: cr.Name, Key: key})
+		}
+		var pl pool.Learner
+		if learner != nil {
+			pl = learner
+		}
+		p := pool.New(pool.Config{
+			Options: pool.Options{Name: name, FirstKeyFallback: pc.FirstKeyFallback, AuthRest: pc.AuthRest, PreferActive: pc.PreferActive,
+				CatalogTTL: cfg.CatalogTTL, QuotaBuckets: pc.QuotaBuckets},
+			Credentials: pcreds,
+			Settings:    pool.Settings{ModelCooldownEnabled: cfg.ModelCooldown.Enabled, MaxSeconds: cfg.ModelCooldown.MaxSeconds},
+			Store:       pstore, Clock: clk, Learner: pl, Logger: log,
+		})
+		pools = append(pools, decisions.PoolConfig{Name: name, Credentials: dcreds, Pool: p})
+	}
+	router := decisions.New(decisions.Config{
+		Pools: pools, Ledger: store, Admitter: budgets.NewAdmitter(), Clock: clk, Logger: log,
+		Deadline: cfg.Runtime.Deadline, CatalogTTL: cfg.CatalogTTL, CatalogTimeout: cfg.CatalogTimeout,
+		ErrorBodyIdle: cfg.Runtime.ErrorBodyIdle, MaxBuffered: cfg.Runtime.MaxBufferedMB << 20,
+		ReservationGrace: cfg.Ledger.ReservationGrace, Metrics: metrics, UserAgent: "rotor/" + f.Version,
+	})
+	srv := runtime.New(runtime.Config{Router: router, Budgets: runtime.BudgetLister(store), Metrics: metrics, Logger: log, Clock: clk,
+		Port: port, AllowedOrigins: origins, Version: f.Version})
+	metrics.WatchBudgets(runtime.BudgetLister(store))
+	_ = ctx
+	return &runtimeParts{server: srv, router: router, metrics: metrics, learner: learner}, nil
+}
+
+// openServingLedger opens the ledger with commit metrics.
+func openServingLedger(ctx context.Context, f *Factory, cfg *config.Config, m *runtime.Metrics) (*ledger.Store, error) {
+	path, err := f.DBPath()
+	if err != nil {
+		return nil, err
+	}
+	if f.dbFlag == "" && f.v.GetString("db") == "" {
+		if _, err := f.EnsureHome(); err != nil {
+			return nil, err
+		}
+	}
+	s, err := ledger.Open(ctx, path, ledger.Options{Clock: f.Clock, Logger: f.Logger(), Synchronous: cfg.Ledger.Synchronous, OnCommit: m.ObserveCommit})
+	if err != nil {
+		return nil, err
+	}
+	f.storeMu.Lock()
+	f.store = s
+	f.storeMu.Unlock()
+	return s, nil
+}
