@@ -290,7 +290,7 @@ func (a *attempt) send(ctx context.Context, c *credential) (out *answer, next bo
 	if status >= 300 && status < 400 {
 		// Redirects are never followed: the key must not travel.
 		a.ps.pool.Record(c.Name, pool.Observation{Scope: a.scope, Status: status, Outcome: pool.OutcomeProviderFailure})
-		return nil, false, &ProviderError{Status: http.StatusBadGateway, Code: "upstream_redirect", Type: httpx.TypeAPI}
+		return nil, false, httpx.NewError(httpx.CodeUpstreamRedirect)
 	}
 
 	raw := a.readErrorBody(ctx, callCtx, cancelCall, resp)

@@ -30,6 +30,7 @@ const (
 	CodeRuntimeUnavailable    = "runtime_unavailable"
 	CodeUpstreamError         = "upstream_error"
 	CodeCatalogUnavailable    = "catalog_unavailable"
+	CodeUpstreamRedirect      = "upstream_redirect"
 	CodePoolUnavailable       = "decisions_pool_unavailable"
 	CodeModelCooldownCapacity = "model_cooldown_capacity"
 	CodeLedgerUnavailable     = "ledger_unavailable"
@@ -82,6 +83,7 @@ var Codes = map[string]CodeInfo{
 	CodeResponseTooLarge:      {http.StatusBadGateway, TypeAPI, "provider answer is larger than 64 MiB; the provider ran the request but its usage could not be read", true},
 	CodeRuntimeUnavailable:    {http.StatusBadGateway, TypeAPI, "the bridge cannot reach the runtime", false},
 	CodeUpstreamError:         {http.StatusBadGateway, TypeAPI, "the provider call failed after the request was sent; it was not replayed", false},
+	CodeUpstreamRedirect:      {http.StatusBadGateway, TypeAPI, "the provider answered with a redirect, which rotor never follows; the request was not replayed", false},
 	CodeCatalogUnavailable:    {http.StatusBadGateway, TypeAPI, "no credential's model catalog could be fetched", false},
 	CodePoolUnavailable:       {http.StatusServiceUnavailable, TypeAPI, "every credential in the pool was rejected by the provider", true},
 	CodeModelCooldownCapacity: {http.StatusServiceUnavailable, TypeAPI, "cooldown store is full; admission fails closed until it drains", false},
