@@ -1,0 +1,87 @@
+// Package spectest keeps spec-to-test maps honest: each package that holds
+// rules of a spec document lists every rule with the tests that cover it
+// (or the package that owns it), and Check fails when a named test does
+// not exist.
+//
+// It is used only from _test.go files and imports no rotor package.
+package spectest
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Rule is one rule of a spec document.
+type Rule struct {
+	// Rule quotes or paraphrases the spec.
+	Rule string
+	// Tests are tests of the calling package that cover it.
+	Tests []string
+	// Owner names the package (and its tests) that covers it when Tests
+	// is empty or partial.
+	Owner string
+}
+
+// Funcs returns the function declarations of the package in the current
+// directory: of its test files when tests is set, else of its other files.
+func Funcs(t *testing.T, tests bool) []*ast.FuncDecl {
+	t.Helper()
+	names, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*ast.FuncDecl
+	fset := token.NewFileSet()
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") != tests {
+			continue
+		}
+		src, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := parser.ParseFile(fset, name, src, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			if fd, ok := d.(*ast.FuncDecl); ok {
+				out = append(out, fd)
+			}
+		}
+	}
+	return out
+}
+
+// Check fails t for a rule with neither tests nor owner, and for a named
+// test that the package does not define.
+func Check(t *testing.T, rules []Rule) {
+	t.Helper()
+	tests := map[string]bool{}
+	for _, fd := range Funcs(t, true) {
+		if fd.Recv == nil && strings.HasPrefix(fd.Name.Name, "Test") {
+			tests[fd.Name.Name] = true
+		}
+	}
+	for _, r := range rules {
+		if len(r.Tests) == 0 && r.Owner == "" {
+			t.Errorf("rule %q has neither a test nor an owner", r.Rule)
+		}
+		for _, name := range r.Tests {
+			if !tests[name] {
+				t.Errorf("rule %q names %s, which does not exist", r.Rule, name)
+			}
+		}
+	}
+}
+
+// R builds a Rule: the rule's words, the tests that cover it, and the
+// owning package when another package holds it ("" otherwise).
+func R(rule string, tests []string, owner string) Rule {
+	return Rule{Rule: rule, Tests: tests, Owner: owner}
+}
