@@ -59,9 +59,22 @@ type reportAgg struct {
 	requests, input, output, total, tokensNull, cost, costNull, errors int64
 }
 
+// reportCols are the SQL expressions of the group keys, over raw usage rows
+// and over the hourly rollup.
+var reportCols = map[string][2]string{
+	KeyOperation:  {"operation", "operation"},
+	KeyModel:      {"model", "model"},
+	KeyDay:        {"ts_ms / 86400000", "bucket / 24"},
+	KeyCredential: {"credential", "credential"},
+	KeyClient:     {"client", "client"},
+	KeyStatus:     {"status", "status"},
+}
+
 // Report aggregates usage. Whole hours come from the hourly rollup and the
 // partial hours at the edges from raw rows, so its cost does not grow with
-// the number of rows.
+// the number of rows. SQLite groups by the requested keys only: grouping
+// the rollup by all of its keys and merging in Go sorted and returned
+// hundreds of thousands of rows for a 90-day report over 1M rows.
 func (s *Store) Report(ctx context.Context, q ReportQuery) ([]ReportRow, error) {
 	for _, k := range q.By {
 		if !validKey(k) {
@@ -71,24 +84,7 @@ func (s *Store) Report(ctx context.Context, q ReportQuery) ([]ReportRow, error) 
 	f, t := q.From.UnixMilli(), q.To.UnixMilli()
 	groups := map[string]*reportAgg{}
 	keyVals := map[string][]string{}
-	add := func(operation, model, credential, client string, status int, day int64, a reportAgg) {
-		vals := make([]string, len(q.By))
-		for i, k := range q.By {
-			switch k {
-			case KeyOperation:
-				vals[i] = operation
-			case KeyModel:
-				vals[i] = model
-			case KeyDay:
-				vals[i] = time.UnixMilli(day * dayMS).UTC().Format("2006-01-02")
-			case KeyCredential:
-				vals[i] = credential
-			case KeyClient:
-				vals[i] = client
-			case KeyStatus:
-				vals[i] = StatusLabel(status)
-			}
-		}
+	add := func(vals []string, a reportAgg) {
 		key := strings.Join(vals, "\x00")
 		g, ok := groups[key]
 		if !ok {
@@ -121,25 +117,62 @@ func (s *Store) Report(ctx context.Context, q ReportQuery) ([]ReportRow, error) 
 			return fmt.Errorf("report: %w", err)
 		}
 		defer rows.Close()
+		raw := make([]any, len(q.By))
+		var a reportAgg
+		dest := make([]any, 0, len(q.By)+8)
+		for i := range raw {
+			dest = append(dest, &raw[i])
+		}
+		dest = append(dest, &a.requests, &a.input, &a.output, &a.total, &a.tokensNull, &a.cost, &a.costNull, &a.errors)
 		for rows.Next() {
-			var op, model, cred, client string
-			var status int
-			var day int64
-			var a reportAgg
-			if err := rows.Scan(&op, &model, &cred, &client, &status, &day, &a.requests, &a.input, &a.output, &a.total, &a.tokensNull, &a.cost, &a.costNull, &a.errors); err != nil {
+			if err := rows.Scan(dest...); err != nil {
 				return fmt.Errorf("report: %w", err)
 			}
-			add(op, model, cred, client, status, day, a)
+			vals := make([]string, len(q.By))
+			for i, k := range q.By {
+				switch v := raw[i].(type) {
+				case int64:
+					switch k {
+					case KeyDay:
+						vals[i] = time.UnixMilli(v * dayMS).UTC().Format("2006-01-02")
+					case KeyStatus:
+						vals[i] = StatusLabel(int(v))
+					default:
+						vals[i] = strconv.FormatInt(v, 10)
+					}
+				case string:
+					vals[i] = v
+				case []byte:
+					vals[i] = string(v)
+				default:
+					return fmt.Errorf("report: key %s: unexpected %T", k, v)
+				}
+			}
+			add(vals, a)
 		}
 		return rows.Err()
 	}
-	const rawQ = `SELECT operation, model, credential, client, status, ts_ms / 86400000,
+	var rawKeys, hourKeys, groupBy []string
+	for i, k := range q.By {
+		rawKeys = append(rawKeys, reportCols[k][0]+", ")
+		hourKeys = append(hourKeys, reportCols[k][1]+", ")
+		groupBy = append(groupBy, strconv.Itoa(i+1))
+	}
+	group := ""
+	if len(groupBy) > 0 {
+		group = " GROUP BY " + strings.Join(groupBy, ", ")
+	}
+	// Errors are settled rows with a status >= 400 or none, as the writer
+	// counts them in the rollup, so a report does not depend on which rows
+	// fall in whole hours.
+	rawQ := `SELECT ` + strings.Join(rawKeys, "") + `
   COUNT(*), COALESCE(SUM(input_tokens),0), COALESCE(SUM(output_tokens),0), COALESCE(SUM(total_tokens),0), COUNT(*) - COUNT(total_tokens),
-  COALESCE(SUM(cost_micros),0), COUNT(*) - COUNT(cost_micros), SUM(CASE WHEN status >= 400 THEN 1 ELSE 0 END)
-FROM usage WHERE ts_ms >= ? AND ts_ms < ? GROUP BY 1, 2, 3, 4, 5, 6`
-	const hourQ = `SELECT operation, model, credential, client, status, bucket / 24,
-  SUM(requests), SUM(input_tokens), SUM(output_tokens), SUM(total_tokens), SUM(tokens_null), SUM(cost_micros), SUM(cost_null), SUM(errors)
-FROM usage_hour_dims WHERE bucket >= ? AND bucket < ? GROUP BY 1, 2, 3, 4, 5, 6 HAVING SUM(requests) <> 0`
+  COALESCE(SUM(cost_micros),0), COUNT(*) - COUNT(cost_micros), COALESCE(SUM(state = 1 AND (status >= 400 OR status = 0)),0)
+FROM usage WHERE ts_ms >= ? AND ts_ms < ?` + group
+	hourQ := `SELECT ` + strings.Join(hourKeys, "") + `
+  COALESCE(SUM(requests),0), COALESCE(SUM(input_tokens),0), COALESCE(SUM(output_tokens),0), COALESCE(SUM(total_tokens),0), COALESCE(SUM(tokens_null),0),
+  COALESCE(SUM(cost_micros),0), COALESCE(SUM(cost_null),0), COALESCE(SUM(errors),0)
+FROM usage_hour_dims WHERE bucket >= ? AND bucket < ?` + group
 	h1, h2 := ceilTo(f, hourMS), floorTo(t, hourMS)
 	if f < t {
 		if h1 >= h2 {

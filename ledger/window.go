@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -156,14 +157,25 @@ func ceilTo(t, unit int64) int64 {
 
 // segments splits [f, t) into raw edges, whole minutes and whole hours, in
 // time order, so that a window reads at most two short raw ranges and a
-// bounded number of rollup rows whatever the ledger's size.
+// bounded number of rollup rows whatever the ledger's size. A raw segment
+// never crosses a minute boundary (rawTotals relies on it).
 func segments(f, t int64) []segment {
 	if f >= t {
 		return nil
 	}
 	m1, m2 := ceilTo(f, minuteMS), floorTo(t, minuteMS)
-	if m1 >= m2 {
+	if m1 > m2 { // inside one minute
 		return []segment{{segRaw, f, t}}
+	}
+	if m1 == m2 { // two partial minutes
+		var out []segment
+		if f < m1 {
+			out = append(out, segment{segRaw, f, m1})
+		}
+		if m1 < t {
+			out = append(out, segment{segRaw, m1, t})
+		}
+		return out
 	}
 	h1, h2 := ceilTo(f, hourMS), floorTo(t, hourMS)
 	var out []segment
@@ -191,22 +203,54 @@ const (
 )
 
 func (v *view) segTotals(s segment) (Totals, error) {
-	var q string
-	lo, hi := s.lo, s.hi
-	switch s.kind {
-	case segRaw:
-		q = qRawTotals
-	case segMinute:
-		q, lo, hi = qMinuteTotals, lo/minuteMS, hi/minuteMS
-	case segHour:
-		q, lo, hi = qHourTotals, lo/hourMS, hi/hourMS
+	if s.kind == segRaw {
+		return v.rawTotals(s.lo, s.hi)
 	}
+	q, unit := qMinuteTotals, minuteMS
+	if s.kind == segHour {
+		q, unit = qHourTotals, hourMS
+	}
+	return v.totalsQuery(q, s.lo/unit, s.hi/unit)
+}
+
+func (v *view) totalsQuery(q string, lo, hi int64) (Totals, error) {
 	var t Totals
 	err := v.q.QueryRowContext(v.ctx, q, lo, hi).Scan(&t.Requests, &t.Tokens, &t.TokensUnknown, &t.CostMicros, &t.CostUnknown)
 	if err != nil {
 		return t, &dbError{fmt.Errorf("window totals: %w", err)}
 	}
 	return t, nil
+}
+
+// rawTotals aggregates the rows of [lo, hi), a range inside one minute.
+// It reads either those rows, or the minute's rollup less the rows of the
+// rest of the minute, whichever covers less time that has already passed:
+// rows later than now are rare (another process's clock running ahead),
+// so the edge of a window ending now costs one rollup row and an empty
+// index range instead of a scan of this minute's traffic. Both ways are
+// exact.
+func (v *view) rawTotals(lo, hi int64) (Totals, error) {
+	mb := floorTo(lo, minuteMS)
+	me := mb + minuteMS
+	end := v.now.UnixMilli() + 1
+	past := func(a, b int64) int64 { return max(0, min(b, end)-a) }
+	if past(mb, lo)+past(hi, me) >= past(lo, hi) {
+		return v.totalsQuery(qRawTotals, lo, hi)
+	}
+	sum, err := v.totalsQuery(qMinuteTotals, mb/minuteMS, mb/minuteMS+1)
+	if err != nil {
+		return sum, err
+	}
+	for _, r := range [][2]int64{{mb, lo}, {hi, me}} {
+		if r[0] < r[1] {
+			rest, err := v.totalsQuery(qRawTotals, r[0], r[1])
+			if err != nil {
+				return sum, err
+			}
+			sum.add(rest.neg())
+		}
+	}
+	return sum, nil
 }
 
 func (v *view) Totals(w Window) (Totals, error) {
@@ -344,15 +388,16 @@ func (v *view) NewestUnknownCost(w Window) (time.Time, bool, error) {
 func (v *view) newestUnknownIn(s segment) (time.Time, bool, error) {
 	switch s.kind {
 	case segRaw:
-		var ts sql.NullInt64
-		err := v.q.QueryRowContext(v.ctx, `SELECT MAX(ts_ms) FROM usage WHERE ts_ms >= ? AND ts_ms < ? AND cost_micros IS NULL`, s.lo, s.hi).Scan(&ts)
+		// Walks the time index back from hi and stops at the first match.
+		var ts int64
+		err := v.q.QueryRowContext(v.ctx, `SELECT ts_ms FROM usage WHERE ts_ms >= ? AND ts_ms < ? AND cost_micros IS NULL ORDER BY ts_ms DESC LIMIT 1`, s.lo, s.hi).Scan(&ts)
+		if errors.Is(err, sql.ErrNoRows) {
+			return time.Time{}, false, nil
+		}
 		if err != nil {
 			return time.Time{}, false, &dbError{err}
 		}
-		if !ts.Valid {
-			return time.Time{}, false, nil
-		}
-		return time.UnixMilli(ts.Int64).UTC(), true, nil
+		return time.UnixMilli(ts).UTC(), true, nil
 	default:
 		table, unit, sub := "usage_minute", minuteMS, segRaw
 		if s.kind == segHour {

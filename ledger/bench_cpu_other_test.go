@@ -1,0 +1,8 @@
+//go:build !unix
+
+package ledger_test
+
+import "time"
+
+// cpuTime is not measured on this platform.
+func cpuTime() (time.Duration, bool) { return 0, false }
