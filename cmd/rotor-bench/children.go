@@ -1,0 +1,238 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rotorhq/rotor/internal/fakeprovider"
+)
+
+// Environment of the child processes this binary starts of itself.
+const (
+	// envProviderKeys lists the fake provider's API keys, comma-separated.
+	envProviderKeys = "ROTOR_BENCH_PROVIDER_KEYS"
+	// envBareKey is the provider key the bare proxy sends upstream.
+	envBareKey = "ROTOR_BENCH_BARE_KEY"
+)
+
+// benchModel is the provider model every request asks for.
+const benchModel = "decide-mini"
+
+// startTimeout bounds how long a child may take to print its URL.
+const startTimeout = 30 * time.Second
+
+// stopTimeout bounds a child's clean shutdown before it is killed.
+const stopTimeout = 30 * time.Second
+
+// serveProviderMain runs the fake provider with recording off (its memory
+// stays flat over long runs) and the default ~1 KB answers with usage.
+func serveProviderMain(ctx context.Context, stdout io.Writer) error {
+	keys := strings.Split(os.Getenv(envProviderKeys), ",")
+	p, err := fakeprovider.Start(fakeprovider.Options{DisableRecording: true})
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if k != "" {
+			p.AddKey(k, benchModel)
+		}
+	}
+	fmt.Fprintln(stdout, p.URL())
+	waitForEnd(ctx)
+	return p.Close()
+}
+
+// serveBareProxyMain runs the floor: an httputil.ReverseProxy that only
+// swaps the caller's Authorization for the provider key, as any Go proxy
+// holding a key must.
+func serveBareProxyMain(ctx context.Context, stdout io.Writer, target string) error {
+	u, err := url.Parse(target)
+	if err != nil {
+		return fmt.Errorf("-serve-bare-proxy: %w", err)
+	}
+	auth := "Bearer " + os.Getenv(envBareKey)
+	tr := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        512,
+		MaxIdleConnsPerHost: 256,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(u)
+			pr.Out.Host = u.Host
+			pr.Out.Header.Set("Authorization", auth)
+		},
+		Transport: tr,
+		ErrorLog:  log.New(os.Stderr, "bare proxy: ", 0),
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: rp, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	fmt.Fprintln(stdout, "http://"+ln.Addr().String())
+	waitForEnd(ctx)
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = srv.Shutdown(sctx)
+	<-done
+	return err
+}
+
+// waitForEnd returns on SIGINT/SIGTERM or when stdin closes (the parent
+// holds the write end, so its death ends the child too).
+func waitForEnd(ctx context.Context) {
+	eof := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		close(eof)
+	}()
+	select {
+	case <-ctx.Done():
+	case <-eof:
+	}
+}
+
+// child is a process that prints its URL as its first stdout line.
+type child struct {
+	name  string
+	cmd   *exec.Cmd
+	url   string
+	stdin io.WriteCloser
+	done  chan struct{}
+	err   error // set before done closes
+}
+
+// startChild starts cmd, sends its stderr to logPath and waits for the
+// first stdout line, its URL.
+func startChild(ctx context.Context, name string, cmd *exec.Cmd, logPath string) (*child, error) {
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = logf
+	cmd.SysProcAttr = childAttr()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		logf.Close()
+		return nil, err
+	}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		logf.Close()
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	c := &child{name: name, cmd: cmd, stdin: in, done: make(chan struct{})}
+	lines := make(chan string, 1)
+	go func() {
+		br := bufio.NewReader(out)
+		line, _ := br.ReadString('\n')
+		lines <- strings.TrimSpace(line)
+		_, _ = io.Copy(io.Discard, br)
+	}()
+	go func() {
+		c.err = cmd.Wait()
+		logf.Close()
+		close(c.done)
+	}()
+	timer := time.NewTimer(startTimeout)
+	defer timer.Stop()
+	fail := func(err error) (*child, error) {
+		c.stop()
+		return nil, fmt.Errorf("%s: %w%s", name, err, logTail(logPath))
+	}
+	select {
+	case line := <-lines:
+		if !strings.HasPrefix(line, "http://") {
+			return fail(fmt.Errorf("printed %q, not its URL", line))
+		}
+		c.url = line
+		return c, nil
+	case <-c.done:
+		return fail(fmt.Errorf("exited before printing its URL: %v", c.err))
+	case <-timer.C:
+		return fail(errors.New("no URL after " + startTimeout.String()))
+	case <-ctx.Done():
+		return fail(ctx.Err())
+	}
+}
+
+// stop sends SIGTERM and waits for a clean exit, killing the child after
+// stopTimeout. It reports a non-zero exit.
+func (c *child) stop() error {
+	select {
+	case <-c.done:
+		return c.exitErr()
+	default:
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	_ = c.stdin.Close()
+	select {
+	case <-c.done:
+	case <-time.After(stopTimeout):
+		_ = c.cmd.Process.Kill()
+		<-c.done
+		return fmt.Errorf("%s did not stop within %s after SIGTERM; killed", c.name, stopTimeout)
+	}
+	return c.exitErr()
+}
+
+func (c *child) exitErr() error {
+	if c.err != nil {
+		return fmt.Errorf("%s: %w", c.name, c.err)
+	}
+	return nil
+}
+
+func (c *child) pid() int { return c.cmd.Process.Pid }
+
+// logTail returns the end of a child's log for an error message.
+func logTail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) == 0 {
+		return ""
+	}
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return "\n--- " + path + " ---\n" + strings.TrimRight(string(b), "\n")
+}
+
+// childEnv is the environment minus variables that would change a
+// child's behaviour behind the benchmark's back (rotor's own settings, the
+// spec's cooldown settings, proxies), plus extra. Go runtime variables
+// (GOMAXPROCS, GOGC...) pass through on purpose, for experiments.
+func childEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch {
+		case strings.HasPrefix(k, "ROTOR_"), strings.HasPrefix(k, "MODEL_COOLDOWN_"), strings.HasPrefix(k, "LEARNED_COOLDOWN_"),
+			k == "INTELLIGENCE_STORAGE_BACKEND", strings.EqualFold(k, "http_proxy"), strings.EqualFold(k, "https_proxy"),
+			strings.EqualFold(k, "all_proxy"):
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, extra...)
+}
