@@ -56,6 +56,13 @@ type Runtime struct {
 	ErrorBodyIdle time.Duration
 	// MaxBufferedMB bounds the bytes buffered across all requests in flight.
 	MaxBufferedMB int64
+	// ReadHeaderTimeout closes a connection whose request headers have not
+	// all arrived this long after it started sending them (slowloris). It
+	// applies to the bridge and the runtime servers.
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request, body included, on the
+	// bridge and the runtime servers.
+	ReadTimeout time.Duration
 }
 
 // Bridge configures the authenticated local bridge.
@@ -74,6 +81,9 @@ type Ledger struct {
 	// ReservationGrace is how long after a request's deadline an unsettled
 	// reservation is declared abandoned (counted as unknown usage).
 	ReservationGrace time.Duration
+	// BusyTimeout is how long a ledger write waits for a lock held by
+	// another connection or process before admission fails closed.
+	BusyTimeout time.Duration
 }
 
 // ModelCooldown holds the resolved MODEL_COOLDOWN_* settings.
@@ -160,17 +170,20 @@ func (v Visibility) Allows(model string) bool {
 
 // Defaults.
 const (
-	DefaultBridgeListen     = "127.0.0.1:8787"
-	DefaultRuntimeListen    = "127.0.0.1:8788"
-	DefaultMaxCooldown      = 3600
-	DefaultAuthRest         = 300 * time.Second
-	DefaultDeadline         = 60 * time.Second
-	DefaultCatalogTTL       = 10 * time.Minute
-	DefaultCatalogTimeout   = 10 * time.Second
-	DefaultErrorBodyIdle    = 5 * time.Second
-	DefaultMaxBufferedMB    = 1024
-	DefaultReservationGrace = 5 * time.Minute
-	DefaultRegion           = "default"
+	DefaultBridgeListen      = "127.0.0.1:8787"
+	DefaultRuntimeListen     = "127.0.0.1:8788"
+	DefaultMaxCooldown       = 3600
+	DefaultAuthRest          = 300 * time.Second
+	DefaultDeadline          = 60 * time.Second
+	DefaultCatalogTTL        = 10 * time.Minute
+	DefaultCatalogTimeout    = 10 * time.Second
+	DefaultErrorBodyIdle     = 5 * time.Second
+	DefaultMaxBufferedMB     = 1024
+	DefaultReservationGrace  = 5 * time.Minute
+	DefaultReadHeaderTimeout = 5 * time.Second
+	DefaultReadTimeout       = 30 * time.Second
+	DefaultBusyTimeout       = 5 * time.Second
+	DefaultRegion            = "default"
 )
 
 // Default returns the configuration used when no file sets anything.
@@ -180,14 +193,16 @@ func Default() Config {
 		CatalogTimeout: DefaultCatalogTimeout,
 		Log:            Log{Level: "info", Format: "text"},
 		Runtime: Runtime{
-			Listen:        DefaultRuntimeListen,
-			Deadline:      DefaultDeadline,
-			TokenFile:     "runtime.token",
-			ErrorBodyIdle: DefaultErrorBodyIdle,
-			MaxBufferedMB: DefaultMaxBufferedMB,
+			Listen:            DefaultRuntimeListen,
+			Deadline:          DefaultDeadline,
+			TokenFile:         "runtime.token",
+			ErrorBodyIdle:     DefaultErrorBodyIdle,
+			MaxBufferedMB:     DefaultMaxBufferedMB,
+			ReadHeaderTimeout: DefaultReadHeaderTimeout,
+			ReadTimeout:       DefaultReadTimeout,
 		},
 		Bridge:          Bridge{Listen: DefaultBridgeListen},
-		Ledger:          Ledger{Synchronous: "full", ReservationGrace: DefaultReservationGrace},
+		Ledger:          Ledger{Synchronous: "full", ReservationGrace: DefaultReservationGrace, BusyTimeout: DefaultBusyTimeout},
 		ModelCooldown:   ModelCooldown{Enabled: false, MaxSeconds: DefaultMaxCooldown},
 		LearnedCooldown: LearnedCooldown{Mode: "off", PolicyJSON: "{}", Storage: "memory"},
 		Pools:           map[string]Pool{},
@@ -234,11 +249,14 @@ var Keys = []string{
 	"runtime.allowed_origins",
 	"runtime.error_body_idle",
 	"runtime.max_buffered_mb",
+	"runtime.read_header_timeout",
+	"runtime.read_timeout",
 	"bridge.listen",
 	"bridge.allowed_origins",
 	"bridge.runtime_url",
 	"ledger.synchronous",
 	"ledger.reservation_grace",
+	"ledger.busy_timeout",
 }
 
 // EnvName returns the ROTOR_* variable for a key: ROTOR_RUNTIME_LISTEN for
@@ -293,6 +311,10 @@ func (c *Config) Set(key, value string) error {
 			return fieldErr(key, "not an integer: %q", value)
 		}
 		c.Runtime.MaxBufferedMB = n
+	case "runtime.read_header_timeout":
+		return durField(&c.Runtime.ReadHeaderTimeout)
+	case "runtime.read_timeout":
+		return durField(&c.Runtime.ReadTimeout)
 	case "bridge.listen":
 		c.Bridge.Listen = value
 	case "bridge.allowed_origins":
@@ -303,6 +325,8 @@ func (c *Config) Set(key, value string) error {
 		c.Ledger.Synchronous = strings.ToLower(value)
 	case "ledger.reservation_grace":
 		return durField(&c.Ledger.ReservationGrace)
+	case "ledger.busy_timeout":
+		return durField(&c.Ledger.BusyTimeout)
 	default:
 		return fieldErr(key, "unknown key")
 	}
@@ -320,12 +344,18 @@ func (c *Config) Validate() error {
 		}
 		return nil
 	}
+	if d := c.Ledger.BusyTimeout; d > 0 && d < time.Millisecond {
+		return fieldErr("ledger.busy_timeout", "must be at least 1ms (SQLite counts milliseconds), not %s", d)
+	}
 	for _, check := range []error{
 		pos("catalog_ttl", c.CatalogTTL),
 		pos("catalog_timeout", c.CatalogTimeout),
 		pos("runtime.deadline", c.Runtime.Deadline),
 		pos("runtime.error_body_idle", c.Runtime.ErrorBodyIdle),
 		pos("ledger.reservation_grace", c.Ledger.ReservationGrace),
+		pos("runtime.read_header_timeout", c.Runtime.ReadHeaderTimeout),
+		pos("runtime.read_timeout", c.Runtime.ReadTimeout),
+		pos("ledger.busy_timeout", c.Ledger.BusyTimeout),
 	} {
 		if check != nil {
 			return check

@@ -181,6 +181,10 @@ func (p *parser) top(n *yaml.Node) error {
 				"deadline":        func(n *yaml.Node, f string) error { return durValue(n, f, &c.Runtime.Deadline) },
 				"token_file":      func(n *yaml.Node, f string) error { return strValue(n, f, &c.Runtime.TokenFile) },
 				"error_body_idle": func(n *yaml.Node, f string) error { return durValue(n, f, &c.Runtime.ErrorBodyIdle) },
+				"read_header_timeout": func(n *yaml.Node, f string) error {
+					return durValue(n, f, &c.Runtime.ReadHeaderTimeout)
+				},
+				"read_timeout": func(n *yaml.Node, f string) error { return durValue(n, f, &c.Runtime.ReadTimeout) },
 				"allowed_origins": func(n *yaml.Node, f string) (err error) {
 					c.Runtime.AllowedOrigins, err = strList(n, f)
 					return err
@@ -211,6 +215,7 @@ func (p *parser) top(n *yaml.Node) error {
 			err = p.section(e, map[string]func(*yaml.Node, string) error{
 				"synchronous":       func(n *yaml.Node, f string) error { return strValue(n, f, &c.Ledger.Synchronous) },
 				"reservation_grace": func(n *yaml.Node, f string) error { return durValue(n, f, &c.Ledger.ReservationGrace) },
+				"busy_timeout":      func(n *yaml.Node, f string) error { return durValue(n, f, &c.Ledger.BusyTimeout) },
 			})
 		case "model_cooldown":
 			// The spec's own settings: kept raw, resolved by ResolveSpec,

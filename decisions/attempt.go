@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/internal/failpoint"
 	"github.com/rotorhq/rotor/internal/httpx"
 	"github.com/rotorhq/rotor/pool"
 )
@@ -267,6 +268,7 @@ func (a *attempt) send(ctx context.Context, c *credential) (out *answer, next bo
 	defer resp.Body.Close()
 	a.sent++
 	a.lastCred = c.Name
+	failpoint.Hit(failpoint.DuringUpstream) // crash tests: the provider has the request, its answer is unread
 	status := resp.StatusCode
 
 	if status >= 200 && status < 300 {

@@ -3,6 +3,7 @@ package decisions
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/internal/failpoint"
 	"github.com/rotorhq/rotor/internal/httpx"
 	"github.com/rotorhq/rotor/internal/secret"
 	"github.com/rotorhq/rotor/ledger"
@@ -266,6 +268,15 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (rt *Router) serve(ctx context.Context, w http.ResponseWriter, r *http.Request, info *Info) error {
 	// 1. Size cap, then 2. JSON, then 3. model prefix: all before anything
 	// else, and before budgets.
+	if r.ContentLength > MaxBody {
+		// Announced too large: refused without buffering any of it, so
+		// that hostile requests cannot take the buffer bound from real
+		// ones. It is drained (up to the cap) rather than left unread, so
+		// that a client still sending reads the 413 instead of a reset.
+		_, _ = io.CopyN(io.Discard, r.Body, MaxBody+1)
+		rt.refused("request_too_large")
+		return httpx.NewError(httpx.CodeRequestTooLarge)
+	}
 	body, err := readAll(r.Body, MaxBody, rt.buffers, r.ContentLength)
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -333,8 +344,14 @@ func (rt *Router) serve(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		Operation: Operation, Pool: prefix, Model: upstream, Region: region, Client: ClientFrom(r.Context())}
 	if err := rt.cfg.Ledger.Reserve(context.WithoutCancel(ctx), res, rt.cfg.Admitter); err != nil {
 		rt.refused(refusalReason(err))
+		if errors.Is(err, ledger.ErrUnavailable) || errors.Is(err, ledger.ErrReadOnly) {
+			// The caller gets a generic 503; the operator needs the cause
+			// (disk full, lock held past busy_timeout, I/O error).
+			rt.log.Warn("ledger cannot record; admission failed closed", "request_id", id, "error", err)
+		}
 		return err
 	}
+	failpoint.Hit(failpoint.AfterAdmission) // crash tests: reservation committed, nothing sent
 	a := &attempt{rt: rt, ps: ps, req: req, upstream: upstream, region: region, id: id, info: info,
 		scope: pool.Scope{Model: upstream, QuotaBucket: ps.pool.BucketFor(upstream)}}
 	out, err := a.run(ctx)
@@ -375,6 +392,7 @@ func (rt *Router) serve(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		}
 	}
 	info.Attempts = a.sent
+	failpoint.Hit(failpoint.AfterAnswer) // crash tests: the provider answered, the row is not settled
 	if serr := rt.cfg.Ledger.Settle(context.WithoutCancel(ctx), st); serr != nil {
 		// The provider ran the request, but the row could not be settled:
 		// the reservation stays and counts as unknown usage. Fail closed

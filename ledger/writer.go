@@ -238,8 +238,9 @@ func (w *writer) run(ops []*op) {
 	}
 }
 
-// runBatch commits ops in one transaction and returns each op's result, or
-// nil when the transaction as a whole failed (then ops of a one-op batch
+// runBatch commits ops in one transaction and returns each op's result
+// (every op's ErrUnavailable when the transaction could not begin), or nil
+// when the transaction failed after it began (then ops of a one-op batch
 // have already been answered).
 func (w *writer) runBatch(ops []*op) []error {
 	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
@@ -251,8 +252,19 @@ func (w *writer) runBatch(ops []*op) []error {
 		}
 		return nil
 	}
+	// failAll answers every op when the database itself is unavailable (the
+	// lock is still held by another connection after busy_timeout, or it
+	// cannot be read): retrying each write alone would make the last of n
+	// queued writes wait n busy timeouts (issue 8, case 10).
+	failAll := func(err error) []error {
+		errs := make([]error, len(ops))
+		for i := range errs {
+			errs[i] = unavailable(err)
+		}
+		return errs
+	}
 	if _, err := w.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		return fail(err)
+		return failAll(err)
 	}
 	rollback := func() { _, _ = w.conn.ExecContext(context.Background(), "ROLLBACK") }
 	b := &batch{
@@ -262,7 +274,7 @@ func (w *writer) runBatch(ops []*op) []error {
 	}
 	if err := w.refreshBudgets(ctx, b.q); err != nil {
 		rollback()
-		return fail(err)
+		return failAll(err)
 	}
 	b.view = &view{ctx: ctx, q: b.q, now: w.s.clk.Now(), budgets: w.budgets, cache: map[[2]int64]Totals{}, flush: b.flush}
 	errs := make([]error, len(ops))

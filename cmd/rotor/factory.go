@@ -251,13 +251,11 @@ func (f *Factory) Ledger(ctx context.Context) (*ledger.Store, error) {
 			return nil, err
 		}
 	}
-	sync := "full"
-	if c, err := f.Config(); err == nil {
-		sync = c.Ledger.Synchronous
-	} else {
+	c, err := f.Config()
+	if err != nil {
 		return nil, err
 	}
-	s, err := ledger.Open(ctx, path, ledger.Options{Clock: f.Clock, Logger: f.Logger(), Synchronous: sync})
+	s, err := ledger.Open(ctx, path, ledger.Options{Clock: f.Clock, Logger: f.Logger(), Synchronous: c.Ledger.Synchronous, BusyTimeout: c.Ledger.BusyTimeout})
 	if err != nil {
 		return nil, err
 	}

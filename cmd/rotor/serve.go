@@ -40,9 +40,11 @@ func tokenErr(err error) error {
 // serveOptions sizes the server's timeouts from the request deadline.
 func serveOptions(cfg *config.Config, f *Factory) httpx.ServeOptions {
 	return httpx.ServeOptions{
-		WriteTimeout: cfg.Runtime.Deadline + 15*time.Second,
-		Drain:        cfg.Runtime.Deadline + 5*time.Second,
-		Logger:       f.Logger(),
+		ReadHeaderTimeout: cfg.Runtime.ReadHeaderTimeout,
+		ReadTimeout:       cfg.Runtime.ReadTimeout,
+		WriteTimeout:      cfg.Runtime.Deadline + 15*time.Second,
+		Drain:             cfg.Runtime.Deadline + 5*time.Second,
+		Logger:            f.Logger(),
 	}
 }
 

@@ -134,7 +134,8 @@ func openServingLedger(ctx context.Context, f *Factory, cfg *config.Config, m *r
 			return nil, err
 		}
 	}
-	s, err := ledger.Open(ctx, path, ledger.Options{Clock: f.Clock, Logger: f.Logger(), Synchronous: cfg.Ledger.Synchronous, OnCommit: m.ObserveCommit})
+	s, err := ledger.Open(ctx, path, ledger.Options{Clock: f.Clock, Logger: f.Logger(), Synchronous: cfg.Ledger.Synchronous,
+		BusyTimeout: cfg.Ledger.BusyTimeout, OnCommit: m.ObserveCommit})
 	if err != nil {
 		return nil, err
 	}

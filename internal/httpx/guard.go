@@ -102,6 +102,14 @@ func SecurityHeaders(h http.Header) {
 func (g *Guard) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		SecurityHeaders(w.Header())
+		if len(r.TransferEncoding) > 0 {
+			// net/http serves a request that carries both Content-Length
+			// and Transfer-Encoding by the latter and silently drops the
+			// former, so such a request cannot be told apart here. RFC
+			// 9112 section 6.1: the server must close the connection after
+			// answering it, so that nothing smuggled behind it is served.
+			w.Header().Set("Connection", "close")
+		}
 		if !g.ValidHost(r.Host) {
 			// Do not read a body we will not use.
 			w.Header().Set("Connection", "close")
