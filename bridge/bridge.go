@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"encoding/hex"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
@@ -18,13 +19,22 @@ import (
 // The bridge always sets it itself and drops any copy from the caller.
 const ClientHeader = "X-Rotor-Client"
 
+// TokenHashHeader carries the client token's SHA-256 (hex) to an
+// in-process runtime, whose admission re-checks it; see
+// Config.Runtime.
+const TokenHashHeader = "X-Rotor-Token-Hash"
+
 // MaxBody is the largest request body the bridge accepts (64 MiB).
 const MaxBody = 64 << 20
 
 // Tokens is what the bridge needs from the token store.
 type Tokens interface {
-	// LookupToken returns the label of the token whose SHA-256 is hash.
+	// LookupToken returns the label of the token whose SHA-256 is hash,
+	// as the database has it now.
 	LookupToken(ctx context.Context, hash [32]byte) (label string, ok bool, err error)
+	// LookupTokenCached may answer from a list loaded a moment ago; the
+	// in-process runtime re-checks the token at admission.
+	LookupTokenCached(ctx context.Context, hash [32]byte) (label string, ok bool, err error)
 	// TouchTokens records last-use times, coalesced by the bridge.
 	TouchTokens(ctx context.Context, used map[string]time.Time) error
 }
@@ -32,8 +42,12 @@ type Tokens interface {
 // Config configures a bridge. Tokens and one of Runtime or RuntimeURL are
 // required.
 type Config struct {
-	// Runtime is the in-process runtime. It trusts ClientHeader, so it
-	// must only ever be reached through the bridge.
+	// Runtime is the in-process runtime. It trusts ClientHeader and
+	// TokenHashHeader, so it must only ever be reached through the bridge.
+	// With it, Decisions requests are authenticated against the cached
+	// token list and the runtime's admission re-checks the token in the
+	// ledger transaction, so a token revoked elsewhere still stops at its
+	// next request; every other route checks the database.
 	Runtime http.Handler
 	// RuntimeURL is a standalone runtime; RuntimeToken authenticates to it.
 	RuntimeURL   *url.URL
@@ -94,8 +108,12 @@ func (b *Bridge) Handler() http.Handler {
 	return g.Wrap(http.HandlerFunc(b.serve))
 }
 
-func (b *Bridge) authenticate(ctx context.Context, tok secret.Value) (string, bool, error) {
-	label, ok, err := b.cfg.Tokens.LookupToken(ctx, tok.Hash())
+func (b *Bridge) authenticate(r *http.Request, tok secret.Value) (string, bool, error) {
+	lookup := b.cfg.Tokens.LookupToken
+	if b.cfg.RuntimeURL == nil && r.Method == http.MethodPost && r.URL.Path == "/v1/decisions" {
+		lookup = b.cfg.Tokens.LookupTokenCached
+	}
+	label, ok, err := lookup(r.Context(), tok.Hash())
 	if err != nil || !ok {
 		return "", ok, err
 	}
@@ -131,6 +149,12 @@ func (b *Bridge) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	out.Header.Set(ClientHeader, httpx.Label(r.Context()))
+	if b.cfg.RuntimeURL == nil {
+		if tok, ok := httpx.Bearer(r); ok {
+			h := tok.Hash()
+			out.Header.Set(TokenHashHeader, hex.EncodeToString(h[:]))
+		}
+	}
 	out.Header.Set("X-Request-ID", httpx.RequestID(r.Context()))
 	out.Body = http.MaxBytesReader(w, r.Body, MaxBody)
 	b.forward.ServeHTTP(w, out)

@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"encoding/hex"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -20,6 +21,7 @@ type fakeTokens struct {
 	mu      sync.Mutex
 	labels  map[[32]byte]string
 	touched map[string]time.Time
+	cached  int
 }
 
 func (f *fakeTokens) LookupToken(_ context.Context, h [32]byte) (string, bool, error) {
@@ -27,6 +29,14 @@ func (f *fakeTokens) LookupToken(_ context.Context, h [32]byte) (string, bool, e
 	defer f.mu.Unlock()
 	l, ok := f.labels[h]
 	return l, ok, nil
+}
+
+// LookupTokenCached counts its calls so tests can see which path ran.
+func (f *fakeTokens) LookupTokenCached(ctx context.Context, h [32]byte) (string, bool, error) {
+	f.mu.Lock()
+	f.cached++
+	f.mu.Unlock()
+	return f.LookupToken(ctx, h)
 }
 
 func (f *fakeTokens) TouchTokens(_ context.Context, used map[string]time.Time) error {
@@ -161,5 +171,39 @@ func TestStandaloneRuntimeGetsRuntimeToken(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 502 || !strings.Contains(string(body), "runtime_unavailable") {
 		t.Errorf("runtime down: %d %s", resp.StatusCode, body)
+	}
+}
+
+// With the runtime in-process, Decisions requests use the cached token
+// list and carry the token's hash for admission to re-check; other routes
+// check the database.
+func TestInProcessDecisionsUseCachedLookupAndCarryTokenHash(t *testing.T) {
+	var got http.Header
+	_, srv, ft := setup(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got = r.Header.Clone() }), nil)
+	send := func(method, path string) {
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader("{}"))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	send("POST", "/v1/decisions")
+	h := secret.New(tok).Hash()
+	if ft.cached != 1 || got.Get(TokenHashHeader) != hex.EncodeToString(h[:]) {
+		t.Errorf("decisions: cached lookups %d, hash header %q", ft.cached, got.Get(TokenHashHeader))
+	}
+	send("GET", "/v1/status")
+	if ft.cached != 1 {
+		t.Errorf("status used the cached list")
+	}
+	req, _ := http.NewRequest("POST", srv.URL+"/v1/decisions", strings.NewReader("{}"))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set(TokenHashHeader, strings.Repeat("0", 64))
+	resp, _ := http.DefaultClient.Do(req)
+	resp.Body.Close()
+	if got.Get(TokenHashHeader) != hex.EncodeToString(h[:]) {
+		t.Errorf("a caller's token hash header reached the runtime: %q", got.Get(TokenHashHeader))
 	}
 }

@@ -202,7 +202,7 @@ func Default() Config {
 			ReadTimeout:       DefaultReadTimeout,
 		},
 		Bridge:          Bridge{Listen: DefaultBridgeListen},
-		Ledger:          Ledger{Synchronous: "full", ReservationGrace: DefaultReservationGrace, BusyTimeout: DefaultBusyTimeout},
+		Ledger:          Ledger{Synchronous: "normal", ReservationGrace: DefaultReservationGrace, BusyTimeout: DefaultBusyTimeout},
 		ModelCooldown:   ModelCooldown{Enabled: false, MaxSeconds: DefaultMaxCooldown},
 		LearnedCooldown: LearnedCooldown{Mode: "off", PolicyJSON: "{}", Storage: "memory"},
 		Pools:           map[string]Pool{},

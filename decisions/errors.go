@@ -106,6 +106,8 @@ func ErrorResponse(err error) *httpx.Error {
 		return httpx.NewError(httpx.CodeOverloaded).WithRetryAfter(time.Second)
 	case errors.Is(err, pool.ErrNoCredentials):
 		return httpx.NewError(httpx.CodeNoCredentials)
+	case errors.Is(err, ledger.ErrTokenRevoked):
+		return httpx.NewError(httpx.CodeInvalidToken)
 	case errors.Is(err, ledger.ErrUnavailable), errors.Is(err, ledger.ErrReadOnly), errors.Is(err, ledger.ErrClosed):
 		return httpx.NewError(httpx.CodeLedgerUnavailable).WithRetryAfter(time.Second)
 	case errors.Is(err, ErrDeadline), errors.Is(err, context.DeadlineExceeded):

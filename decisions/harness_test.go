@@ -192,6 +192,18 @@ func (h *harness) rows() []ledger.Row {
 	return rows
 }
 
+// row returns the ledger row of a request id.
+func (h *harness) row(id string) ledger.Row {
+	h.t.Helper()
+	for _, r := range h.rows() {
+		if r.RequestID == id {
+			return r
+		}
+	}
+	h.t.Fatalf("no ledger row for request %s", id)
+	return ledger.Row{}
+}
+
 // wantStatus fails unless r has the status (and code, when given).
 func wantStatus(t *testing.T, r reply, status int, code string) {
 	t.Helper()

@@ -208,6 +208,14 @@ type Info struct {
 
 type infoKey struct{}
 type clientKey struct{}
+type tokenKey struct{}
+
+// WithTokenHash returns ctx carrying the SHA-256 of the client token that
+// authenticated the request; admission then re-checks that the token is
+// still stored.
+func WithTokenHash(ctx context.Context, hash [32]byte) context.Context {
+	return context.WithValue(ctx, tokenKey{}, hash)
+}
 
 // WithInfo returns ctx carrying a fresh *Info the route fills in.
 func WithInfo(ctx context.Context) (context.Context, *Info) {
@@ -342,6 +350,9 @@ func (rt *Router) serve(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	start := rt.cfg.Clock.Now()
 	res := ledger.Reservation{RequestID: id, Expires: start.Add(rt.cfg.Deadline + rt.cfg.ReservationGrace),
 		Operation: Operation, Pool: prefix, Model: upstream, Region: region, Client: ClientFrom(r.Context())}
+	if h, ok := r.Context().Value(tokenKey{}).([32]byte); ok {
+		res.Token, res.CheckToken = h, true
+	}
 	if err := rt.cfg.Ledger.Reserve(context.WithoutCancel(ctx), res, rt.cfg.Admitter); err != nil {
 		rt.refused(refusalReason(err))
 		if errors.Is(err, ledger.ErrUnavailable) || errors.Is(err, ledger.ErrReadOnly) {

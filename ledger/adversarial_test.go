@@ -143,8 +143,8 @@ func TestAdversarialEveryConnectionCarriesConfiguredPragmas(t *testing.T) {
 		opts Options
 		want map[string]string
 	}{
-		{"defaults", Options{}, map[string]string{"journal_mode": "wal", "synchronous": "2", "busy_timeout": "5000", "foreign_keys": "1"}},
-		{"normal, 1.5s", Options{Synchronous: "normal", BusyTimeout: 1500 * time.Millisecond}, map[string]string{"journal_mode": "wal", "synchronous": "1", "busy_timeout": "1500", "foreign_keys": "1"}},
+		{"defaults", Options{}, map[string]string{"journal_mode": "wal", "synchronous": "1", "busy_timeout": "5000", "foreign_keys": "1"}},
+		{"full, 1.5s", Options{Synchronous: "full", BusyTimeout: 1500 * time.Millisecond}, map[string]string{"journal_mode": "wal", "synchronous": "2", "busy_timeout": "1500", "foreign_keys": "1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -63,7 +64,7 @@ func openBench(b *testing.B, rows int, withBudgets bool) *ledger.Store {
 	b.Helper()
 	path := cachedFixture(b, rows)
 	clk := shiftedClock{d: fixtureAnchor.Sub(time.Now())}
-	s, err := ledger.Open(context.Background(), path, ledger.Options{Clock: clk})
+	s, err := ledger.Open(context.Background(), path, ledger.Options{Clock: clk, Synchronous: os.Getenv("ROTOR_BENCH_SYNC")})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -115,8 +115,8 @@ FROM usage WHERE ts_ms >= :hour * 3600000 GROUP BY 1`,
 	`INSERT INTO usage_hour_dims (bucket, operation, model, credential, client, status, requests, input_tokens, output_tokens, total_tokens, tokens_null, cost_micros, cost_null, errors)
 SELECT ts_ms / 3600000, operation, model, credential, client, status,
   COUNT(*), COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), COALESCE(SUM(total_tokens), 0), COUNT(*) - COUNT(total_tokens),
-  COALESCE(SUM(cost_micros), 0), COUNT(*) - COUNT(cost_micros), SUM(state = 1 AND (status >= 400 OR status = 0))
-FROM usage WHERE ts_ms >= :hour * 3600000 GROUP BY 1, 2, 3, 4, 5, 6`,
+  COALESCE(SUM(cost_micros), 0), COUNT(*) - COUNT(cost_micros), SUM(status >= 400 OR status = 0)
+FROM usage WHERE ts_ms >= :hour * 3600000 AND state = 1 GROUP BY 1, 2, 3, 4, 5, 6`,
 }
 
 // buildFixture creates a ledger at path (which must not exist) holding

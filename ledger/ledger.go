@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
@@ -34,6 +35,9 @@ var (
 	// ErrReadOnly is returned for writes to a database file this process
 	// may not write.
 	ErrReadOnly = errors.New("ledger is read-only")
+	// ErrTokenRevoked refuses a reservation whose client token is no
+	// longer stored.
+	ErrTokenRevoked = errors.New("client token revoked")
 	// ErrNotFound is returned for a missing budget, token or reservation.
 	ErrNotFound = errors.New("not found")
 	// ErrExists is returned when a name is taken.
@@ -56,9 +60,11 @@ func (e *SchemaError) Unwrap() error { return ErrSchemaTooNew }
 
 // Options configure Open. The zero value is usable.
 type Options struct {
-	// Synchronous is SQLite's synchronous setting, "full" (default: a
-	// committed row survives power loss) or "normal" (survives a process
-	// crash; a power loss may take the last commits).
+	// Synchronous is SQLite's synchronous setting: "normal" (the default:
+	// in WAL mode a committed row survives any process crash, kill -9
+	// included; a power loss or OS crash may take the commits since the
+	// last checkpoint) or "full" (a committed row survives power loss too,
+	// at one fsync per commit).
 	Synchronous string
 	// BusyTimeout is how long a write waits for another process's lock
 	// (default 5s).
@@ -85,6 +91,9 @@ type Store struct {
 	// readOnly is set when the file cannot be opened for writing; writes
 	// then fail with ErrReadOnly instead of a driver error.
 	readOnly bool
+	// tokens is the latest client token list either the watcher or the
+	// writer loaded (hash -> label), for LookupTokenCached.
+	tokens atomic.Pointer[map[[32]byte]string]
 }
 
 // Open opens (creating if needed) the ledger database at path and applies
@@ -117,11 +126,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	} else if errors.Is(err, fs.ErrPermission) {
 		readOnly = true
 	}
-	sync := "FULL"
+	sync := "NORMAL"
 	switch strings.ToLower(opts.Synchronous) {
-	case "", "full":
-	case "normal":
-		sync = "NORMAL"
+	case "", "normal":
+	case "full":
+		sync = "FULL"
 	default:
 		return nil, fmt.Errorf("open ledger: synchronous must be full or normal, not %q", opts.Synchronous)
 	}
@@ -157,7 +166,9 @@ func (s *Store) Close() error {
 	if s.w != nil {
 		s.w.close()
 	}
+	s.watch.mu.Lock()
 	s.watch.close()
+	s.watch.mu.Unlock()
 	return s.db.Close()
 }
 
@@ -264,19 +275,23 @@ func (s *Store) DB() *sql.DB { return s.db }
 // tokens: it compares PRAGMA data_version on a dedicated connection, and
 // only when that moved reads the single config_version row.
 type watcher struct {
-	s       *Store
-	mu      sync.Mutex
-	conn    *sql.Conn
-	dataVer int64
-	cfgVer  int64
-	tokens  map[[32]byte]string
-	loaded  bool
+	s           *Store
+	mu          sync.Mutex
+	conn        *sql.Conn
+	dataVerStmt *sql.Stmt
+	cfgVerStmt  *sql.Stmt
+	dataVer     int64
+	cfgVer      int64
+	tokens      map[[32]byte]string
+	loaded      bool
 }
 
+// close releases the watcher's connection; the next lookup opens a new
+// one. The caller holds w.mu.
 func (w *watcher) close() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	if w.conn != nil {
+		w.dataVerStmt.Close()
+		w.cfgVerStmt.Close()
 		w.conn.Close()
 		w.conn = nil
 	}

@@ -251,7 +251,7 @@ func TestCorruptFileRefusedUnchanged(t *testing.T) {
 	}
 }
 
-// TestEveryPooledConnectionCarriesPragmas: WAL, synchronous FULL, busy
+// TestEveryPooledConnectionCarriesPragmas: WAL, synchronous NORMAL (the default), busy
 // timeout 5000 and foreign keys on every connection of the pool.
 func TestEveryPooledConnectionCarriesPragmas(t *testing.T) {
 	s, _ := openTest(t, clock.NewFake(t0))
@@ -271,7 +271,7 @@ func TestEveryPooledConnectionCarriesPragmas(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := map[string]string{"journal_mode": "wal", "synchronous": "2", "busy_timeout": "5000", "foreign_keys": "1"}
+		want := map[string]string{"journal_mode": "wal", "synchronous": "1", "busy_timeout": "5000", "foreign_keys": "1"}
 		for k, v := range want {
 			if p[k] != v {
 				t.Errorf("conn %d: %s = %q, want %q", i, k, p[k], v)
@@ -474,5 +474,131 @@ func TestReportGroupsAndUnknownCost(t *testing.T) {
 	}
 	if _, err := s.Report(ctx, ReportQuery{From: t0, To: clk.Now(), By: []string{"colour"}}); err == nil {
 		t.Error("unknown group key accepted")
+	}
+}
+
+// TestWriterWindowCacheMatchesExact: the writer's cross-batch window cache
+// answers every window exactly as a fresh computation over the rollups and
+// raw edges, through reservations, settlements, releases, rollbacks,
+// windows sliding by seconds or hours, and rows written by another
+// connection.
+func TestWriterWindowCacheMatchesExact(t *testing.T) {
+	clk := clock.NewFake(t0)
+	s, path := openTest(t, clk)
+	other, err := Open(ctx, path, Options{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	rng := rand.New(rand.NewSource(3))
+	lengths := []time.Duration{time.Minute, 7 * time.Minute, time.Hour, 26 * time.Hour}
+	checks := 0
+	check := AdmitFunc(func(r WindowReader, _ Reservation) error {
+		now := r.Now()
+		for _, d := range lengths {
+			from := now.Add(-d).Add(time.Millisecond)
+			cached, err := r.Totals(Window{from, now.Add(time.Millisecond)})
+			if err != nil {
+				return err
+			}
+			// A window that does not end now bypasses the cache.
+			exact, err := r.Totals(Window{from, now.Add(2 * time.Millisecond)})
+			if err != nil {
+				return err
+			}
+			if cached != exact {
+				t.Errorf("at %s window %s: cached %+v, exact %+v", now.Format(time.RFC3339Nano), d, cached, exact)
+			}
+			checks++
+		}
+		return nil
+	})
+	var open []string
+	for i := 0; i < 600; i++ {
+		switch n := rng.Intn(10); {
+		case n < 5:
+			id := fmt.Sprint("r", i)
+			if err := s.Reserve(ctx, Reservation{RequestID: id, Operation: "decisions"}, check); err != nil {
+				t.Fatal(err)
+			}
+			open = append(open, id)
+		case n < 8 && len(open) > 0:
+			k := rng.Intn(len(open))
+			id := open[k]
+			open = append(open[:k], open[k+1:]...)
+			if rng.Intn(4) == 0 {
+				if err := s.Release(ctx, id); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := s.Settle(ctx, Settlement{RequestID: id, Status: 200, TotalTokens: Known(rng.Int63n(500))}); err != nil {
+				t.Fatal(err)
+			}
+		case n == 8:
+			// Another process writes: the cache must not miss its rows.
+			id := fmt.Sprint("other", i)
+			if err := other.Reserve(ctx, Reservation{RequestID: id, Operation: "decisions"}, nil); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			// A refused admission leaves the batch's cache as it was.
+			if err := s.Reserve(ctx, Reservation{RequestID: fmt.Sprint("x", i), Operation: "decisions"}, AdmitFunc(func(r WindowReader, res Reservation) error {
+				if err := check(r, res); err != nil {
+					return err
+				}
+				return errors.New("refused")
+			})); err == nil {
+				t.Fatal("refusal ignored")
+			}
+		}
+		step := []time.Duration{0, time.Millisecond, 1500 * time.Millisecond, 40 * time.Second, 3 * time.Minute, 2 * time.Hour}[rng.Intn(6)]
+		clk.Advance(step)
+	}
+	if checks < 1000 {
+		t.Errorf("only %d window checks ran", checks)
+	}
+}
+
+// A front door that answered from the cached token list is backed by
+// admission: a token revoked by another process is refused inside the
+// reservation's transaction, at its next request.
+func TestReservationRefusesTokenRevokedElsewhere(t *testing.T) {
+	clk := clock.NewFake(t0)
+	s, path := openTest(t, clk)
+	h := [32]byte{9, 9, 9}
+	if err := s.AddClientToken(ctx, "ci", h, false); err != nil {
+		t.Fatal(err)
+	}
+	res := func(id string) Reservation {
+		return Reservation{RequestID: id, Operation: "decisions", Token: h, CheckToken: true}
+	}
+	if err := s.Reserve(ctx, res("a"), nil); err != nil {
+		t.Fatalf("reservation with a stored token: %v", err)
+	}
+	other, err := Open(ctx, path, Options{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := other.RevokeClientToken(ctx, "ci"); err != nil {
+		t.Fatal(err)
+	}
+	// The cached list may still know the token ...
+	if label, ok, _ := s.LookupTokenCached(ctx, h); !ok || label != "ci" {
+		t.Logf("cached lookup already refreshed: %q %v", label, ok)
+	}
+	// ... but admission does not.
+	if err := s.Reserve(ctx, res("b"), nil); !errors.Is(err, ErrTokenRevoked) {
+		t.Fatalf("reservation after revocation elsewhere = %v, want ErrTokenRevoked", err)
+	}
+	if label, ok, err := s.LookupTokenCached(ctx, h); err != nil || ok {
+		t.Errorf("cached lookup after the writer saw the revocation = %q, %v, %v", label, ok, err)
+	}
+	// A token created elsewhere is found through the fallback.
+	h2 := [32]byte{7}
+	if err := other.AddClientToken(ctx, "new", h2, false); err != nil {
+		t.Fatal(err)
+	}
+	if label, ok, err := s.LookupTokenCached(ctx, h2); err != nil || !ok || label != "new" {
+		t.Errorf("cached lookup of a token created elsewhere = %q, %v, %v", label, ok, err)
 	}
 }

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"sort"
 	"strconv"
@@ -169,6 +170,7 @@ func (s *Store) Report(ctx context.Context, q ReportQuery) ([]ReportRow, error) 
   COUNT(*), COALESCE(SUM(input_tokens),0), COALESCE(SUM(output_tokens),0), COALESCE(SUM(total_tokens),0), COUNT(*) - COUNT(total_tokens),
   COALESCE(SUM(cost_micros),0), COUNT(*) - COUNT(cost_micros), COALESCE(SUM(state = 1 AND (status >= 400 OR status = 0)),0)
 FROM usage WHERE ts_ms >= ? AND ts_ms < ?` + group
+	openQ := strings.Replace(rawQ, "WHERE ts_ms >= ? AND ts_ms < ?", "WHERE ts_ms >= ? AND ts_ms < ? AND state = 0", 1)
 	hourQ := `SELECT ` + strings.Join(hourKeys, "") + `
   COALESCE(SUM(requests),0), COALESCE(SUM(input_tokens),0), COALESCE(SUM(output_tokens),0), COALESCE(SUM(total_tokens),0), COALESCE(SUM(tokens_null),0),
   COALESCE(SUM(cost_micros),0), COALESCE(SUM(cost_null),0), COALESCE(SUM(errors),0)
@@ -189,6 +191,19 @@ FROM usage_hour_dims WHERE bucket >= ? AND bucket < ?` + group
 			}
 			if err := scan(hourQ, h1/hourMS, h2/hourMS); err != nil {
 				return nil, err
+			}
+			// The hourly rollup holds settled rows only. The few
+			// unsettled ones (requests in flight, or left by a process
+			// that died) are read raw from the hours whose totals count
+			// more requests than the rollup.
+			hours, err := unsettledHours(ctx, conn, h1/hourMS, h2/hourMS)
+			if err != nil {
+				return nil, err
+			}
+			for _, h := range hours {
+				if err := scan(openQ, h*hourMS, (h+1)*hourMS); err != nil {
+					return nil, err
+				}
 			}
 		}
 	}
@@ -214,6 +229,27 @@ FROM usage_hour_dims WHERE bucket >= ? AND bucket < ?` + group
 	return out, nil
 }
 
+// unsettledHours returns the hours in [h1, h2) that hold unsettled rows:
+// those whose total requests exceed the settled rows of the report rollup.
+func unsettledHours(ctx context.Context, conn *sql.Conn, h1, h2 int64) ([]int64, error) {
+	rows, err := conn.QueryContext(ctx, `SELECT h.bucket FROM usage_hour h
+LEFT JOIN (SELECT bucket, SUM(requests) AS requests FROM usage_hour_dims WHERE bucket >= ? AND bucket < ? GROUP BY bucket) d ON d.bucket = h.bucket
+WHERE h.bucket >= ? AND h.bucket < ? AND h.requests > COALESCE(d.requests, 0)`, h1, h2, h1, h2)
+	if err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var h int64
+		if err := rows.Scan(&h); err != nil {
+			return nil, fmt.Errorf("report: %w", err)
+		}
+		out = append(out, h)
+	}
+	return out, rows.Err()
+}
+
 func validKey(k string) bool {
 	for _, v := range ReportKeys {
 		if v == k {
@@ -227,7 +263,7 @@ func validKey(k string) bool {
 // limit (0 = no limit). For tests and debugging.
 func (s *Store) Rows(ctx context.Context, from, to time.Time, limit int) ([]Row, error) {
 	q := `SELECT request_id, ts_ms, state, expires_ms, operation, pool, model, credential, region, client, attempts, status, error_code,
-  input_tokens, output_tokens, total_tokens, cost_micros, COALESCE(latency_ms, 0) FROM usage WHERE ts_ms >= ? AND ts_ms < ? ORDER BY ts_ms, id`
+  input_tokens, output_tokens, total_tokens, cost_micros, COALESCE(latency_ms, 0) FROM usage WHERE ts_ms >= ? AND ts_ms < ? ORDER BY ts_ms, request_id`
 	args := []any{from.UnixMilli(), to.UnixMilli()}
 	if limit > 0 {
 		q += " LIMIT ?"

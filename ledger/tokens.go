@@ -89,35 +89,60 @@ func (s *Store) LookupToken(ctx context.Context, hash [32]byte) (string, bool, e
 	return label, ok, nil
 }
 
-func (w *watcher) refresh(ctx context.Context) error {
+func (w *watcher) refresh(context.Context) error {
+	// A context that cannot be cancelled keeps the driver from starting a
+	// watcher per statement; both statements are single-page reads.
+	ctx := context.Background()
 	if w.conn == nil {
 		c, err := w.s.db.Conn(ctx)
 		if err != nil {
 			return fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
-		w.conn = c
+		dv, err := c.PrepareContext(ctx, "PRAGMA data_version")
+		if err != nil {
+			c.Close()
+			return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		cv, err := c.PrepareContext(ctx, "SELECT value FROM meta WHERE key = 'config_version'")
+		if err != nil {
+			dv.Close()
+			c.Close()
+			return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		w.conn, w.dataVerStmt, w.cfgVerStmt = c, dv, cv
 		w.loaded = false
 	}
 	var dv int64
-	if err := w.conn.QueryRowContext(ctx, "PRAGMA data_version").Scan(&dv); err != nil {
-		w.conn.Close()
-		w.conn = nil
+	if err := w.dataVerStmt.QueryRowContext(ctx).Scan(&dv); err != nil {
+		w.close()
 		return fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	if w.loaded && dv == w.dataVer {
 		return nil
 	}
 	var cv int64
-	if err := w.conn.QueryRowContext(ctx, "SELECT value FROM meta WHERE key = 'config_version'").Scan(&cv); err != nil {
+	if err := w.cfgVerStmt.QueryRowContext(ctx).Scan(&cv); err != nil {
+		w.close()
 		return fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	w.dataVer = dv
 	if w.loaded && cv == w.cfgVer {
 		return nil
 	}
-	rows, err := w.conn.QueryContext(ctx, `SELECT label, hash FROM client_tokens`)
+	m, err := loadTokens(ctx, w.conn)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	w.tokens, w.cfgVer, w.loaded = m, cv, true
+	w.s.tokens.Store(&m)
+	return nil
+}
+
+// loadTokens reads the client token table: hash -> label.
+func loadTokens(ctx context.Context, q querier) (map[[32]byte]string, error) {
+	rows, err := q.QueryContext(ctx, `SELECT label, hash FROM client_tokens`)
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
 	m := map[[32]byte]string{}
@@ -125,17 +150,28 @@ func (w *watcher) refresh(ctx context.Context) error {
 		var label string
 		var h []byte
 		if err := rows.Scan(&label, &h); err != nil {
-			return fmt.Errorf("%w: %v", ErrUnavailable, err)
+			return nil, err
 		}
 		var k [32]byte
 		copy(k[:], h)
 		m[k] = label
 	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	return m, rows.Err()
+}
+
+// LookupTokenCached answers from the token list last loaded by this
+// process, and falls back to LookupToken when the token is not in it (a
+// token created by another process since). It may still accept a token
+// revoked a moment ago: use it only where admission re-checks the token
+// (Reservation.CheckToken), which it does inside the same transaction that
+// sees the revocation.
+func (s *Store) LookupTokenCached(ctx context.Context, hash [32]byte) (string, bool, error) {
+	if m := s.tokens.Load(); m != nil {
+		if label, ok := (*m)[hash]; ok {
+			return label, true, nil
+		}
 	}
-	w.tokens, w.cfgVer, w.loaded = m, cv, true
-	return nil
+	return s.LookupToken(ctx, hash)
 }
 
 // TouchTokens records when tokens were last used. The bridge coalesces uses

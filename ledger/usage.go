@@ -34,6 +34,13 @@ type Reservation struct {
 	Model     string
 	Region    string
 	Client    string
+	// Token, when CheckToken is set, is the SHA-256 of the client token
+	// that sent the request: admission refuses it with ErrTokenRevoked
+	// when the token is no longer stored, so a token revoked by another
+	// process stops at its next request even when the caller's front door
+	// checked it against a cached list.
+	Token      [32]byte
+	CheckToken bool
 }
 
 // Settlement completes a reservation with what the request did.

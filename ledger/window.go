@@ -102,6 +102,42 @@ type view struct {
 	// flush, when set, writes pending rollup deltas before a query reads
 	// the rollup tables.
 	flush func() error
+	// wc, in the writer's views, carries window totals from batch to
+	// batch.
+	wc *windowCache
+}
+
+// windowCache keeps, across the writer's batches, the totals of every row
+// at or after a window's start. A rolling window that moved since the last
+// batch then costs one small query (the rows that left it), a calendar
+// window none, whatever the ledger's size and traffic. The writer applies
+// the delta of each of its own writes (applyDelta) and drops the cache
+// whenever that could be wrong: another connection committed, a batch
+// rolled back, or a window would move back in time.
+type windowCache struct {
+	entries []*cachedWindow
+}
+
+type cachedWindow struct {
+	from   int64 // ms: the totals cover every row with ts_ms >= from
+	totals Totals
+}
+
+// maxCachedWindows bounds the cache: one entry per distinct window start.
+const maxCachedWindows = 64
+
+// maxWindowSlide is the furthest an entry slides forward by subtracting
+// raw rows; past it, a window is computed afresh from the rollups.
+const maxWindowSlide = hourMS
+
+func (c *windowCache) reset() { c.entries = c.entries[:0] }
+
+func (c *windowCache) apply(ts int64, d Totals) {
+	for _, e := range c.entries {
+		if ts >= e.from {
+			e.totals.add(d)
+		}
+	}
 }
 
 func (v *view) Now() time.Time          { return v.now }
@@ -118,6 +154,9 @@ func (v *view) prepare() error {
 
 // applyDelta keeps cached windows exact after a write at ts.
 func (v *view) applyDelta(ts int64, d Totals) {
+	if v.wc != nil {
+		v.wc.apply(ts, d)
+	}
 	for k, t := range v.cache {
 		if ts >= k[0] && ts < k[1] {
 			t.add(d)
@@ -255,6 +294,57 @@ func (v *view) rawTotals(lo, hi int64) (Totals, error) {
 
 func (v *view) Totals(w Window) (Totals, error) {
 	f, t := w.ms()
+	if v.wc != nil && t == v.now.UnixMilli()+1 {
+		return v.cachedTotals(f, t)
+	}
+	return v.exactTotals(f, t)
+}
+
+// cachedTotals answers a window that ends now from the writer's cache:
+// the entry with the latest start at or before f, slid forward by
+// subtracting the rows that have left, or a fresh exact computation that
+// becomes a new entry.
+func (v *view) cachedTotals(f, t int64) (Totals, error) {
+	var best *cachedWindow
+	for _, e := range v.wc.entries {
+		if e.from <= f && (best == nil || e.from > best.from) {
+			best = e
+		}
+	}
+	if best != nil && f-best.from <= maxWindowSlide {
+		if best.from < f {
+			gone, err := v.totalsQuery(qRawTotals, best.from, f)
+			if err != nil {
+				return Totals{}, err
+			}
+			best.totals.add(gone.neg())
+			best.from = f
+		}
+		return best.totals, nil
+	}
+	sum, err := v.exactTotals(f, t)
+	if err != nil {
+		return Totals{}, err
+	}
+	// An entry covers every row from f on, so it may only stand for the
+	// window when no row lies after now (a clock ahead in another process).
+	var future int
+	if err := v.q.QueryRowContext(v.ctx, qFutureRows, t).Scan(&future); err != nil {
+		return Totals{}, &dbError{err}
+	}
+	if future == 0 {
+		if len(v.wc.entries) >= maxCachedWindows {
+			v.wc.entries = append(v.wc.entries[:0], v.wc.entries[1:]...)
+		}
+		v.wc.entries = append(v.wc.entries, &cachedWindow{from: f, totals: sum})
+	}
+	return sum, nil
+}
+
+const qFutureRows = `SELECT EXISTS (SELECT 1 FROM usage WHERE ts_ms >= ?)`
+
+// exactTotals computes [f, t) from the rollups and raw edges.
+func (v *view) exactTotals(f, t int64) (Totals, error) {
 	key := [2]int64{f, t}
 	if got, ok := v.cache[key]; ok {
 		return got, nil

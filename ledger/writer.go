@@ -51,25 +51,34 @@ type execQuerier interface {
 }
 
 // writer owns one connection and commits every usage write in batches.
+//
+// It is a leader/follower group commit: a write joins the queue, and if no
+// batch is running its caller becomes the leader and commits everything
+// queued, again and again, until the queue is empty; the others wait for
+// their own commit. A lone writer thus commits on its own goroutine with no
+// handoff, and concurrent writers share commits.
 type writer struct {
 	s        *Store
 	conn     *sql.Conn
 	maxBatch int
 
-	mu     sync.RWMutex
-	closed bool
-	ops    chan *op
-	stop   chan struct{}
-	done   chan struct{}
+	mu      sync.Mutex
+	idle    *sync.Cond // signalled when a leader steps down
+	closed  bool
+	leading bool
+	queue   []*op
 
 	stmts    map[string]*sql.Stmt
 	onCommit func(int, time.Duration)
 
-	// owned by the writer goroutine:
+	// owned by the leader:
 	dataVer int64
 	cfgVer  int64
 	budgets []BudgetRecord
+	tokens  map[[32]byte]string
 	open    map[string]openRow
+	windows windowCache
+	lastNow time.Time
 }
 
 func newWriter(ctx context.Context, s *Store, maxBatch int, onCommit func(int, time.Duration)) (*writer, error) {
@@ -79,14 +88,12 @@ func newWriter(ctx context.Context, s *Store, maxBatch int, onCommit func(int, t
 	}
 	w := &writer{
 		s: s, conn: conn, maxBatch: maxBatch,
-		ops:    make(chan *op, 4*maxBatch),
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
-		stmts:  map[string]*sql.Stmt{},
-		open:   map[string]openRow{},
-		cfgVer: -1,
+		stmts:    map[string]*sql.Stmt{},
+		open:     map[string]openRow{},
+		cfgVer:   -1,
+		onCommit: onCommit,
 	}
-	go w.loop()
+	w.idle = sync.NewCond(&w.mu)
 	return w, nil
 }
 
@@ -98,63 +105,59 @@ func (w *writer) submit(o *op) error {
 		return fmt.Errorf("%s: %w (check the file's permissions)", w.s.path, ErrReadOnly)
 	}
 	o.done = make(chan error, 1)
-	w.mu.RLock()
+	w.mu.Lock()
 	if w.closed {
-		w.mu.RUnlock()
+		w.mu.Unlock()
 		return ErrClosed
 	}
-	w.ops <- o
-	w.mu.RUnlock()
+	w.queue = append(w.queue, o)
+	if w.leading {
+		w.mu.Unlock()
+		return <-o.done
+	}
+	w.lead()
+	w.mu.Unlock()
 	return <-o.done
 }
 
+// lead commits the queue until it is empty. It is called, and returns,
+// with w.mu held; it releases the lock while a batch runs, so that more
+// writes queue up for the next batch.
+func (w *writer) lead() {
+	w.leading = true
+	for len(w.queue) > 0 {
+		n := min(len(w.queue), w.maxBatch)
+		batch := make([]*op, n)
+		copy(batch, w.queue)
+		w.queue = append(w.queue[:0], w.queue[n:]...)
+		w.mu.Unlock()
+		w.run(batch)
+		w.mu.Lock()
+	}
+	w.leading = false
+	w.idle.Broadcast()
+}
+
+// close refuses new writes, waits for queued ones to commit, and closes the
+// connection.
 func (w *writer) close() {
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
-		<-w.done
 		return
 	}
 	w.closed = true
-	close(w.stop)
+	for w.leading {
+		w.idle.Wait()
+	}
+	if len(w.queue) > 0 {
+		w.lead()
+	}
 	w.mu.Unlock()
-	<-w.done
 	for _, st := range w.stmts {
 		st.Close()
 	}
 	w.conn.Close()
-}
-
-func (w *writer) loop() {
-	defer close(w.done)
-	for {
-		var first *op
-		select {
-		case first = <-w.ops:
-		case <-w.stop:
-			// Submitters hold the read lock while sending, and closed is
-			// set under the write lock, so nothing is sent after this.
-			for {
-				select {
-				case o := <-w.ops:
-					w.run([]*op{o})
-				default:
-					return
-				}
-			}
-		}
-		batch := []*op{first}
-	fill:
-		for len(batch) < w.maxBatch {
-			select {
-			case o := <-w.ops:
-				batch = append(batch, o)
-			default:
-				break fill
-			}
-		}
-		w.run(batch)
-	}
 }
 
 func (w *writer) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
@@ -243,8 +246,11 @@ func (w *writer) run(ops []*op) {
 // when the transaction failed after it began (then ops of a one-op batch
 // have already been answered).
 func (w *writer) runBatch(ops []*op) []error {
-	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
-	defer cancel()
+	// A context that cannot be cancelled: the driver then needs no
+	// watcher per statement, and no write is ever interrupted halfway (an
+	// interrupted statement rolls the whole batch back). Lock waits are
+	// bounded by busy_timeout.
+	ctx := context.Background()
 	began := time.Now()
 	fail := func(err error) []error {
 		if len(ops) == 1 {
@@ -263,12 +269,17 @@ func (w *writer) runBatch(ops []*op) []error {
 		}
 		return errs
 	}
-	if _, err := w.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+	q := stmtConn{w: w, ctx: ctx}
+	if _, err := q.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return failAll(err)
 	}
-	rollback := func() { _, _ = w.conn.ExecContext(context.Background(), "ROLLBACK") }
+	rollback := func() {
+		// The cache holds deltas of writes that are now undone.
+		w.windows.reset()
+		_, _ = q.ExecContext(ctx, "ROLLBACK")
+	}
 	b := &batch{
-		w: w, ctx: ctx, q: stmtConn{w: w, ctx: ctx},
+		w: w, ctx: ctx, q: q,
 		minute: map[int64]Totals{}, hour: map[int64]Totals{}, dims: map[dimKey]delta{},
 		opened: map[string]openRow{},
 	}
@@ -276,7 +287,13 @@ func (w *writer) runBatch(ops []*op) []error {
 		rollback()
 		return failAll(err)
 	}
-	b.view = &view{ctx: ctx, q: b.q, now: w.s.clk.Now(), budgets: w.budgets, cache: map[[2]int64]Totals{}, flush: b.flush}
+	now := w.s.clk.Now()
+	if now.UnixMilli() < w.lastNow.UnixMilli() {
+		// The clock went back: windows would have to move back in time.
+		w.windows.reset()
+	}
+	w.lastNow = now
+	b.view = &view{ctx: ctx, q: b.q, now: now, budgets: w.budgets, cache: map[[2]int64]Totals{}, flush: b.flush, wc: &w.windows}
 	errs := make([]error, len(ops))
 	for i, o := range ops {
 		err := b.apply(o)
@@ -291,7 +308,7 @@ func (w *writer) runBatch(ops []*op) []error {
 		rollback()
 		return fail(err)
 	}
-	if _, err := w.conn.ExecContext(ctx, "COMMIT"); err != nil {
+	if _, err := q.ExecContext(ctx, "COMMIT"); err != nil {
 		rollback()
 		return fail(err)
 	}
@@ -322,6 +339,9 @@ func (w *writer) refreshBudgets(ctx context.Context, q stmtConn) error {
 	if dv == w.dataVer && w.cfgVer >= 0 {
 		return nil
 	}
+	// Another connection committed: its rows are not in the cached
+	// windows.
+	w.windows.reset()
 	w.dataVer = dv
 	var cv int64
 	if err := q.QueryRowContext(ctx, "SELECT value FROM meta WHERE key = 'config_version'").Scan(&cv); err != nil {
@@ -334,7 +354,12 @@ func (w *writer) refreshBudgets(ctx context.Context, q stmtConn) error {
 	if err != nil {
 		return err
 	}
-	w.budgets, w.cfgVer = bs, cv
+	toks, err := loadTokens(ctx, w.conn)
+	if err != nil {
+		return err
+	}
+	w.budgets, w.tokens, w.cfgVer = bs, toks, cv
+	w.s.tokens.Store(&toks)
 	return nil
 }
 
@@ -385,6 +410,11 @@ func (b *batch) reserve(o *op) error {
 	if _, dup := b.opened[r.RequestID]; dup {
 		return fmt.Errorf("ledger: request %s: %w", r.RequestID, ErrExists)
 	}
+	if r.CheckToken {
+		if _, ok := b.w.tokens[r.Token]; !ok {
+			return ErrTokenRevoked
+		}
+	}
 	if o.admit != nil {
 		if err := o.admit.Admit(b.view, r); err != nil {
 			return err
@@ -400,7 +430,7 @@ func (b *batch) reserve(o *op) error {
 		return &dbError{err}
 	}
 	d := dims{operation: r.Operation, model: r.Model, client: r.Client}
-	b.add(ts, d, reservationDelta())
+	b.addTotals(ts, reservationDelta().Totals)
 	b.opened[r.RequestID] = openRow{ts: ts, dim: d}
 	return nil
 }
@@ -412,7 +442,9 @@ func (b *batch) lookupOpen(id string) (openRow, bool, error) {
 	if r, ok := b.w.open[id]; ok {
 		return r, true, nil
 	}
-	// Not written by this process (or forgotten): read it.
+	// Not written by this process: read it. Without an index on
+	// request_id this scans, but a process only ever settles its own
+	// reservations, which it remembers.
 	var r openRow
 	err := b.q.QueryRowContext(b.ctx, `SELECT ts_ms, operation, model, credential, client, status FROM usage WHERE request_id = ? AND state = 0`, id).
 		Scan(&r.ts, &r.dim.operation, &r.dim.model, &r.dim.credential, &r.dim.client, &r.dim.status)
@@ -434,18 +466,23 @@ func (b *batch) settleRow(s Settlement) error {
 		return fmt.Errorf("ledger: settle %s: no open reservation: %w", s.RequestID, ErrNotFound)
 	}
 	res, err := b.q.ExecContext(b.ctx, `UPDATE usage SET state = 1, model = ?, credential = ?, region = CASE WHEN ? = '' THEN region ELSE ? END, attempts = ?, status = ?, error_code = ?,
-		input_tokens = ?, output_tokens = ?, total_tokens = ?, cost_micros = ?, latency_ms = ? WHERE request_id = ? AND state = 0`,
+		input_tokens = ?, output_tokens = ?, total_tokens = ?, cost_micros = ?, latency_ms = ? WHERE ts_ms = ? AND request_id = ? AND state = 0`,
 		s.Model, s.Credential, s.Region, s.Region, s.Attempts, s.Status, s.ErrorCode,
-		s.InputTokens.arg(), s.OutputTokens.arg(), s.TotalTokens.arg(), s.CostMicros.arg(), s.Latency.Milliseconds(), s.RequestID)
+		s.InputTokens.arg(), s.OutputTokens.arg(), s.TotalTokens.arg(), s.CostMicros.arg(), s.Latency.Milliseconds(), r.ts, s.RequestID)
 	if err != nil {
 		return &dbError{err}
 	}
 	if n, _ := res.RowsAffected(); n != 1 {
 		return fmt.Errorf("ledger: settle %s: no open reservation: %w", s.RequestID, ErrNotFound)
 	}
-	b.add(r.ts, r.dim, reservationDelta().neg())
+	// The totals trade the reservation for the settled row; the report
+	// rollup, which holds settled rows only, gains the row.
+	sd := settlementDelta(s)
+	t := sd.Totals
+	t.add(reservationDelta().Totals.neg())
+	b.addTotals(r.ts, t)
 	nd := dims{operation: r.dim.operation, model: s.Model, credential: s.Credential, client: r.dim.client, status: s.Status}
-	b.add(r.ts, nd, settlementDelta(s))
+	b.addDims(r.ts, nd, sd)
 	delete(b.opened, s.RequestID)
 	b.closed = append(b.closed, s.RequestID)
 	return nil
@@ -459,10 +496,10 @@ func (b *batch) release(id string) error {
 	if !ok {
 		return fmt.Errorf("ledger: release %s: no open reservation: %w", id, ErrNotFound)
 	}
-	if _, err := b.q.ExecContext(b.ctx, `DELETE FROM usage WHERE request_id = ? AND state = 0`, id); err != nil {
+	if _, err := b.q.ExecContext(b.ctx, `DELETE FROM usage WHERE ts_ms = ? AND request_id = ? AND state = 0`, r.ts, id); err != nil {
 		return &dbError{err}
 	}
-	b.add(r.ts, r.dim, reservationDelta().neg())
+	b.addTotals(r.ts, reservationDelta().Totals.neg())
 	delete(b.opened, id)
 	b.closed = append(b.closed, id)
 	return nil
@@ -477,24 +514,28 @@ func (b *batch) touch(m map[string]time.Time) error {
 	return nil
 }
 
-// add records a write's delta in the pending rollups and in the view's
-// cached windows.
-func (b *batch) add(ts int64, d dims, x delta) {
+// addTotals records a change to the minute and hour totals, in the
+// pending rollups and in the view's cached windows.
+func (b *batch) addTotals(ts int64, x Totals) {
 	m, h := floorTo(ts, minuteMS)/minuteMS, floorTo(ts, hourMS)/hourMS
 	t := b.minute[m]
-	t.add(x.Totals)
+	t.add(x)
 	b.minute[m] = t
 	t = b.hour[h]
-	t.add(x.Totals)
+	t.add(x)
 	b.hour[h] = t
-	k := dimKey{hour: h, dims: d}
+	b.view.applyDelta(ts, x)
+}
+
+// addDims records a settled row in the pending report rollup.
+func (b *batch) addDims(ts int64, d dims, x delta) {
+	k := dimKey{hour: floorTo(ts, hourMS) / hourMS, dims: d}
 	dd := b.dims[k]
 	dd.Totals.add(x.Totals)
 	dd.input += x.input
 	dd.output += x.output
 	dd.errors += x.errors
 	b.dims[k] = dd
-	b.view.applyDelta(ts, x.Totals)
 }
 
 const (

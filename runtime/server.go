@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -82,12 +83,26 @@ func notFound(w http.ResponseWriter, r *http.Request) {
 	httpx.WriteError(w, httpx.NewError(httpx.CodeNotFound))
 }
 
+// TokenHashHeader carries, from an in-process bridge, the SHA-256 (hex)
+// of the client token that authenticated the request, so that admission
+// re-checks it in the ledger transaction (the bridge's front door may
+// answer from a cached token list).
+const TokenHashHeader = "X-Rotor-Token-Hash"
+
 // Internal is the runtime for an in-process bridge: no guard and no
 // logging of its own (the bridge does both), and it trusts the client label
-// header, which the bridge always sets itself. Never serve it on a socket.
+// and token hash headers, which the bridge always sets itself. Never serve
+// it on a socket.
 func (s *Server) Internal() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.mux.ServeHTTP(w, r.WithContext(decisions.WithClient(r.Context(), r.Header.Get(ClientHeader))))
+		ctx := decisions.WithClient(r.Context(), r.Header.Get(ClientHeader))
+		if h := r.Header.Get(TokenHashHeader); h != "" {
+			var hash [32]byte
+			if n, err := hex.Decode(hash[:], []byte(h)); err == nil && n == len(hash) {
+				ctx = decisions.WithTokenHash(ctx, hash)
+			}
+		}
+		s.mux.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
@@ -97,7 +112,7 @@ func (s *Server) Handler() http.Handler {
 	g := &httpx.Guard{
 		Port: s.cfg.Port, ExtraHosts: s.cfg.ExtraHosts, AllowedOrigins: s.cfg.AllowedOrigins,
 		Open: map[string]bool{"/healthz": true},
-		Authenticate: func(_ context.Context, tok secret.Value) (string, bool, error) {
+		Authenticate: func(_ *http.Request, tok secret.Value) (string, bool, error) {
 			return DirectClient, !s.cfg.Token.IsZero() && tok.Equal(s.cfg.Token), nil
 		},
 	}

@@ -23,8 +23,9 @@ type Guard struct {
 	// AllowedOrigins get CORS headers; any other browser origin is
 	// refused.
 	AllowedOrigins []string
-	// Authenticate checks a bearer token and returns the caller's label.
-	Authenticate func(ctx context.Context, token secret.Value) (label string, ok bool, err error)
+	// Authenticate checks a bearer token for request r and returns the
+	// caller's label.
+	Authenticate func(r *http.Request, token secret.Value) (label string, ok bool, err error)
 	// Open lists paths served without a token (still Host-checked).
 	Open map[string]bool
 }
@@ -150,12 +151,12 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		tok, ok := bearer(r)
+		tok, ok := Bearer(r)
 		if !ok {
 			WriteError(w, NewError(CodeInvalidToken))
 			return
 		}
-		label, ok, err := g.Authenticate(r.Context(), tok)
+		label, ok, err := g.Authenticate(r, tok)
 		if err != nil {
 			WriteError(w, NewError(CodeLedgerUnavailable).WithRetryAfter(1e9))
 			return
@@ -168,9 +169,9 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 	})
 }
 
-// bearer reads "Authorization: Bearer <token>". Only that exact scheme and
+// Bearer reads "Authorization: Bearer <token>". Only that exact scheme and
 // only that header: never a query parameter.
-func bearer(r *http.Request) (secret.Value, bool) {
+func Bearer(r *http.Request) (secret.Value, bool) {
 	vals := r.Header.Values("Authorization")
 	if len(vals) != 1 {
 		return secret.Value{}, false

@@ -2,7 +2,6 @@ package httpx
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -26,7 +25,7 @@ func TestGuardClosesConnectionAfterTransferEncodedRequest(t *testing.T) {
 	_, p, _ := net.SplitHostPort(srv.Listener.Addr().String())
 	var port int
 	fmt.Sscan(p, &port)
-	g := &Guard{Port: port, Authenticate: func(context.Context, secret.Value) (string, bool, error) { return "default", true, nil }}
+	g := &Guard{Port: port, Authenticate: func(*http.Request, secret.Value) (string, bool, error) { return "default", true, nil }}
 	var served atomic.Int32
 	srv.Config.Handler = g.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		served.Add(1)
