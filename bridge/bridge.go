@@ -133,31 +133,29 @@ func (b *Bridge) serve(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, httpx.NewError(httpx.CodeNotFound))
 		return
 	}
-	out := r.Clone(r.Context())
+	// The request is the bridge's to change: it is forwarded as it is,
+	// without a copy.
+	h := r.Header
+	tok, hasToken := httpx.Bearer(r)
 	// Nothing the caller sent may claim an identity downstream.
-	out.Header.Del("Authorization")
-	out.Header.Del("Proxy-Authorization")
-	out.Header.Del("Cookie")
-	// The bridge has checked the browser headers; the runtime behind it
-	// sees a plain local call.
-	for _, h := range []string{"Origin", "Referer", "Sec-Fetch-Site", "Sec-Fetch-Mode", "Sec-Fetch-Dest"} {
-		out.Header.Del(h)
-	}
-	for k := range out.Header {
-		if strings.HasPrefix(http.CanonicalHeaderKey(k), "X-Rotor-") && http.CanonicalHeaderKey(k) != "X-Rotor-Region" {
-			out.Header.Del(k)
+	for k := range h {
+		switch {
+		case k == "Authorization", k == "Proxy-Authorization", k == "Cookie",
+			// The bridge has checked the browser headers; the runtime
+			// behind it sees a plain local call.
+			k == "Origin", k == "Referer", strings.HasPrefix(k, "Sec-Fetch-"),
+			strings.HasPrefix(k, "X-Rotor-") && k != "X-Rotor-Region":
+			delete(h, k)
 		}
 	}
-	out.Header.Set(ClientHeader, httpx.Label(r.Context()))
-	if b.cfg.RuntimeURL == nil {
-		if tok, ok := httpx.Bearer(r); ok {
-			h := tok.Hash()
-			out.Header.Set(TokenHashHeader, hex.EncodeToString(h[:]))
-		}
+	h.Set(ClientHeader, httpx.Label(r.Context()))
+	if b.cfg.RuntimeURL == nil && hasToken {
+		sum := tok.Hash()
+		h.Set(TokenHashHeader, hex.EncodeToString(sum[:]))
 	}
-	out.Header.Set("X-Request-ID", httpx.RequestID(r.Context()))
-	out.Body = http.MaxBytesReader(w, r.Body, MaxBody)
-	b.forward.ServeHTTP(w, out)
+	h.Set("X-Request-ID", httpx.RequestID(r.Context()))
+	r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+	b.forward.ServeHTTP(w, r)
 }
 
 // proxy forwards to a standalone runtime with the runtime's token.

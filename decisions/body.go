@@ -225,7 +225,8 @@ type Usage struct {
 }
 
 // readUsage finds the answer's top-level usage object and reads its token
-// counts, leaving the rest of the answer untouched.
+// counts, leaving the rest of the answer untouched and undecoded. The
+// answer is not validated first: a malformed one yields unknown counts.
 func readUsage(body []byte) Usage {
 	var u Usage
 	var raw []byte
@@ -236,30 +237,47 @@ func readUsage(body []byte) Usage {
 		}
 		return true
 	})
-	if len(raw) == 0 || raw[0] != '{' {
+	if len(raw) == 0 || raw[0] != '{' || !json.Valid(raw) {
 		return u
 	}
-	var fields struct {
-		Input  json.Number `json:"input_tokens"`
-		Output json.Number `json:"output_tokens"`
-		Total  json.Number `json:"total_tokens"`
-	}
-	if err := json.Unmarshal(raw, &fields); err != nil {
-		return u
-	}
-	num := func(n json.Number) *int64 {
-		v, err := strconv.ParseInt(string(n), 10, 64)
-		if err != nil || v < 0 {
-			return nil
+	_ = topLevel(raw, func(key string, _ []byte, v span) bool {
+		var p **int64
+		switch key {
+		case "input_tokens":
+			p = &u.Input
+		case "output_tokens":
+			p = &u.Output
+		case "total_tokens":
+			p = &u.Total
+		default:
+			return true
 		}
-		return &v
-	}
-	u.Input, u.Output, u.Total = num(fields.Input), num(fields.Output), num(fields.Total)
+		*p = nil
+		if n, ok := parseCount(raw[v.start:v.end]); ok {
+			*p = &n
+		}
+		return true
+	})
 	if u.Total == nil && u.Input != nil && u.Output != nil {
 		t := *u.Input + *u.Output
 		u.Total = &t
 	}
 	return u
+}
+
+// parseCount reads a nonnegative JSON integer without allocating.
+func parseCount(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 18 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
 }
 
 // providerError is the structured error of a provider answer.

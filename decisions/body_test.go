@@ -1,6 +1,7 @@
 package decisions
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"testing"
@@ -67,6 +68,51 @@ func FuzzParseRequest(f *testing.F) {
 		delete(std, "model")
 		if !reflect.DeepEqual(got, std) {
 			t.Fatalf("rewrite changed other fields:\n%v\n%v", std, got)
+		}
+	})
+}
+
+// FuzzReadUsage: reading usage from any answer never panics, and for a
+// valid JSON answer it agrees with encoding/json.
+func FuzzReadUsage(f *testing.F) {
+	for _, s := range []string{
+		`{"usage":{"input_tokens":12,"output_tokens":3,"total_tokens":15}}`,
+		`{"usage":{"input_tokens":12,"output_tokens":3}}`,
+		`{"usage":{"input_tokens":1,"input_tokens":2}}`,
+		`{"usage":{"total_tokens":1e3}}`, `{"usage":[1]}`, `{"usage":`, `{"a":"\"usage\"","usage":{"total_tokens":7}}`, `not json`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		u := readUsage(body)
+		var std struct {
+			Usage *struct {
+				Input  *json.Number `json:"input_tokens"`
+				Output *json.Number `json:"output_tokens"`
+				Total  *json.Number `json:"total_tokens"`
+			} `json:"usage"`
+		}
+		if json.Unmarshal(body, &std) != nil || std.Usage == nil || !bytes.Contains(body, []byte(`"usage"`)) {
+			return
+		}
+		count := func(n *json.Number) *int64 {
+			if n == nil {
+				return nil
+			}
+			v, ok := parseCount([]byte(n.String()))
+			if !ok {
+				return nil
+			}
+			return &v
+		}
+		want := Usage{Input: count(std.Usage.Input), Output: count(std.Usage.Output), Total: count(std.Usage.Total)}
+		if want.Total == nil && want.Input != nil && want.Output != nil {
+			tt := *want.Input + *want.Output
+			want.Total = &tt
+		}
+		eq := func(a, b *int64) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+		if !eq(u.Input, want.Input) || !eq(u.Output, want.Output) || !eq(u.Total, want.Total) {
+			t.Fatalf("readUsage(%s) = %v/%v/%v, encoding/json reads %v/%v/%v", body, u.Input, u.Output, u.Total, want.Input, want.Output, want.Total)
 		}
 	})
 }

@@ -79,6 +79,7 @@ type writer struct {
 	open    map[string]openRow
 	windows windowCache
 	lastNow time.Time
+	batch   batch
 }
 
 func newWriter(ctx context.Context, s *Store, maxBatch int, onCommit func(int, time.Duration)) (*writer, error) {
@@ -278,14 +279,30 @@ func (w *writer) runBatch(ops []*op) []error {
 		w.windows.reset()
 		_, _ = q.ExecContext(ctx, "ROLLBACK")
 	}
-	b := &batch{
-		w: w, ctx: ctx, q: q,
-		minute: map[int64]Totals{}, hour: map[int64]Totals{}, dims: map[dimKey]delta{},
-		opened: map[string]openRow{},
+	// The batch's maps are the writer's, emptied after each batch: only the
+	// leader uses them, and reusing them saves their allocation per batch.
+	b := &w.batch
+	*b = batch{w: w, ctx: ctx, q: q, minute: b.minute, hour: b.hour, dims: b.dims, opened: b.opened, closed: b.closed[:0]}
+	if b.minute == nil {
+		b.minute, b.hour, b.dims, b.opened = map[int64]Totals{}, map[int64]Totals{}, map[dimKey]delta{}, map[string]openRow{}
 	}
-	if err := w.refreshBudgets(ctx, b.q); err != nil {
-		rollback()
-		return failAll(err)
+	defer func() {
+		clear(b.minute)
+		clear(b.hour)
+		clear(b.dims)
+		clear(b.opened)
+		b.view = nil
+	}()
+	// Only admission reads budgets, tokens and cached windows: a batch of
+	// settlements, releases and other writes need not look for changes
+	// by other connections (the cached windows stay marked stale until the
+	// next admission's check drops them, and the deltas applied to them in
+	// between are dropped with them).
+	if needsRefresh(ops) {
+		if err := w.refreshBudgets(ctx, b.q); err != nil {
+			rollback()
+			return failAll(err)
+		}
 	}
 	now := w.s.clk.Now()
 	if now.UnixMilli() < w.lastNow.UnixMilli() {
@@ -293,7 +310,7 @@ func (w *writer) runBatch(ops []*op) []error {
 		w.windows.reset()
 	}
 	w.lastNow = now
-	b.view = &view{ctx: ctx, q: b.q, now: now, budgets: w.budgets, cache: map[[2]int64]Totals{}, flush: b.flush, wc: &w.windows}
+	b.view = &view{ctx: ctx, q: b.q, now: now, budgets: w.budgets, flush: b.flush, wc: &w.windows}
 	errs := make([]error, len(ops))
 	for i, o := range ops {
 		err := b.apply(o)
@@ -322,6 +339,16 @@ func (w *writer) runBatch(ops []*op) []error {
 		delete(w.open, id)
 	}
 	return errs
+}
+
+// needsRefresh reports whether a batch admits anything.
+func needsRefresh(ops []*op) bool {
+	for _, o := range ops {
+		if o.kind == opReserve {
+			return true
+		}
+	}
+	return false
 }
 
 func unavailable(err error) error {

@@ -34,7 +34,7 @@ tests=(
   "./internal/httpx ^(TestGuardClosesConnectionAfterTransferEncodedRequest|FuzzRetryAfter)$"
   "./config ^(TestServerAndLedgerTimeoutKeys|FuzzCooldownSettings|FuzzParseFile)$"
   "./learned ^FuzzPolicy$"
-  "./decisions ^(TestAnnouncedOversizedBodyRefusedWithoutBuffering|TestDeadlineSharedAndProviderThatNeverAnswersIsNotReplayed|TestClientDisconnectCancelsUpstreamAndRowIsCommitted|TestProviderRedirectIsNotFollowed|TestCanaryKeyNeverLeaks|TestAmbiguousFailuresAreNotReplayed|TestAnswerOver64MiBGives502AndNullTokens|TestStalledErrorBodyReleasesFailover|TestErrorBodyReadStopsAt64KiB|FuzzParseRequest)$"
+  "./decisions ^(TestAnnouncedOversizedBodyRefusedWithoutBuffering|TestDeadlineSharedAndProviderThatNeverAnswersIsNotReplayed|TestClientDisconnectCancelsUpstreamAndRowIsCommitted|TestProviderRedirectIsNotFollowed|TestCanaryKeyNeverLeaks|TestAmbiguousFailuresAreNotReplayed|TestAnswerOver64MiBGives502AndNullTokens|TestStalledErrorBodyReleasesFailover|TestErrorBodyReadStopsAt64KiB|FuzzParseRequest|FuzzReadUsage)$"
 )
 # Case 15: native fuzzing, each target from its seed corpus.
 fuzz=(
@@ -43,6 +43,7 @@ fuzz=(
   "./internal/httpx FuzzRetryAfter"
   "./config FuzzParseFile"
   "./decisions FuzzParseRequest"
+  "./decisions FuzzReadUsage"
 )
 
 if [ "$list" = 1 ]; then
