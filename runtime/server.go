@@ -118,25 +118,12 @@ func (s *Server) Handler() http.Handler {
 	}
 	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		client := r.Header.Get(ClientHeader)
-		if client == "" || !validLabel(client) {
+		if client == "" || !httpx.SafeID(client) {
 			client = DirectClient
 		}
 		s.mux.ServeHTTP(w, r.WithContext(decisions.WithClient(r.Context(), client)))
 	})
 	return Chain("runtime", g.Wrap(inner), s.cfg.Logger, s.cfg.Metrics, s.cfg.Clock, true)
-}
-
-func validLabel(s string) bool {
-	if len(s) == 0 || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
-			return false
-		}
-	}
-	return true
 }
 
 // Chain wraps h in the outer layers every rotor server shares: panic

@@ -20,9 +20,10 @@ func NewRequestID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// validRequestID accepts ids a trusted hop (the bridge) may pass on: short
-// and made of safe characters, so they cannot inject into logs.
-func validRequestID(s string) bool {
+// SafeID reports whether s is 1-64 letters, digits, '-', '_' or '.': what
+// rotor accepts from a trusted hop as a request id or a client label, so
+// that it cannot inject into logs or headers.
+func SafeID(s string) bool {
 	if len(s) == 0 || len(s) > 64 {
 		return false
 	}
@@ -54,7 +55,7 @@ func RequestIDs(next http.Handler, trustIncoming bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := ""
 		if trustIncoming {
-			if in := r.Header.Get("X-Request-ID"); validRequestID(in) {
+			if in := r.Header.Get("X-Request-ID"); SafeID(in) {
 				id = in
 			}
 		}
