@@ -88,8 +88,9 @@ func (a *attempt) candidates() (names []string, undiscovered int) {
 // other failures leave it out of this request.
 func (a *attempt) discover(ctx context.Context) {
 	a.discovered = true
-	var wg sync.WaitGroup
-	var mu sync.Mutex
+	// Decide which catalogs to fetch before any fetch starts: the
+	// fetches record their outcomes in the attempt's maps.
+	var cold []*credential
 	for _, c := range a.ps.creds {
 		if c.Region != a.region || a.rejectedAuth[c.Name] || a.failed[c.Name] {
 			continue
@@ -97,6 +98,11 @@ func (a *attempt) discover(ctx context.Context) {
 		if _, fresh := a.rt.catalogs.fresh(c.Name); fresh {
 			continue
 		}
+		cold = append(cold, c)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for _, c := range cold {
 		wg.Add(1)
 		go func(c *credential) {
 			defer wg.Done()
