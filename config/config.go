@@ -376,8 +376,8 @@ func (c *Config) Validate() error {
 	default:
 		return fieldErr("ledger.synchronous", "must be full or normal, not %q", c.Ledger.Synchronous)
 	}
-	if c.Runtime.MaxBufferedMB < 64 {
-		return fieldErr("runtime.max_buffered_mb", "must be at least 64 (one full answer), not %d", c.Runtime.MaxBufferedMB)
+	if c.Runtime.MaxBufferedMB < 65 {
+		return fieldErr("runtime.max_buffered_mb", "must be at least 65 (a full 64 MiB body and the byte that tells it is not larger), not %d", c.Runtime.MaxBufferedMB)
 	}
 	if err := checkListen("runtime.listen", c.Runtime.Listen); err != nil {
 		return err

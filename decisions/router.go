@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path"
 	"strconv"
 	"strings"
@@ -259,9 +260,13 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		return
 	}
-	if errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil {
+	var he *httpx.Error
+	switch {
+	case errors.As(err, &he):
+		// An answer the route chose; a gone client does not change it.
+	case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil:
 		err = ErrDeadline
-	} else if r.Context().Err() != nil && !errors.Is(err, ErrResponseTooLarge) {
+	case r.Context().Err() != nil && !errors.Is(err, ErrResponseTooLarge):
 		err = ErrClientGone
 	}
 	e := ErrorResponse(err)
@@ -295,6 +300,12 @@ func (rt *Router) serve(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		case errors.Is(err, ErrOverloaded):
 			rt.refused("overloaded")
 			return err
+		}
+		var ne net.Error
+		if errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
+			// The server's read timeout cut a body sent too slowly.
+			rt.refused("request_timeout")
+			return httpx.NewError(httpx.CodeRequestTimeout)
 		}
 		rt.refused("read_error")
 		if ctx.Err() != nil {

@@ -121,6 +121,7 @@ func (s *Server) Handler() http.Handler {
 		if client == "" || !httpx.SafeID(client) {
 			client = DirectClient
 		}
+		httpx.NoteLabel(r.Context(), client)
 		s.mux.ServeHTTP(w, r.WithContext(decisions.WithClient(r.Context(), client)))
 	})
 	return Chain("runtime", g.Wrap(inner), s.cfg.Logger, s.cfg.Metrics, s.cfg.Clock, true)
@@ -133,6 +134,7 @@ func Chain(server string, h http.Handler, logger *slog.Logger, m *Metrics, clk c
 	logged := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := clk.Now()
 		ctx, info := decisions.WithInfo(r.Context())
+		ctx, client := httpx.WithLabelSlot(ctx)
 		rec := &httpx.StatusRecorder{ResponseWriter: w}
 		h.ServeHTTP(rec, r.WithContext(ctx))
 		d := clk.Now().Sub(start)
@@ -162,7 +164,7 @@ func Chain(server string, h http.Handler, logger *slog.Logger, m *Metrics, clk c
 			slog.String("credential", info.Credential),
 			slog.String("credential_digest", info.CredentialDigest),
 			slog.Int("attempts", info.Attempts),
-			slog.String("client", decisions.ClientFrom(r.Context())),
+			slog.String("client", *client),
 			slog.Int64("duration_ms", d.Milliseconds()),
 		)
 	})

@@ -22,6 +22,7 @@ const (
 	CodeMethodNotAllowed      = "method_not_allowed"
 	CodeModelNotAvailable     = "model_not_available"
 	CodeRequestTooLarge       = "request_too_large"
+	CodeRequestTimeout        = "request_timeout"
 	CodeBudgetExceeded        = "budget_exceeded"
 	CodeModelCooldown         = "model_cooldown"
 	CodeRateLimitExceeded     = "rate_limit_exceeded"
@@ -75,6 +76,7 @@ var Codes = map[string]CodeInfo{
 	CodeNotFound:              {http.StatusNotFound, TypeNotFound, "no such route", false},
 	CodeMethodNotAllowed:      {http.StatusMethodNotAllowed, TypeInvalidRequest, "method not allowed", false},
 	CodeModelNotAvailable:     {http.StatusNotFound, TypeNotFound, "no credential in this pool and region is eligible for the model", false},
+	CodeRequestTimeout:        {http.StatusRequestTimeout, TypeInvalidRequest, "the request body did not arrive within the read timeout", false},
 	CodeRequestTooLarge:       {http.StatusRequestEntityTooLarge, TypeInvalidRequest, "request body is larger than 64 MiB", false},
 	CodeBudgetExceeded:        {http.StatusTooManyRequests, TypeRateLimit, "budget exceeded", false},
 	CodeModelCooldown:         {http.StatusTooManyRequests, TypeRateLimit, "every eligible credential is cooling down for this model", false},
