@@ -1,7 +1,6 @@
 package decisions
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rotorhq/rotor/internal/testutil"
 
 	"github.com/rotorhq/rotor/budgets"
 	"github.com/rotorhq/rotor/internal/clock"
@@ -52,7 +53,7 @@ type harness struct {
 	srv    *httptest.Server
 	pools  map[string]*pool.Pool
 	keys   map[string]string // credential name -> key
-	log    *bytes.Buffer
+	log    *testutil.SyncBuffer
 }
 
 func defaultCreds() []cred {
@@ -78,7 +79,7 @@ func newHarness(t *testing.T, o opts) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	h := &harness{t: t, fp: p, clk: clk, store: store, pools: map[string]*pool.Pool{}, keys: map[string]string{}, log: &bytes.Buffer{}}
+	h := &harness{t: t, fp: p, clk: clk, store: store, pools: map[string]*pool.Pool{}, keys: map[string]string{}, log: &testutil.SyncBuffer{}}
 	pstore := pool.NewStore(clk, 0)
 	byPool := map[string][]CredentialConfig{}
 	var order []string

@@ -1,15 +1,15 @@
 package learned
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"log/slog"
-	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rotorhq/rotor/internal/testutil"
 
 	"github.com/rotorhq/rotor/internal/clock"
 	"github.com/rotorhq/rotor/pool"
@@ -40,33 +40,7 @@ func mustPolicy(t testing.TB, raw string) *Policy {
 }
 
 // syncBuffer is a log sink safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// lines returns the log lines containing substr.
-func (s *syncBuffer) lines(substr string) []string {
-	var out []string
-	for _, l := range strings.Split(s.String(), "\n") {
-		if l != "" && strings.Contains(l, substr) {
-			out = append(out, l)
-		}
-	}
-	return out
-}
+type syncBuffer = testutil.SyncBuffer
 
 func newLogger() (*slog.Logger, *syncBuffer) {
 	buf := &syncBuffer{}

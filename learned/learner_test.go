@@ -86,7 +86,7 @@ func TestMalformedModeOrPolicyDisablesTuningWithOneWarning(t *testing.T) {
 			if m != ModeOff || p.Len() != 0 {
 				t.Errorf("ParseSettings = %q, %d scopes; want off, empty", m, p.Len())
 			}
-			warnings := buf.lines("level=WARN")
+			warnings := buf.Lines("level=WARN")
 			if len(warnings) != 1 || !strings.Contains(warnings[0], c.setting) {
 				t.Errorf("warnings = %q, want one naming %s", warnings, c.setting)
 			}
@@ -102,7 +102,7 @@ func TestMalformedModeOrPolicyDisablesTuningWithOneWarning(t *testing.T) {
 		h := &harness{t: t, clk: clock.NewFake(epoch), store: store, l: l,
 			ev: pool.LearnEvent{Provider: "api", Model: "decide-mini", Identity: identity("k", "api", "decide-mini", "")}}
 		h.throttle(0)
-		if l.Mode() != ModeOff || len(buf.lines("level=WARN")) != 1 || strings.Contains(buf.String(), "canary") {
+		if l.Mode() != ModeOff || len(buf.Lines("level=WARN")) != 1 || strings.Contains(buf.String(), "canary") {
 			t.Errorf("mode %q, log %q; want off and one warning without the value", l.Mode(), buf)
 		}
 		if g, p := store.ops(); g+p != 0 {
@@ -142,7 +142,7 @@ func TestShadowLogsSuggestionAndChangesNoCooldown(t *testing.T) {
 	if ok || d != 0 {
 		t.Errorf("shadow Suggest = %v, %v; want 0, false (existing cooldown)", d, ok)
 	}
-	lines := h.logs.lines("learned cooldown suggestion")
+	lines := h.logs.Lines("learned cooldown suggestion")
 	if len(lines) != 4 { // one per counted throttle
 		t.Fatalf("shadow reports = %d, want 4:\n%s", len(lines), h.logs)
 	}
@@ -632,7 +632,7 @@ func TestIdentitiesAreOpaqueDigests(t *testing.T) {
 	if g, p := store.ops(); g+p != 0 {
 		t.Errorf("events without a hex digest identity did %d storage operations", g+p)
 	}
-	if w := h.logs.lines("invalid_identity"); len(w) != 1 {
+	if w := h.logs.Lines("invalid_identity"); len(w) != 1 {
 		t.Errorf("warnings = %q, want one", w)
 	}
 	if strings.Contains(h.logs.String(), "canary") {
@@ -802,7 +802,7 @@ func TestFullStoreRefusesNewScopesButKeepsServing(t *testing.T) {
 			t.Error("a refused scope got a suggestion")
 		}
 	}
-	if w := h.logs.lines("reason=capacity"); len(w) != 1 {
+	if w := h.logs.Lines("reason=capacity"); len(w) != 1 {
 		t.Errorf("capacity warnings = %d, want 1", len(w))
 	}
 	// The existing scope keeps learning and serving.
@@ -887,7 +887,7 @@ func TestUnavailableStoreFallsBackWithOneWarning(t *testing.T) {
 				}
 				h.success(time.Duration(i)*time.Minute + 30*sec)
 			}
-			w := h.logs.lines("level=WARN")
+			w := h.logs.Lines("level=WARN")
 			if len(w) != 1 || !strings.Contains(w[0], "reason=unavailable") {
 				t.Errorf("warnings = %q, want one with reason=unavailable", w)
 			}
@@ -917,7 +917,7 @@ func TestStaleRevisionIsRefusedAndPreventsApplying(t *testing.T) {
 	if _, ok := h.throttle(next); ok {
 		t.Error("a suggestion whose write was refused for a stale revision")
 	}
-	if w := h.logs.lines("reason=stale_revision"); len(w) != 1 {
+	if w := h.logs.Lines("reason=stale_revision"); len(w) != 1 {
 		t.Errorf("stale warnings = %d, want 1", len(w))
 	}
 	if st := h.mustState(); st.steps != 0 {
@@ -970,7 +970,7 @@ func TestInvalidStoredStatePreventsApplying(t *testing.T) {
 					t.Fatal("a suggestion from invalid state")
 				}
 			}
-			if w := h.logs.lines("reason=invalid_state"); len(w) != 1 {
+			if w := h.logs.Lines("reason=invalid_state"); len(w) != 1 {
 				t.Errorf("warnings = %d, want 1", len(w))
 			}
 			rec, _, _ = h.store.Get(ctx, h.ev.Identity, h.clk.Now())
@@ -1060,7 +1060,7 @@ func TestStaleLongerWaitIsRefreshedByExistingCooldown(t *testing.T) {
 		h := newHarness(t, ModeShadow)
 		h.becomeConfident(0)
 		h.throttle(20 * time.Minute)
-		lines := h.logs.lines("learned cooldown suggestion")
+		lines := h.logs.Lines("learned cooldown suggestion")
 		if last := lines[len(lines)-1]; !strings.Contains(last, "ready=false") {
 			t.Errorf("stale shadow report %q, want ready=false", last)
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/internal/testutil"
 )
 
 // Issue 8, case 10: the SQLite write lock held by another connection.
@@ -24,25 +25,7 @@ func holdWriteLock(t *testing.T, path string) (release func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		t.Fatalf("take the write lock: %v", err)
-	}
-	var once sync.Once
-	release = func() {
-		once.Do(func() {
-			if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
-				t.Errorf("release the write lock: %v", err)
-			}
-			conn.Close()
-			db.Close()
-		})
-	}
-	t.Cleanup(release)
-	return release
+	return testutil.HoldWriteLock(t, db, db.Close)
 }
 
 func reserveAll(s *Store, n int, prefix string) []error {

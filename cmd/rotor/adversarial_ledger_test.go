@@ -21,6 +21,7 @@ import (
 	"github.com/rotorhq/rotor/internal/failpoint"
 	fp "github.com/rotorhq/rotor/internal/fakeprovider"
 	"github.com/rotorhq/rotor/internal/httpx"
+	"github.com/rotorhq/rotor/internal/testutil"
 	"github.com/rotorhq/rotor/ledger"
 )
 
@@ -29,30 +30,11 @@ import (
 // shell would, and returns the func that commits and releases it.
 func holdLedgerLock(t *testing.T, path string) (release func()) {
 	t.Helper()
-	ctx := context.Background()
-	s, err := ledger.Open(ctx, path, ledger.Options{})
+	s, err := ledger.Open(context.Background(), path, ledger.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := s.DB().Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		t.Fatalf("take the write lock: %v", err)
-	}
-	var once sync.Once
-	release = func() {
-		once.Do(func() {
-			if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
-				t.Errorf("release the write lock: %v", err)
-			}
-			conn.Close()
-			s.Close()
-		})
-	}
-	t.Cleanup(release)
-	return release
+	return testutil.HoldWriteLock(t, s.DB(), s.Close)
 }
 
 // Case 10. SQLite's write lock held by another connection: admissions

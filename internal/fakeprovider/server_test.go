@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rotorhq/rotor/internal/testutil"
+
 	"github.com/rotorhq/rotor/internal/secret"
 )
 
@@ -486,22 +488,7 @@ func TestLoggerNeverLogsKeys(t *testing.T) {
 	}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
+type syncBuffer = testutil.SyncBuffer
 
 func TestConcurrentUse(t *testing.T) {
 	s := startFake(t, Options{})

@@ -1,0 +1,70 @@
+// Package testutil holds helpers that several packages' tests share. It is
+// imported only from _test.go files and imports no top-level rotor
+// package.
+package testutil
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// SyncBuffer is a log sink safe for concurrent writers.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Lines returns the lines written that contain substr.
+func (s *SyncBuffer) Lines(substr string) []string {
+	var out []string
+	for _, l := range strings.Split(s.String(), "\n") {
+		if l != "" && strings.Contains(l, substr) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// HoldWriteLock takes SQLite's write lock (BEGIN IMMEDIATE) on db's
+// database from a connection of its own, as another rotor process or a
+// sqlite3 shell would, and returns the func that commits, releasing it and
+// closing db. The lock is released at the end of the test in any case.
+func HoldWriteLock(t *testing.T, db *sql.DB, closeDB func() error) (release func()) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		t.Fatalf("take the write lock: %v", err)
+	}
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+				t.Errorf("release the write lock: %v", err)
+			}
+			conn.Close()
+			closeDB()
+		})
+	}
+	t.Cleanup(release)
+	return release
+}
