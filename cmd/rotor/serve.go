@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
+	"net/http"
 	"net/url"
 	"path/filepath"
 	"strconv"
@@ -165,11 +166,7 @@ func runtimeStartRun(cmd *cobra.Command, opts *runtimeStartOptions) error {
 	}
 	srv := runtime.New(runtime.Config{Router: parts.router, Token: tok, Budgets: runtime.BudgetLister(store), Metrics: metrics,
 		Logger: f.Logger(), Clock: f.Clock, Port: portOf(ln), ExtraHosts: extraHosts(cfg.Runtime.Listen), AllowedOrigins: cfg.Runtime.AllowedOrigins, Version: f.Version})
-	fmt.Fprintln(f.IO.Out, listenURL(ln))
-	f.Logger().Info("runtime started", "url", listenURL(ln), "model_cooldown", cfg.ModelCooldown.Enabled, "learned_cooldown", cfg.LearnedCooldown.Mode)
-	err = httpx.Serve(ctx, ln, srv.Handler(), serveOptions(cfg, f))
-	f.Logger().Info("runtime stopped")
-	return err
+	return serveUntilDone(ctx, f, cfg, "runtime", ln, srv.Handler())
 }
 
 type bridgeStartOptions struct {
@@ -296,10 +293,18 @@ func bridgeStartRun(cmd *cobra.Command, opts *bridgeStartOptions) error {
 	br := bridge.New(bc)
 	defer br.Close()
 	handler := runtime.Chain("bridge", br.Handler(), f.Logger(), metrics, f.Clock, false)
+	return serveUntilDone(ctx, f, cfg, "bridge", ln, handler, "runtime", runtimeMode(cfg))
+}
+
+// serveUntilDone prints the listening URL on stdout (scripts read it), logs
+// the start with the cooldown settings in force, and serves until ctx ends.
+func serveUntilDone(ctx context.Context, f *Factory, cfg *config.Config, name string, ln net.Listener, h http.Handler, attrs ...any) error {
 	fmt.Fprintln(f.IO.Out, listenURL(ln))
-	f.Logger().Info("bridge started", "url", listenURL(ln), "runtime", runtimeMode(cfg), "model_cooldown", cfg.ModelCooldown.Enabled, "learned_cooldown", cfg.LearnedCooldown.Mode)
-	err = httpx.Serve(ctx, ln, handler, serveOptions(cfg, f))
-	f.Logger().Info("bridge stopped")
+	attrs = append([]any{"url", listenURL(ln)}, attrs...)
+	attrs = append(attrs, "model_cooldown", cfg.ModelCooldown.Enabled, "learned_cooldown", cfg.LearnedCooldown.Mode)
+	f.Logger().Info(name+" started", attrs...)
+	err := httpx.Serve(ctx, ln, h, serveOptions(cfg, f))
+	f.Logger().Info(name + " stopped")
 	return err
 }
 
