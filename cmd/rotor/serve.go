@@ -68,7 +68,8 @@ func extraHosts(addr string) []string {
 	return []string{h}
 }
 
-type runtimeStartOptions struct {
+// startOptions are the flags shared by 'runtime start' and 'bridge start'.
+type startOptions struct {
 	f                *Factory
 	AllowNonLoopback bool
 }
@@ -78,7 +79,7 @@ func newCmdRuntime(f *Factory) *cobra.Command {
 		Use:   "runtime",
 		Short: "Run the runtime alone (the bridge runs it in-process by default)",
 	}
-	opts := &runtimeStartOptions{f: f}
+	opts := &startOptions{f: f}
 	start := &cobra.Command{
 		Use:   "start",
 		Short: "Run the runtime on runtime.listen, requiring its own bearer token",
@@ -139,7 +140,7 @@ func runtimeToken(f *Factory, cfg *config.Config, create bool) (secret.Value, st
 	return tok, path, nil
 }
 
-func runtimeStartRun(cmd *cobra.Command, opts *runtimeStartOptions) error {
+func runtimeStartRun(cmd *cobra.Command, opts *startOptions) error {
 	f := opts.f
 	ctx := cmd.Context()
 	cfg, err := f.Config()
@@ -169,17 +170,12 @@ func runtimeStartRun(cmd *cobra.Command, opts *runtimeStartOptions) error {
 	return serveUntilDone(ctx, f, cfg, "runtime", ln, srv.Handler())
 }
 
-type bridgeStartOptions struct {
-	f                *Factory
-	AllowNonLoopback bool
-}
-
 func newCmdBridge(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bridge",
 		Short: "Run the authenticated localhost bridge and manage its client tokens",
 	}
-	opts := &bridgeStartOptions{f: f}
+	opts := &startOptions{f: f}
 	start := &cobra.Command{
 		Use:   "start",
 		Short: "Run the bridge on bridge.listen with the runtime in-process",
@@ -250,7 +246,7 @@ func ensureBridgeToken(ctx context.Context, f *Factory) error {
 	return nil
 }
 
-func bridgeStartRun(cmd *cobra.Command, opts *bridgeStartOptions) error {
+func bridgeStartRun(cmd *cobra.Command, opts *startOptions) error {
 	f := opts.f
 	ctx := cmd.Context()
 	cfg, err := f.Config()
