@@ -230,10 +230,10 @@ type Usage struct {
 func readUsage(body []byte) Usage {
 	var u Usage
 	var raw []byte
+	// The last "usage" wins, as encoding/json reads duplicate keys.
 	_ = topLevel(body, func(key string, _ []byte, v span) bool {
 		if key == "usage" {
 			raw = body[v.start:v.end]
-			return false
 		}
 		return true
 	})

@@ -79,33 +79,36 @@ func FuzzReadUsage(f *testing.F) {
 		`{"usage":{"input_tokens":12,"output_tokens":3,"total_tokens":15}}`,
 		`{"usage":{"input_tokens":12,"output_tokens":3}}`,
 		`{"usage":{"input_tokens":1,"input_tokens":2}}`,
-		`{"usage":{"total_tokens":1e3}}`, `{"usage":[1]}`, `{"usage":`, `{"a":"\"usage\"","usage":{"total_tokens":7}}`, `not json`,
+		`{"usage":{"total_tokens":1e3}}`, `{"usage":[1]}`, `{"usage":{"Input_Tokens":4}}`,
+		`{"usage":{"total_tokens":1},"usage":{"total_tokens":2}}`, `{"usage":{"input\u005ftokens":5}}`, `{"usage":`, `{"a":"\"usage\"","usage":{"total_tokens":7}}`, `not json`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		u := readUsage(body)
-		var std struct {
-			Usage *struct {
-				Input  *json.Number `json:"input_tokens"`
-				Output *json.Number `json:"output_tokens"`
-				Total  *json.Number `json:"total_tokens"`
-			} `json:"usage"`
-		}
-		if json.Unmarshal(body, &std) != nil || std.Usage == nil || !bytes.Contains(body, []byte(`"usage"`)) {
+		// The oracle: encoding/json into maps, which match keys exactly
+		// (struct fields would also match "Input_Tokens") and keep the
+		// last of duplicate keys.
+		var top map[string]json.RawMessage
+		if json.Unmarshal(body, &top) != nil {
 			return
 		}
-		count := func(n *json.Number) *int64 {
-			if n == nil {
+		var usage map[string]json.RawMessage
+		if json.Unmarshal(top["usage"], &usage) != nil || usage == nil {
+			return
+		}
+		count := func(key string) *int64 {
+			raw, ok := usage[key]
+			if !ok {
 				return nil
 			}
-			v, ok := parseCount([]byte(n.String()))
+			v, ok := parseCount(bytes.TrimSpace(raw))
 			if !ok {
 				return nil
 			}
 			return &v
 		}
-		want := Usage{Input: count(std.Usage.Input), Output: count(std.Usage.Output), Total: count(std.Usage.Total)}
+		want := Usage{Input: count("input_tokens"), Output: count("output_tokens"), Total: count("total_tokens")}
 		if want.Total == nil && want.Input != nil && want.Output != nil {
 			tt := *want.Input + *want.Output
 			want.Total = &tt
