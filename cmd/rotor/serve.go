@@ -19,6 +19,7 @@ import (
 	"github.com/rotorhq/rotor/internal/httpx"
 	"github.com/rotorhq/rotor/internal/secret"
 	"github.com/rotorhq/rotor/internal/tokenfile"
+	"github.com/rotorhq/rotor/ledger"
 	"github.com/rotorhq/rotor/runtime"
 )
 
@@ -151,16 +152,11 @@ func runtimeStartRun(cmd *cobra.Command, opts *startOptions) error {
 	if err != nil {
 		return err
 	}
-	ln, err := httpx.ListenLoopback(cfg.Runtime.Listen, opts.AllowNonLoopback)
-	if err != nil {
-		return listenErr(err)
-	}
-	defer ln.Close()
-	metrics := runtime.NewMetrics()
-	store, err := openServingLedger(ctx, f, cfg, metrics)
+	ln, metrics, store, err := listenAndOpenLedger(ctx, f, cfg, cfg.Runtime.Listen, opts.AllowNonLoopback)
 	if err != nil {
 		return err
 	}
+	defer ln.Close()
 	parts, err := buildRuntime(ctx, f, cfg, store, metrics, portOf(ln), cfg.Runtime.AllowedOrigins)
 	if err != nil {
 		return err
@@ -263,16 +259,11 @@ func bridgeStartRun(cmd *cobra.Command, opts *startOptions) error {
 			return err
 		}
 	}
-	ln, err := httpx.ListenLoopback(cfg.Bridge.Listen, opts.AllowNonLoopback)
-	if err != nil {
-		return listenErr(err)
-	}
-	defer ln.Close()
-	metrics := runtime.NewMetrics()
-	store, err := openServingLedger(ctx, f, cfg, metrics)
+	ln, metrics, store, err := listenAndOpenLedger(ctx, f, cfg, cfg.Bridge.Listen, opts.AllowNonLoopback)
 	if err != nil {
 		return err
 	}
+	defer ln.Close()
 	if err := ensureBridgeToken(ctx, f); err != nil {
 		return err
 	}
@@ -290,6 +281,22 @@ func bridgeStartRun(cmd *cobra.Command, opts *startOptions) error {
 	defer br.Close()
 	handler := runtime.Chain("bridge", br.Handler(), f.Logger(), metrics, f.Clock, false)
 	return serveUntilDone(ctx, f, cfg, "bridge", ln, handler, "runtime", runtimeMode(cfg))
+}
+
+// listenAndOpenLedger binds addr (loopback unless allowed otherwise) and
+// opens the ledger with commit metrics, the first steps of both servers.
+func listenAndOpenLedger(ctx context.Context, f *Factory, cfg *config.Config, addr string, allowNonLoopback bool) (net.Listener, *runtime.Metrics, *ledger.Store, error) {
+	ln, err := httpx.ListenLoopback(addr, allowNonLoopback)
+	if err != nil {
+		return nil, nil, nil, listenErr(err)
+	}
+	metrics := runtime.NewMetrics()
+	store, err := openServingLedger(ctx, f, cfg, metrics)
+	if err != nil {
+		ln.Close()
+		return nil, nil, nil, err
+	}
+	return ln, metrics, store, nil
 }
 
 // serveUntilDone prints the listening URL on stdout (scripts read it), logs
