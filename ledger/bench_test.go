@@ -131,23 +131,31 @@ func reserveSettle(s *ledger.Store, adm ledger.Admitter) error {
 	return nil
 }
 
+// warmBench opens a ledger of rows rows (skipped beyond 10k under -short),
+// with the budgets' admitter when asked, and warms the statement and page
+// caches with a few reservations.
+func warmBench(b *testing.B, rows int, withBudgets bool) (*ledger.Store, ledger.Admitter) {
+	b.Helper()
+	if testing.Short() && rows > 10_000 {
+		b.Skip("-short")
+	}
+	s := openBench(b, rows, withBudgets)
+	var adm ledger.Admitter
+	if withBudgets {
+		adm = budgets.NewAdmitter()
+	}
+	for range 20 {
+		if err := reserveSettle(s, adm); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return s, adm
+}
+
 func benchSequential(b *testing.B, withBudgets bool) {
 	for _, size := range benchSizes {
 		b.Run("rows="+size.name, func(b *testing.B) {
-			if testing.Short() && size.rows > 10_000 {
-				b.Skip("-short")
-			}
-			s := openBench(b, size.rows, withBudgets)
-			var adm ledger.Admitter
-			if withBudgets {
-				adm = budgets.NewAdmitter()
-			}
-			// Warm the statement cache and the page cache.
-			for range 20 {
-				if err := reserveSettle(s, adm); err != nil {
-					b.Fatal(err)
-				}
-			}
+			s, adm := warmBench(b, size.rows, withBudgets)
 			cpu := startCPU()
 			for b.Loop() {
 				if err := reserveSettle(s, adm); err != nil {
@@ -162,19 +170,7 @@ func benchSequential(b *testing.B, withBudgets bool) {
 func benchParallel(b *testing.B, withBudgets bool) {
 	for _, size := range benchSizes {
 		b.Run("rows="+size.name, func(b *testing.B) {
-			if testing.Short() && size.rows > 10_000 {
-				b.Skip("-short")
-			}
-			s := openBench(b, size.rows, withBudgets)
-			var adm ledger.Admitter
-			if withBudgets {
-				adm = budgets.NewAdmitter()
-			}
-			for range 20 {
-				if err := reserveSettle(s, adm); err != nil {
-					b.Fatal(err)
-				}
-			}
+			s, adm := warmBench(b, size.rows, withBudgets)
 			b.SetParallelism(8) // 16 callers on 2 cores
 			b.ResetTimer()
 			cpu := startCPU()
