@@ -139,6 +139,21 @@ func TestRollupWindowsMatchRawRows(t *testing.T) {
 	}
 }
 
+// rawReach is Reach computed from the raw rows: the time of the row at
+// which the amounts in w first add up to need.
+func rawReach(times []time.Time, amounts []int64, w Window, need int64) (time.Time, bool) {
+	var cum int64
+	for i, ts := range times {
+		if ts.Before(w.From) || !ts.Before(w.To) {
+			continue
+		}
+		if cum += amounts[i]; cum >= need {
+			return ts, true
+		}
+	}
+	return time.Time{}, false
+}
+
 func TestReachAndNewestUnknownCostMatchRawRows(t *testing.T) {
 	clk := clock.NewFake(t0)
 	s, _ := openTest(t, clk)
@@ -155,48 +170,29 @@ func TestReachAndNewestUnknownCostMatchRawRows(t *testing.T) {
 	}
 	w := Window{t0.Add(13 * time.Minute), clk.Now().Add(time.Millisecond)}
 	err := s.View(ctx, func(r WindowReader) error {
-		for need := int64(1); need < 150; need += 7 {
-			at, ok, err := r.Reach(w, MeasureRequests, need)
-			if err != nil {
-				return err
-			}
-			var cum int64
-			var want time.Time
-			wantOK := false
-			for i, ts := range times {
-				if ts.Before(w.From) || !ts.Before(w.To) {
-					continue
-				}
-				cum++
-				if cum == need {
-					want, wantOK = times[i], true
-					break
-				}
-			}
-			if ok != wantOK || (ok && !at.Equal(want)) {
-				t.Errorf("Reach(requests, %d) = %v, %v; want %v, %v", need, at, ok, want, wantOK)
-			}
+		ones := make([]int64, len(times))
+		for i := range ones {
+			ones[i] = 1
 		}
-		for need := int64(1); need < 9000; need += 577 {
-			at, ok, err := r.Reach(w, MeasureTokens, need)
-			if err != nil {
-				return err
-			}
-			var cum int64
-			var want time.Time
-			wantOK := false
-			for i, ts := range times {
-				if ts.Before(w.From) || !ts.Before(w.To) {
-					continue
+		checks := []struct {
+			name      string
+			m         Measure
+			per       []int64
+			max, step int64
+		}{
+			{"requests", MeasureRequests, ones, 150, 7},
+			{"tokens", MeasureTokens, tokens, 9000, 577},
+		}
+		for _, c := range checks {
+			for need := int64(1); need < c.max; need += c.step {
+				at, ok, err := r.Reach(w, c.m, need)
+				if err != nil {
+					return err
 				}
-				cum += tokens[i]
-				if cum >= need {
-					want, wantOK = times[i], true
-					break
+				want, wantOK := rawReach(times, c.per, w, need)
+				if ok != wantOK || (ok && !at.Equal(want)) {
+					t.Errorf("Reach(%s, %d) = %v, %v; want %v, %v", c.name, need, at, ok, want, wantOK)
 				}
-			}
-			if ok != wantOK || (ok && !at.Equal(want)) {
-				t.Errorf("Reach(tokens, %d) = %v, %v; want %v, %v", need, at, ok, want, wantOK)
 			}
 		}
 		// Every row has an unknown cost: the newest is the last one.
