@@ -341,12 +341,7 @@ func TestAdversarialProviderNeverAnswersDeadlineOnTimeNoReplay(t *testing.T) {
 	if got := prov.Hits(fp.PathDecisions) - hits; got != 1 {
 		t.Errorf("%d provider calls, want 1: a stalled call must not be replayed", got)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	stalled, err := prov.WaitCanceled(ctx)
-	if err != nil {
-		t.Fatalf("the provider never saw the call cancelled: %v", err)
-	}
+	stalled := waitProviderCanceled(t, prov)
 	id := stalled.Header.Get("X-Request-ID")
 	row, ok := readLedger(t, e.db()).byID[id]
 	if !ok || !row.Settled || row.Status != 504 || row.ErrorCode != httpx.CodeDeadlineExceeded || row.TotalTokens.Known || row.Attempts != 1 {
@@ -404,12 +399,7 @@ func TestAdversarialClientDisconnectCancelsProviderRowCommitted(t *testing.T) {
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Errorf("client call ended with %v, want its own cancellation", err)
 	}
-	wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer wcancel()
-	canceled, err := prov.WaitCanceled(wctx)
-	if err != nil {
-		t.Fatalf("the provider never saw the call cancelled: %v", err)
-	}
+	canceled := waitProviderCanceled(t, prov)
 	id := got.Header.Get("X-Request-ID")
 	if canceled.Header.Get("X-Request-ID") != id {
 		t.Errorf("cancelled request %s, want %s", canceled.Header.Get("X-Request-ID"), id)
@@ -422,4 +412,17 @@ func TestAdversarialClientDisconnectCancelsProviderRowCommitted(t *testing.T) {
 	if !ok || !row.Settled || row.Status != 499 || row.ErrorCode != httpx.CodeClientClosedRequest || row.TotalTokens.Known {
 		t.Errorf("ledger row = %+v (found %v), want settled 499 client_closed_request with unknown tokens", row, ok)
 	}
+}
+
+// waitProviderCanceled waits up to 5 s for the provider to see a call
+// cancelled by its caller and returns that call.
+func waitProviderCanceled(t *testing.T, prov *fp.Server) fp.Received {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r, err := prov.WaitCanceled(ctx)
+	if err != nil {
+		t.Fatalf("the provider never saw the call cancelled: %v", err)
+	}
+	return r
 }
