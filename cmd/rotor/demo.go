@@ -130,7 +130,7 @@ func demoRun(ctx context.Context, opts *demoOptions) error {
 		return err
 	}
 	rtTok := tokenfile.Generate()
-	parts, err := buildRuntime(ctx, df, &cfg, store, metrics, portOf(rtLn), nil)
+	parts, err := buildRuntime(df, &cfg, store, metrics, portOf(rtLn), nil)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
@@ -242,6 +243,17 @@ func (f *Factory) Ledger(ctx context.Context) (*ledger.Store, error) {
 	if f.store != nil {
 		return f.store, nil
 	}
+	c, err := f.Config()
+	if err != nil {
+		return nil, err
+	}
+	return f.openLedgerLocked(ctx, c, nil)
+}
+
+// openLedgerLocked opens the ledger at DBPath (creating the home folder
+// when the ledger lives there) with cfg's settings, reporting commits to
+// onCommit when set, and keeps it for Close. The caller holds storeMu.
+func (f *Factory) openLedgerLocked(ctx context.Context, cfg *config.Config, onCommit func(writes int, d time.Duration)) (*ledger.Store, error) {
 	path, err := f.DBPath()
 	if err != nil {
 		return nil, err
@@ -251,11 +263,8 @@ func (f *Factory) Ledger(ctx context.Context) (*ledger.Store, error) {
 			return nil, err
 		}
 	}
-	c, err := f.Config()
-	if err != nil {
-		return nil, err
-	}
-	s, err := ledger.Open(ctx, path, ledger.Options{Clock: f.Clock, Logger: f.Logger(), Synchronous: c.Ledger.Synchronous, BusyTimeout: c.Ledger.BusyTimeout})
+	s, err := ledger.Open(ctx, path, ledger.Options{Clock: f.Clock, Logger: f.Logger(), Synchronous: cfg.Ledger.Synchronous,
+		BusyTimeout: cfg.Ledger.BusyTimeout, OnCommit: onCommit})
 	if err != nil {
 		return nil, err
 	}

@@ -157,7 +157,7 @@ func runtimeStartRun(cmd *cobra.Command, opts *startOptions) error {
 		return err
 	}
 	defer ln.Close()
-	parts, err := buildRuntime(ctx, f, cfg, store, metrics, portOf(ln), cfg.Runtime.AllowedOrigins)
+	parts, err := buildRuntime(f, cfg, store, metrics, portOf(ln), cfg.Runtime.AllowedOrigins)
 	if err != nil {
 		return err
 	}
@@ -271,7 +271,7 @@ func bridgeStartRun(cmd *cobra.Command, opts *startOptions) error {
 	if runtimeURL != nil {
 		bc.RuntimeURL, bc.RuntimeToken = runtimeURL, rtok
 	} else {
-		parts, err := buildRuntime(ctx, f, cfg, store, metrics, 0, nil)
+		parts, err := buildRuntime(f, cfg, store, metrics, 0, nil)
 		if err != nil {
 			return err
 		}

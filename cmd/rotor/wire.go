@@ -58,7 +58,7 @@ func loadKey(lookup func(string) (string, bool), home string, cr config.Credenti
 
 // buildRuntime wires pools, the learner, the Decisions route and the
 // runtime server from the configuration.
-func buildRuntime(ctx context.Context, f *Factory, cfg *config.Config, store *ledger.Store, metrics *runtime.Metrics, port int, origins []string) (*runtimeParts, error) {
+func buildRuntime(f *Factory, cfg *config.Config, store *ledger.Store, metrics *runtime.Metrics, port int, origins []string) (*runtimeParts, error) {
 	log := f.Logger()
 	home, err := f.Home()
 	if err != nil {
@@ -119,28 +119,12 @@ func buildRuntime(ctx context.Context, f *Factory, cfg *config.Config, store *le
 	srv := runtime.New(runtime.Config{Router: router, Budgets: runtime.BudgetLister(store), Metrics: metrics, Logger: log, Clock: clk,
 		Port: port, AllowedOrigins: origins, Version: f.Version})
 	metrics.WatchBudgets(runtime.BudgetLister(store))
-	_ = ctx
 	return &runtimeParts{server: srv, router: router, metrics: metrics, learner: learner}, nil
 }
 
 // openServingLedger opens the ledger with commit metrics.
 func openServingLedger(ctx context.Context, f *Factory, cfg *config.Config, m *runtime.Metrics) (*ledger.Store, error) {
-	path, err := f.DBPath()
-	if err != nil {
-		return nil, err
-	}
-	if f.dbFlag == "" && f.v.GetString("db") == "" {
-		if _, err := f.EnsureHome(); err != nil {
-			return nil, err
-		}
-	}
-	s, err := ledger.Open(ctx, path, ledger.Options{Clock: f.Clock, Logger: f.Logger(), Synchronous: cfg.Ledger.Synchronous,
-		BusyTimeout: cfg.Ledger.BusyTimeout, OnCommit: m.ObserveCommit})
-	if err != nil {
-		return nil, err
-	}
 	f.storeMu.Lock()
-	f.store = s
-	f.storeMu.Unlock()
-	return s, nil
+	defer f.storeMu.Unlock()
+	return f.openLedgerLocked(ctx, cfg, m.ObserveCommit)
 }
