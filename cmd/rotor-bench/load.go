@@ -2,13 +2,17 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	goruntime "runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -106,6 +110,9 @@ type cellResult struct {
 // ledgerDelta is what rotor's ledger metrics moved by during a cell.
 type ledgerDelta struct {
 	commits, writes, commitSeconds float64
+	// commitP50 is the median commit time, interpolated within the
+	// histogram's buckets (NaN when they did not move).
+	commitP50 float64
 }
 
 func ledgerMetrics(m0, m1 map[string]float64) *ledgerDelta {
@@ -122,7 +129,56 @@ func ledgerMetrics(m0, m1 map[string]float64) *ledgerDelta {
 		commits:       m1[c+"_count"] - m0[c+"_count"],
 		writes:        m1[w+"_sum"] - m0[w+"_sum"],
 		commitSeconds: m1[c+"_sum"] - m0[c+"_sum"],
+		commitP50:     histogramQuantile(0.5, bucketDeltas(c, m0, m1)),
 	}
+}
+
+// bucket is one cumulative histogram bucket: count observations <= le.
+type bucket struct{ le, count float64 }
+
+// bucketDeltas returns how much each bucket of histogram name moved from
+// m0 to m1, in order of le.
+func bucketDeltas(name string, m0, m1 map[string]float64) []bucket {
+	prefix := name + `_bucket{le="`
+	var bs []bucket
+	for k, v := range m1 {
+		le, ok := strings.CutPrefix(k, prefix)
+		if !ok {
+			continue
+		}
+		f, err := strconv.ParseFloat(strings.TrimSuffix(le, `"}`), 64)
+		if err != nil {
+			continue
+		}
+		bs = append(bs, bucket{le: f, count: v - m0[k]})
+	}
+	slices.SortFunc(bs, func(a, b bucket) int { return cmp.Compare(a.le, b.le) })
+	return bs
+}
+
+// histogramQuantile estimates quantile q of cumulative buckets as
+// Prometheus does: linearly within the bucket that holds it, from the
+// previous bound (0 for the first). It returns NaN without observations,
+// and the highest finite bound when q falls in the +Inf bucket.
+func histogramQuantile(q float64, bs []bucket) float64 {
+	if len(bs) == 0 || bs[len(bs)-1].count <= 0 {
+		return math.NaN()
+	}
+	rank := q * bs[len(bs)-1].count
+	lower, below := 0.0, 0.0
+	for _, b := range bs {
+		if b.count >= rank {
+			if math.IsInf(b.le, 1) {
+				return lower
+			}
+			if b.count == below {
+				return b.le
+			}
+			return lower + (b.le-lower)*(rank-below)/(b.count-below)
+		}
+		lower, below = b.le, b.count
+	}
+	return lower
 }
 
 func (c cellResult) rps() float64 { return float64(c.n) / c.elapsed.Seconds() }

@@ -279,15 +279,17 @@ func scrapeMetrics(ctx context.Context, c *http.Client, baseURL, token string) (
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if line == "" || line[0] == '#' || strings.ContainsRune(line, '{') {
+		if line == "" || line[0] == '#' {
 			continue
 		}
-		name, val, ok := strings.Cut(line, " ")
-		if !ok {
+		// "series value": a labelled series is keyed by its whole
+		// name{labels} (client_golang writes no timestamps).
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
 			continue
 		}
-		if f, err := strconv.ParseFloat(strings.TrimSpace(val), 64); err == nil {
-			out[name] = f
+		if f, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			out[line[:i]] = f
 		}
 	}
 	if err := sc.Err(); err != nil {
