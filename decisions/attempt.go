@@ -1,9 +1,9 @@
 package decisions
 
 import (
+	"bytes"
 	"context"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -238,11 +238,17 @@ func (a *attempt) send(ctx context.Context, c *credential) (out *answer, next bo
 	}
 	callCtx, cancelCall := context.WithCancel(ctx)
 	defer cancelCall()
-	hreq, err := http.NewRequestWithContext(callCtx, http.MethodPost, c.BaseURL+Endpoint, bytesReader(a.body))
+	hreq, err := http.NewRequestWithContext(callCtx, http.MethodPost, c.BaseURL+Endpoint, bytes.NewReader(a.body))
 	if err != nil {
 		a.fail(c.Name)
 		return nil, true, nil
 	}
+	// A *bytes.Reader lets net/http write the headers and the body in one
+	// write (it flushes the headers first for bodies it does not know to be
+	// in memory): one syscall and one segment less per call, for rotor and
+	// for the provider. It also sets GetBody, with which the transport
+	// sends a POST again only when not one byte of it was written (a pooled
+	// connection the provider had closed); the provider never sees it twice.
 	hreq.ContentLength = int64(len(a.body))
 	h := hreq.Header
 	h.Set("Authorization", "Bearer "+c.Key.Reveal())
@@ -412,20 +418,4 @@ func (rt *Router) cooldown(poolName, class string) {
 	if rt.cfg.Metrics != nil {
 		rt.cfg.Metrics.Cooldown(poolName, class)
 	}
-}
-
-type bytesReaderT struct {
-	b []byte
-	i int
-}
-
-func bytesReader(b []byte) io.Reader { return &bytesReaderT{b: b} }
-
-func (r *bytesReaderT) Read(p []byte) (int, error) {
-	if r.i >= len(r.b) {
-		return 0, io.EOF
-	}
-	n := copy(p, r.b[r.i:])
-	r.i += n
-	return n, nil
 }

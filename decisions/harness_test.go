@@ -42,6 +42,7 @@ type opts struct {
 	catalogTimeout time.Duration
 	maxBuffered    int64
 	quotaBuckets   map[string][]string
+	httpClient     *http.Client // default: the router's own
 }
 
 type harness struct {
@@ -117,7 +118,7 @@ func newHarness(t *testing.T, o opts) *harness {
 		pcs = append(pcs, PoolConfig{Name: name, Credentials: byPool[name], Pool: pl})
 	}
 	h.router = New(Config{Pools: pcs, Ledger: store, Admitter: budgets.NewAdmitter(), Clock: clk,
-		Deadline: o.deadline, ErrorBodyIdle: o.errorIdle, CatalogTimeout: o.catalogTimeout, MaxBuffered: o.maxBuffered,
+		HTTPClient: o.httpClient, Deadline: o.deadline, ErrorBodyIdle: o.errorIdle, CatalogTimeout: o.catalogTimeout, MaxBuffered: o.maxBuffered,
 		Logger: newTestLogger(h.log)})
 	h.srv = httptest.NewServer(httpx.RequestIDs(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, _ := WithInfo(WithClient(r.Context(), "test-client"))
