@@ -15,7 +15,8 @@
 #
 # Other arguments go to rotor-bench (scripts/bench.sh -h lists them), e.g.
 #   scripts/bench.sh --quick -log-level info             measure with access logs
-#   scripts/bench.sh -modes rotor -concurrency 16 -cpuprofile rotor.pprof   (paths are relative to the repo root)
+#   scripts/bench.sh -modes rotor -concurrency 16 -cpuprofile rotor.pprof   (paths are relative to the repo root;
+#                                      -memprofile FILE writes the allocations profile)
 #   scripts/bench.sh --quick -work /tmp/rb    keep rotor's home and the logs
 #   (the profile: go build -o rotor ./cmd/rotor && go tool pprof -top rotor rotor.pprof)
 set -euo pipefail

@@ -52,6 +52,7 @@ type options struct {
 	logFormat   string
 	ledgerSync  string
 	cpuProfile  string
+	memProfile  string
 	label       string
 
 	soak            bool
@@ -84,6 +85,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.logFormat, "log-format", "", "rotor's log.format, text or json (default: rotor's default)")
 	fs.StringVar(&o.ledgerSync, "ledger-synchronous", "", "rotor's ledger.synchronous, full or normal (default: rotor's default)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write the bridge's CPU profile to this file (sets ROTOR_CPUPROFILE for rotor)")
+	fs.StringVar(&o.memProfile, "memprofile", "", "write the bridge's allocations profile to this file (sets ROTOR_MEMPROFILE for rotor)")
 	fs.StringVar(&o.label, "label", "", "a label for the report's header, e.g. the git revision (scripts/bench.sh sets it)")
 	fs.BoolVar(&o.soak, "soak", false, "memory mode: many requests through the bridge at one concurrency, sampling RSS and heap")
 	fs.IntVar(&o.soakRequests, "soak-requests", 200000, "requests in -soak mode")
@@ -147,8 +149,11 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	if o.cpuProfile != "" {
-		if o.cpuProfile, err = filepath.Abs(o.cpuProfile); err != nil {
+	for _, p := range []*string{&o.cpuProfile, &o.memProfile} {
+		if *p == "" {
+			continue
+		}
+		if *p, err = filepath.Abs(*p); err != nil {
 			fmt.Fprintf(stderr, "rotor-bench: %v\n", err)
 			return 2
 		}

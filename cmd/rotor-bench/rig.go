@@ -141,6 +141,9 @@ func (r *rig) startBridge(ctx context.Context) error {
 	if r.o.cpuProfile != "" {
 		extra = append(extra, "ROTOR_CPUPROFILE="+r.o.cpuProfile)
 	}
+	if r.o.memProfile != "" {
+		extra = append(extra, "ROTOR_MEMPROFILE="+r.o.memProfile)
+	}
 	cmd := exec.Command(r.o.rotorBin, "bridge", "start", "--listen", "127.0.0.1:0")
 	cmd.Env = r.rotorEnv(extra...)
 	var err error

@@ -5,6 +5,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/pprof"
 )
 
@@ -13,11 +14,29 @@ func main() {
 }
 
 // profiledMain runs Main, under a CPU profile when ROTOR_CPUPROFILE names
-// a file: a benchmark aid (scripts/bench.sh -cpuprofile, issue 7) that
-// profiles the real binary without serving pprof handlers. The profile is
-// written when Main returns, so `rotor bridge start` must stop cleanly
-// (SIGINT or SIGTERM).
+// a file, and writes the allocations profile to ROTOR_MEMPROFILE: benchmark
+// aids (scripts/bench.sh -cpuprofile and -memprofile, issue 7) that profile
+// the real binary without serving pprof handlers. Profiles are written
+// when Main returns, so `rotor bridge start` must stop cleanly (SIGINT or
+// SIGTERM).
 func profiledMain() int {
+	if path := os.Getenv("ROTOR_MEMPROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "rotor: ROTOR_MEMPROFILE: %v\n", err)
+			return 1
+		}
+		defer func() {
+			runtime.GC() // the profile counts allocations up to the last GC
+			err := pprof.Lookup("allocs").WriteTo(f, 0)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "rotor: ROTOR_MEMPROFILE: %v\n", err)
+			}
+		}()
+	}
 	if path := os.Getenv("ROTOR_CPUPROFILE"); path != "" {
 		f, err := os.Create(path)
 		if err != nil {
