@@ -11,7 +11,8 @@ import (
 // TestMigrationKeepsRowsAndReports builds a database at schema version 3
 // (rows with rowids, the report rollup counting open reservations), then
 // opens it with this binary: every row survives the move to the
-// time-clustered table, and reports and windows read the same as before.
+// time-clustered table, reports and windows read the same as before, and
+// the hour rows written so far stay in use.
 func TestMigrationKeepsRowsAndReports(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "rotor.db")
 	db, err := sql.Open("sqlite", path)
@@ -79,5 +80,10 @@ func TestMigrationKeepsRowsAndReports(t *testing.T) {
 	var n int
 	if err := s.DB().QueryRow(`SELECT COUNT(*) FROM usage_hour_dims WHERE status = 0`).Scan(&n); err != nil || n != 0 {
 		t.Errorf("report rollup still holds %d open rows", n)
+	}
+	// 0005: every hour row written so far counts as written.
+	var until int64
+	if err := s.DB().QueryRow(`SELECT value FROM meta WHERE key = 'hour_rollup_until'`).Scan(&until); err != nil || until != h+1 {
+		t.Errorf("hour_rollup_until after migration = %d (%v), want %d: the hour after the last hour row", until, err, h+1)
 	}
 }

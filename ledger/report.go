@@ -196,7 +196,11 @@ FROM usage_hour_dims WHERE bucket >= ? AND bucket < ?` + group
 			// unsettled ones (requests in flight, or left by a process
 			// that died) are read raw from the hours whose totals count
 			// more requests than the rollup.
-			hours, err := unsettledHours(ctx, conn, h1/hourMS, h2/hourMS)
+			var hourUntil int64
+			if err := conn.QueryRowContext(ctx, qHourUntil).Scan(&hourUntil); err != nil {
+				return nil, fmt.Errorf("report: %w", err)
+			}
+			hours, err := unsettledHours(ctx, conn, h1/hourMS, h2/hourMS, hourUntil)
 			if err != nil {
 				return nil, err
 			}
@@ -231,10 +235,17 @@ FROM usage_hour_dims WHERE bucket >= ? AND bucket < ?` + group
 
 // unsettledHours returns the hours in [h1, h2) that hold unsettled rows:
 // those whose total requests exceed the settled rows of the report rollup.
-func unsettledHours(ctx context.Context, conn *sql.Conn, h1, h2 int64) ([]int64, error) {
-	rows, err := conn.QueryContext(ctx, `SELECT h.bucket FROM usage_hour h
+// An hour's total comes from usage_hour before hourUntil and from its
+// minutes after it (migration 0005).
+func unsettledHours(ctx context.Context, conn *sql.Conn, h1, h2, hourUntil int64) ([]int64, error) {
+	split := min(max(h1, hourUntil), h2)
+	rows, err := conn.QueryContext(ctx, `SELECT h.bucket FROM (
+  SELECT bucket, requests FROM usage_hour WHERE bucket >= ? AND bucket < ?
+  UNION ALL
+  SELECT bucket / 60 AS bucket, SUM(requests) AS requests FROM usage_minute WHERE bucket >= ? AND bucket < ? GROUP BY bucket / 60
+) h
 LEFT JOIN (SELECT bucket, SUM(requests) AS requests FROM usage_hour_dims WHERE bucket >= ? AND bucket < ? GROUP BY bucket) d ON d.bucket = h.bucket
-WHERE h.bucket >= ? AND h.bucket < ? AND h.requests > COALESCE(d.requests, 0)`, h1, h2, h1, h2)
+WHERE h.requests > COALESCE(d.requests, 0)`, h1, split, split*60, h2*60, h1, h2)
 	if err != nil {
 		return nil, fmt.Errorf("report: %w", err)
 	}

@@ -105,6 +105,10 @@ type view struct {
 	// wc, in the writer's views, carries window totals from batch to
 	// batch.
 	wc *windowCache
+	// hourUntil is the hour rollup's frontier: hours before it are read
+	// from usage_hour, later ones from usage_minute (migration 0005). A
+	// frontier older than the database's is still exact.
+	hourUntil int64
 }
 
 // windowCache keeps, across the writer's batches, the totals of every row
@@ -194,11 +198,12 @@ func ceilTo(t, unit int64) int64 {
 	return f + unit
 }
 
-// segments splits [f, t) into raw edges, whole minutes and whole hours, in
-// time order, so that a window reads at most two short raw ranges and a
-// bounded number of rollup rows whatever the ledger's size. A raw segment
-// never crosses a minute boundary (rawTotals relies on it).
-func segments(f, t int64) []segment {
+// segments splits [f, t) into raw edges, whole minutes and whole hours
+// before hourUntil (the hours that have rollup rows), in time order, so that
+// a window reads at most two short raw ranges and a bounded number of rollup
+// rows whatever the ledger's size. A raw segment never crosses a minute
+// boundary (rawTotals relies on it).
+func segments(f, t, hourUntil int64) []segment {
 	if f >= t {
 		return nil
 	}
@@ -219,16 +224,23 @@ func segments(f, t int64) []segment {
 	h1, h2 := ceilTo(f, hourMS), floorTo(t, hourMS)
 	var out []segment
 	add := func(k segKind, lo, hi int64) {
-		if lo < hi {
-			out = append(out, segment{k, lo, hi})
+		if lo >= hi {
+			return
 		}
+		if n := len(out); n > 0 && out[n-1].kind == k && k != segRaw && out[n-1].hi == lo {
+			out[n-1].hi = hi
+			return
+		}
+		out = append(out, segment{k, lo, hi})
 	}
 	add(segRaw, f, m1)
 	if h1 >= h2 {
 		add(segMinute, m1, m2)
 	} else {
+		written := min(max(h1, hourUntil*hourMS), h2)
 		add(segMinute, m1, h1)
-		add(segHour, h1, h2)
+		add(segHour, h1, written)
+		add(segMinute, written, h2)
 		add(segMinute, h2, m2)
 	}
 	add(segRaw, m2, t)
@@ -353,7 +365,7 @@ func (v *view) exactTotals(f, t int64) (Totals, error) {
 		return Totals{}, err
 	}
 	var sum Totals
-	for _, s := range segments(f, t) {
+	for _, s := range segments(f, t, v.hourUntil) {
 		st, err := v.segTotals(s)
 		if err != nil {
 			return Totals{}, err
@@ -390,7 +402,7 @@ func (v *view) Reach(w Window, m Measure, need int64) (time.Time, bool, error) {
 	}
 	f, t := w.ms()
 	cum := int64(0)
-	for _, s := range segments(f, t) {
+	for _, s := range segments(f, t, v.hourUntil) {
 		at, ok, err := v.reachIn(s, m, need, &cum)
 		if err != nil || ok {
 			return at, ok, err
@@ -465,7 +477,7 @@ func (v *view) NewestUnknownCost(w Window) (time.Time, bool, error) {
 		return time.Time{}, false, err
 	}
 	f, t := w.ms()
-	segs := segments(f, t)
+	segs := segments(f, t, v.hourUntil)
 	for i := len(segs) - 1; i >= 0; i-- {
 		at, ok, err := v.newestUnknownIn(segs[i])
 		if err != nil || ok {
@@ -522,5 +534,8 @@ func (s *Store) View(ctx context.Context, fn func(WindowReader) error) error {
 		return err
 	}
 	v := &view{ctx: ctx, q: conn, now: s.clk.Now(), budgets: budgets}
+	if err := conn.QueryRowContext(ctx, qHourUntil).Scan(&v.hourUntil); err != nil {
+		return fmt.Errorf("ledger view: %w", err)
+	}
 	return fn(v)
 }

@@ -81,6 +81,9 @@ type writer struct {
 	windows windowCache
 	lastNow time.Time
 	batch   batch
+	// hourUntil is the hour rollup's frontier as last read or written
+	// (see rollHours); -1 when unknown. It only ever lags the database's.
+	hourUntil int64
 }
 
 func newWriter(ctx context.Context, s *Store, maxBatch int, onCommit func(int, time.Duration)) (*writer, error) {
@@ -90,10 +93,11 @@ func newWriter(ctx context.Context, s *Store, maxBatch int, onCommit func(int, t
 	}
 	w := &writer{
 		s: s, conn: conn, maxBatch: maxBatch,
-		stmts:    map[string]*sql.Stmt{},
-		open:     map[string]openRow{},
-		cfgVer:   -1,
-		onCommit: onCommit,
+		stmts:     map[string]*sql.Stmt{},
+		open:      map[string]openRow{},
+		cfgVer:    -1,
+		onCommit:  onCommit,
+		hourUntil: -1,
 	}
 	w.idle = sync.NewCond(&w.mu)
 	return w, nil
@@ -227,6 +231,8 @@ type batch struct {
 	// open changes to apply after commit
 	opened map[string]openRow
 	closed []string
+	// hourFresh: w.hourUntil was read from the database in this batch.
+	hourFresh bool
 }
 
 type dimKey struct {
@@ -287,8 +293,10 @@ func (w *writer) runBatch(ops []*op) []error {
 		return failAll(err)
 	}
 	rollback := func() {
-		// The cache holds deltas of writes that are now undone.
+		// The cache holds deltas of writes that are now undone, and the
+		// hour rollup's frontier may have been moved by this batch.
 		w.windows.reset()
+		w.hourUntil = -1
 		_, _ = q.ExecContext(ctx, "ROLLBACK")
 	}
 	// The batch's maps are the writer's, emptied after each batch: only the
@@ -322,7 +330,11 @@ func (w *writer) runBatch(ops []*op) []error {
 		w.windows.reset()
 	}
 	w.lastNow = now
-	b.view = &view{ctx: ctx, q: b.q, now: now, budgets: w.budgets, flush: b.flush, wc: &w.windows}
+	if err := b.rollHours(now); err != nil {
+		rollback()
+		return failAll(err)
+	}
+	b.view = &view{ctx: ctx, q: b.q, now: now, budgets: w.budgets, flush: b.flush, wc: &w.windows, hourUntil: w.hourUntil}
 	errs := make([]error, len(ops))
 	for i, o := range ops {
 		err := b.apply(o)
@@ -469,7 +481,9 @@ func (b *batch) reserve(o *op) error {
 		return &dbError{err}
 	}
 	d := dims{operation: r.Operation, model: r.Model, client: r.Client}
-	b.addTotals(ts, reservationDelta().Totals)
+	if err := b.addTotals(ts, reservationDelta().Totals); err != nil {
+		return err
+	}
 	b.opened[r.RequestID] = openRow{ts: ts, dim: d}
 	return nil
 }
@@ -519,7 +533,9 @@ func (b *batch) settleRow(s Settlement) error {
 	sd := settlementDelta(s)
 	t := sd.Totals
 	t.add(reservationDelta().Totals.neg())
-	b.addTotals(r.ts, t)
+	if err := b.addTotals(r.ts, t); err != nil {
+		return err
+	}
 	nd := dims{operation: r.dim.operation, model: s.Model, credential: s.Credential, client: r.dim.client, status: s.Status}
 	b.addDims(r.ts, nd, sd)
 	delete(b.opened, s.RequestID)
@@ -538,7 +554,9 @@ func (b *batch) release(id string) error {
 	if _, err := b.q.ExecContext(b.ctx, `DELETE FROM usage WHERE ts_ms = ? AND request_id = ? AND state = 0`, r.ts, id); err != nil {
 		return &dbError{err}
 	}
-	b.addTotals(r.ts, reservationDelta().Totals.neg())
+	if err := b.addTotals(r.ts, reservationDelta().Totals.neg()); err != nil {
+		return err
+	}
 	delete(b.opened, id)
 	b.closed = append(b.closed, id)
 	return nil
@@ -553,17 +571,88 @@ func (b *batch) touch(m map[string]time.Time) error {
 	return nil
 }
 
-// addTotals records a change to the minute and hour totals, in the
-// pending rollups and in the view's cached windows.
-func (b *batch) addTotals(ts int64, x Totals) {
+// addTotals records a change to the minute totals, and to the hour's when
+// its rollup row is already written, in the pending rollups and in the
+// view's cached windows.
+func (b *batch) addTotals(ts int64, x Totals) error {
 	m, h := floorTo(ts, minuteMS)/minuteMS, floorTo(ts, hourMS)/hourMS
 	t := b.minute[m]
 	t.add(x)
 	b.minute[m] = t
-	t = b.hour[h]
-	t.add(x)
-	b.hour[h] = t
+	written, err := b.hourWritten(h)
+	if err != nil {
+		return err
+	}
+	if written {
+		t = b.hour[h]
+		t.add(x)
+		b.hour[h] = t
+	}
 	b.view.applyDelta(ts, x)
+	return nil
+}
+
+// The hour rollup is written a full hour behind (migration 0005): hours
+// before the frontier hour_rollup_until have exact rows in usage_hour, and
+// later hours are read from usage_minute. A request's own writes thus touch
+// no hour row; only a late write, the settlement or release of a
+// reservation made before the frontier, also updates its hour's row.
+const (
+	qHourUntil   = `SELECT value FROM meta WHERE key = 'hour_rollup_until'`
+	rollHourRows = `INSERT OR REPLACE INTO usage_hour (bucket, requests, tokens, tokens_null, cost_micros, cost_null)
+SELECT bucket / 60, SUM(requests), SUM(tokens), SUM(tokens_null), SUM(cost_micros), SUM(cost_null) FROM usage_minute WHERE bucket >= ? AND bucket < ? GROUP BY bucket / 60`
+)
+
+// readHourUntil reads the frontier inside the batch's transaction.
+func (b *batch) readHourUntil() error {
+	if err := b.q.QueryRowContext(b.ctx, qHourUntil).Scan(&b.w.hourUntil); err != nil {
+		return &dbError{fmt.Errorf("hour rollup frontier: %w", err)}
+	}
+	b.hourFresh = true
+	return nil
+}
+
+// rollHours moves the frontier to the start of the previous hour, writing
+// the hour rows of the hours it passes from their minutes. It reads the
+// database once an hour (and after a rollback), not per batch.
+func (b *batch) rollHours(now time.Time) error {
+	target := floorTo(now.UnixMilli(), hourMS)/hourMS - 1
+	if target <= b.w.hourUntil {
+		return nil
+	}
+	if err := b.readHourUntil(); err != nil {
+		return err
+	}
+	if target <= b.w.hourUntil {
+		return nil
+	}
+	if _, err := b.q.ExecContext(b.ctx, rollHourRows, b.w.hourUntil*60, target*60); err != nil {
+		return fmt.Errorf("write hour rollup: %w", err)
+	}
+	if _, err := b.q.ExecContext(b.ctx, `UPDATE meta SET value = ? WHERE key = 'hour_rollup_until'`, target); err != nil {
+		return fmt.Errorf("write hour rollup: %w", err)
+	}
+	b.w.hourUntil = target
+	return nil
+}
+
+// hourWritten reports whether hour h has its row in usage_hour. The
+// frontier only moves forward, so an hour before the cached one is
+// written. Past it, the cached frontier is the database's (rollHours read
+// it, or this process moved it) unless another process has moved it since,
+// which takes a clock ahead of this one's: for an hour before the current
+// one, the frontier is read again, once per batch.
+func (b *batch) hourWritten(h int64) (bool, error) {
+	if h < b.w.hourUntil {
+		return true, nil
+	}
+	if b.hourFresh || h >= floorTo(b.view.now.UnixMilli(), hourMS)/hourMS {
+		return false, nil
+	}
+	if err := b.readHourUntil(); err != nil {
+		return false, err
+	}
+	return h < b.w.hourUntil, nil
 }
 
 // addDims records a settled row in the pending report rollup.
