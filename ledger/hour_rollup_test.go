@@ -60,12 +60,6 @@ func TestHourRollupWrittenAnHourBehind(t *testing.T) {
 	defer db.Close()
 
 	rng := rand.New(rand.NewSource(5))
-	type rec struct {
-		ts      time.Time
-		tokens  Count
-		open    bool
-		settled bool
-	}
 	recs := map[string]*rec{}
 	var late []string // reservations left open for hours
 	for i := 0; i < 600; i++ {
@@ -129,6 +123,10 @@ func TestHourRollupWrittenAnHourBehind(t *testing.T) {
 	// store, equal the raw rows.
 	end := otherClk.Now()
 	clk.Set(end)
+	var all []rec
+	for _, r := range recs {
+		all = append(all, *r)
+	}
 	for i := 0; i < 200; i++ {
 		from := t0.Add(time.Duration(rng.Int63n(int64(end.Sub(t0)))).Truncate(time.Millisecond))
 		if i%4 == 0 {
@@ -138,19 +136,7 @@ func TestHourRollupWrittenAnHourBehind(t *testing.T) {
 		if i%2 == 0 {
 			to = from.Add(time.Duration(rng.Int63n(int64(end.Sub(from)) + 1)))
 		}
-		var want Totals
-		for _, r := range recs {
-			if r.ts.Before(from) || !r.ts.Before(to) {
-				continue
-			}
-			want.Requests++
-			want.CostUnknown++
-			if r.tokens.Known {
-				want.Tokens += r.tokens.V
-			} else {
-				want.TokensUnknown++
-			}
-		}
+		want := rawTotals(all, from, to)
 		for _, st := range []*Store{s, other} {
 			var got Totals
 			if err := st.View(ctx, func(r WindowReader) error {

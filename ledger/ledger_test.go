@@ -75,15 +75,37 @@ func TestReserveSettleRelease(t *testing.T) {
 // TestRollupWindowsMatchRawRows: totals read from minute and hour rollups
 // plus raw edges equal a brute-force sum over raw rows, for random rows
 // and random windows, including NULL counts never read as zero.
+// rec is a row a test wrote: when, its tokens once settled with them, and
+// whether it is still an open reservation.
+type rec struct {
+	ts     time.Time
+	tokens Count
+	open   bool
+}
+
+// rawTotals is Totals over recs in [from, to): every row counts one
+// request of unknown cost, and its tokens when known.
+func rawTotals(recs []rec, from, to time.Time) Totals {
+	var want Totals
+	for _, r := range recs {
+		if r.ts.Before(from) || !r.ts.Before(to) {
+			continue
+		}
+		want.Requests++
+		want.CostUnknown++
+		if r.tokens.Known {
+			want.Tokens += r.tokens.V
+		} else {
+			want.TokensUnknown++
+		}
+	}
+	return want
+}
+
 func TestRollupWindowsMatchRawRows(t *testing.T) {
 	clk := clock.NewFake(t0)
 	s, _ := openTest(t, clk)
 	rng := rand.New(rand.NewSource(1))
-	type rec struct {
-		ts     time.Time
-		tokens Count
-		open   bool
-	}
 	var recs []rec
 	for i := 0; i < 400; i++ {
 		clk.Advance(time.Duration(rng.Int63n(int64(20 * time.Minute))).Truncate(time.Millisecond))
@@ -111,19 +133,7 @@ func TestRollupWindowsMatchRawRows(t *testing.T) {
 		if i%10 == 0 {
 			from = from.Truncate(time.Hour)
 		}
-		var want Totals
-		for _, r := range recs {
-			if r.ts.Before(from) || !r.ts.Before(to) {
-				continue
-			}
-			want.Requests++
-			want.CostUnknown++
-			if r.tokens.Known {
-				want.Tokens += r.tokens.V
-			} else {
-				want.TokensUnknown++
-			}
-		}
+		want := rawTotals(recs, from, to)
 		var got Totals
 		err := s.View(ctx, func(r WindowReader) error {
 			var err error
