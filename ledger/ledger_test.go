@@ -72,9 +72,6 @@ func TestReserveSettleRelease(t *testing.T) {
 	}
 }
 
-// TestRollupWindowsMatchRawRows: totals read from minute and hour rollups
-// plus raw edges equal a brute-force sum over raw rows, for random rows
-// and random windows, including NULL counts never read as zero.
 // rec is a row a test wrote: when, its tokens once settled with them, and
 // whether it is still an open reservation.
 type rec struct {
@@ -102,6 +99,9 @@ func rawTotals(recs []rec, from, to time.Time) Totals {
 	return want
 }
 
+// TestRollupWindowsMatchRawRows: totals read from minute and hour rollups
+// plus raw edges equal a brute-force sum over raw rows, for random rows
+// and random windows, including NULL counts never read as zero.
 func TestRollupWindowsMatchRawRows(t *testing.T) {
 	clk := clock.NewFake(t0)
 	s, _ := openTest(t, clk)
