@@ -49,7 +49,7 @@ var specRules = []spectest.Rule{
 	spectest.R("The ledger records the decisions operation and actual token counts, also for answers larger than a stream scanner's cap.", []string{"TestLedgerRecordsDecisionsOperationRealTokensAndUnknownCost", "TestUsageRecordedForLargeAnswers"}, ""),
 	spectest.R("The full provider usage object is returned to the caller.", []string{"TestAnswersRefusalsAndUsageReturnedIntact"}, ""),
 	spectest.R("Estimated cost remains unknown (null), never zero.", []string{"TestLedgerRecordsDecisionsOperationRealTokensAndUnknownCost"}, "cmd/rotor: TestLedgerReportFormats"),
-	spectest.R("Every budget window counts all ledger rows, whatever the budget's key.", nil, "budgets: TestRequestsBudgetExhaustedFreesWhenOldestRowLeaves; ledger: TestRollupWindowsMatchRawRows, TestHourRollupWrittenAnHourBehind"),
+	spectest.R("Every budget window counts all ledger rows, whatever the budget's key.", nil, "budgets: TestRequestsBudgetExhaustedFreesWhenOldestRowLeaves; ledger: TestRollupWindowsMatchRawRows, TestHourRollupWrittenAnHourBehind, TestFoldCountsEveryRowOnce"),
 	spectest.R("A cost budget whose window holds unknown cost fails closed until the window ends.", nil, "budgets: TestCostBudgetWithUnknownCostRowFailsClosedUntilItLeaves, TestCostSumNeverReadsNullAsZero"),
 	spectest.R("While any --cost budget exists, Decisions requests get 403 policy_blocked before discovery or inference, naming the cost budgets.", []string{"TestCostBudgetRefusesBeforeDiscovery"}, "budgets: TestAnyCostBudgetBlocksDecisionsNamingIt"),
 	spectest.R("Budget on --requests or --tokens to allow Decisions.", []string{"TestRequestsBudgetUsedUpGives429WithRetryAfter"}, "budgets: TestTokensBudgetSkipsUnknownAndStopsAtLimit"),

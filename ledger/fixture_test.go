@@ -121,6 +121,8 @@ FROM usage WHERE ts_ms >= :hour * 3600000 AND state = 1 GROUP BY 1, 2, 3, 4, 5, 
 	// 0005): written up to the hour before the anchor's.
 	fmt.Sprintf(`DELETE FROM usage_hour WHERE bucket >= %d`, fixtureAnchor.UnixMilli()/hourMS-1),
 	fmt.Sprintf(`UPDATE meta SET value = %d WHERE key = 'hour_rollup_until'`, fixtureAnchor.UnixMilli()/hourMS-1),
+	// Every row is folded (migration 0006).
+	`UPDATE meta SET value = (SELECT COALESCE(MAX(ts_ms) + 1, 0) FROM usage) WHERE key = 'fold_until'`,
 }
 
 // buildFixture creates a ledger at path (which must not exist) holding
@@ -342,11 +344,18 @@ func TestFixtureRollupsMatchWriter(t *testing.T) {
 	}
 	defer db.Close()
 
-	// (1) Rollups kept by the writer equal the fixture's rebuild; the hour
-	// rollup for the hours it has written.
-	var hourUntil int64
+	// (1) Rollups kept by the writer equal the fixture's rebuild from the
+	// rows before the fold frontier; the hour rollup for the hours it has
+	// written.
+	var hourUntil, foldUntil int64
 	if err := db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'hour_rollup_until'`).Scan(&hourUntil); err != nil {
 		t.Fatal(err)
+	}
+	if err := db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'fold_until'`).Scan(&foldUntil); err != nil {
+		t.Fatal(err)
+	}
+	if foldUntil <= fixtureAnchor.Add(-50*time.Minute).UnixMilli() {
+		t.Fatalf("fold_until = %d: the writer never folded its rows", foldUntil)
 	}
 	for _, table := range []string{"usage_minute", "usage_hour", "usage_hour_dims"} {
 		var rollupSQL string
@@ -360,6 +369,7 @@ func TestFixtureRollupsMatchWriter(t *testing.T) {
 			t.Fatalf("no rebuild query for %s", table)
 		}
 		rebuild := strings.NewReplacer(":minute", "0", ":hour", "0").Replace(rollupSQL)
+		rebuild = strings.Replace(rebuild, "FROM usage WHERE ", fmt.Sprintf("FROM usage WHERE ts_ms < %d AND ", foldUntil), 1)
 		stored := "SELECT * FROM " + table + " WHERE requests <> 0"
 		if table == "usage_hour" {
 			rebuild = strings.Replace(rebuild, " GROUP BY 1", fmt.Sprintf(" AND ts_ms < %d GROUP BY 1", hourUntil*hourMS), 1)

@@ -86,4 +86,8 @@ func TestMigrationKeepsRowsAndReports(t *testing.T) {
 	if err := s.DB().QueryRow(`SELECT value FROM meta WHERE key = 'hour_rollup_until'`).Scan(&until); err != nil || until != h+1 {
 		t.Errorf("hour_rollup_until after migration = %d (%v), want %d: the hour after the last hour row", until, err, h+1)
 	}
+	// 0006: every row so far is in the rollups.
+	if err := s.DB().QueryRow(`SELECT value FROM meta WHERE key = 'fold_until'`).Scan(&until); err != nil || until != base+2001 {
+		t.Errorf("fold_until after migration = %d (%v), want %d: the millisecond after the last row", until, err, base+2001)
+	}
 }

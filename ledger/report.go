@@ -73,7 +73,8 @@ var reportCols = map[string][2]string{
 
 // Report aggregates usage. Whole hours come from the hourly rollup and the
 // partial hours at the edges from raw rows, so its cost does not grow with
-// the number of rows. SQLite groups by the requested keys only: grouping
+// the number of rows; so do the rows at or after the fold frontier, which
+// the rollup does not count yet (migration 0006). SQLite groups by the requested keys only: grouping
 // the rollup by all of its keys and merging in Go sorted and returned
 // hundreds of thousands of rows for a 90-day report over 1M rows.
 func (s *Store) Report(ctx context.Context, q ReportQuery) ([]ReportRow, error) {
@@ -189,23 +190,35 @@ FROM usage_hour_dims WHERE bucket >= ? AND bucket < ?` + group
 					}
 				}
 			}
-			if err := scan(hourQ, h1/hourMS, h2/hourMS); err != nil {
-				return nil, err
-			}
-			// The hourly rollup holds settled rows only. The few
-			// unsettled ones (requests in flight, or left by a process
-			// that died) are read raw from the hours whose totals count
-			// more requests than the rollup.
-			var hourUntil int64
+			// The hourly rollup counts the settled rows before the fold
+			// frontier; the whole hours' rows from the frontier on are
+			// read raw.
+			var hourUntil, foldUntil int64
 			if err := conn.QueryRowContext(ctx, qHourUntil).Scan(&hourUntil); err != nil {
 				return nil, fmt.Errorf("report: %w", err)
 			}
-			hours, err := unsettledHours(ctx, conn, h1/hourMS, h2/hourMS, hourUntil)
+			if err := conn.QueryRowContext(ctx, qFoldUntil).Scan(&foldUntil); err != nil {
+				return nil, fmt.Errorf("report: %w", err)
+			}
+			if err := scan(hourQ, h1/hourMS, h2/hourMS); err != nil {
+				return nil, err
+			}
+			if tail := max(foldUntil, h1); tail < h2 {
+				if err := scan(rawQ, tail, h2); err != nil {
+					return nil, err
+				}
+			}
+			// The unsettled rows before the frontier (requests in
+			// flight, or left by a process that died) are read raw from
+			// the hours whose totals count more requests than the
+			// rollup.
+			rolled := min(h2, ceilTo(max(foldUntil, h1), hourMS))
+			hours, err := unsettledHours(ctx, conn, h1/hourMS, rolled/hourMS, hourUntil)
 			if err != nil {
 				return nil, err
 			}
 			for _, h := range hours {
-				if err := scan(openQ, h*hourMS, (h+1)*hourMS); err != nil {
+				if err := scan(openQ, h*hourMS, min((h+1)*hourMS, foldUntil)); err != nil {
 					return nil, err
 				}
 			}

@@ -109,6 +109,9 @@ type view struct {
 	// from usage_hour, later ones from usage_minute (migration 0005). A
 	// frontier older than the database's is still exact.
 	hourUntil int64
+	// foldUntil is the minute rollup's frontier (unix ms, migration
+	// 0006): rows from it on are read raw. It must be the database's.
+	foldUntil int64
 }
 
 // windowCache keeps, across the writer's batches, the totals of every row
@@ -201,9 +204,22 @@ func ceilTo(t, unit int64) int64 {
 // segments splits [f, t) into raw edges, whole minutes and whole hours
 // before hourUntil (the hours that have rollup rows), in time order, so that
 // a window reads at most two short raw ranges and a bounded number of rollup
-// rows whatever the ledger's size. A raw segment never crosses a minute
-// boundary (rawTotals relies on it).
-func segments(f, t, hourUntil int64) []segment {
+// rows whatever the ledger's size; and the rows from foldUntil on, which no
+// rollup counts yet, as one raw range. A raw segment before foldUntil never
+// crosses a minute boundary (rawTotals relies on it).
+func segments(f, t, hourUntil, foldUntil int64) []segment {
+	if f >= t {
+		return nil
+	}
+	if foldUntil < t {
+		cut := max(f, foldUntil)
+		return append(rolledSegments(f, cut, hourUntil), segment{segRaw, cut, t})
+	}
+	return rolledSegments(f, t, hourUntil)
+}
+
+// rolledSegments splits a range before the fold frontier.
+func rolledSegments(f, t, hourUntil int64) []segment {
 	if f >= t {
 		return nil
 	}
@@ -273,9 +289,10 @@ func (v *view) totalsQuery(q string, lo, hi int64) (Totals, error) {
 	return t, nil
 }
 
-// rawTotals aggregates the rows of [lo, hi), a range inside one minute.
-// It reads either those rows, or the minute's rollup less the rows of the
-// rest of the minute, whichever covers less time that has already passed:
+// rawTotals aggregates the rows of [lo, hi), a range inside one minute or
+// at or after the fold frontier. It reads either those rows, or (for a
+// minute wholly before the frontier) the minute's rollup less the rows of
+// the rest of the minute, whichever covers less time that has already passed:
 // rows later than now are rare (another process's clock running ahead),
 // so the edge of a window ending now costs one rollup row and an empty
 // index range instead of a scan of this minute's traffic. Both ways are
@@ -285,7 +302,7 @@ func (v *view) rawTotals(lo, hi int64) (Totals, error) {
 	me := mb + minuteMS
 	end := v.now.UnixMilli() + 1
 	past := func(a, b int64) int64 { return max(0, min(b, end)-a) }
-	if past(mb, lo)+past(hi, me) >= past(lo, hi) {
+	if me > v.foldUntil || past(mb, lo)+past(hi, me) >= past(lo, hi) {
 		return v.totalsQuery(qRawTotals, lo, hi)
 	}
 	sum, err := v.totalsQuery(qMinuteTotals, mb/minuteMS, mb/minuteMS+1)
@@ -365,7 +382,7 @@ func (v *view) exactTotals(f, t int64) (Totals, error) {
 		return Totals{}, err
 	}
 	var sum Totals
-	for _, s := range segments(f, t, v.hourUntil) {
+	for _, s := range segments(f, t, v.hourUntil, v.foldUntil) {
 		st, err := v.segTotals(s)
 		if err != nil {
 			return Totals{}, err
@@ -402,7 +419,7 @@ func (v *view) Reach(w Window, m Measure, need int64) (time.Time, bool, error) {
 	}
 	f, t := w.ms()
 	cum := int64(0)
-	for _, s := range segments(f, t, v.hourUntil) {
+	for _, s := range segments(f, t, v.hourUntil, v.foldUntil) {
 		at, ok, err := v.reachIn(s, m, need, &cum)
 		if err != nil || ok {
 			return at, ok, err
@@ -477,7 +494,7 @@ func (v *view) NewestUnknownCost(w Window) (time.Time, bool, error) {
 		return time.Time{}, false, err
 	}
 	f, t := w.ms()
-	segs := segments(f, t, v.hourUntil)
+	segs := segments(f, t, v.hourUntil, v.foldUntil)
 	for i := len(segs) - 1; i >= 0; i-- {
 		at, ok, err := v.newestUnknownIn(segs[i])
 		if err != nil || ok {
@@ -535,6 +552,9 @@ func (s *Store) View(ctx context.Context, fn func(WindowReader) error) error {
 	}
 	v := &view{ctx: ctx, q: conn, now: s.clk.Now(), budgets: budgets}
 	if err := conn.QueryRowContext(ctx, qHourUntil).Scan(&v.hourUntil); err != nil {
+		return fmt.Errorf("ledger view: %w", err)
+	}
+	if err := conn.QueryRowContext(ctx, qFoldUntil).Scan(&v.foldUntil); err != nil {
 		return fmt.Errorf("ledger view: %w", err)
 	}
 	return fn(v)

@@ -81,9 +81,21 @@ type writer struct {
 	windows windowCache
 	lastNow time.Time
 	batch   batch
-	// hourUntil is the hour rollup's frontier as last read or written
-	// (see rollHours); -1 when unknown. It only ever lags the database's.
+	// hourUntil is the hour rollup's frontier (see rollHours) and
+	// foldUntil the minute and report rollups' (see fold), as last read or
+	// written; -1 when unknown. sync re-reads them when another connection
+	// has committed, so inside a batch they are the database's.
 	hourUntil int64
+	foldUntil int64
+	// unfolded counts the reservations written since the last fold that
+	// caught up with the clock.
+	unfolded int
+	// cfgStale: another connection committed since budgets and tokens were
+	// last checked.
+	cfgStale bool
+	// foldRows, foldChunk and foldAge tune fold (constants; tests lower them).
+	foldRows, foldChunk int
+	foldAge             int64
 }
 
 func newWriter(ctx context.Context, s *Store, maxBatch int, onCommit func(int, time.Duration)) (*writer, error) {
@@ -98,6 +110,10 @@ func newWriter(ctx context.Context, s *Store, maxBatch int, onCommit func(int, t
 		cfgVer:    -1,
 		onCommit:  onCommit,
 		hourUntil: -1,
+		foldUntil: -1,
+		foldRows:  foldRows,
+		foldChunk: foldChunk,
+		foldAge:   foldAge,
 	}
 	w.idle = sync.NewCond(&w.mu)
 	return w, nil
@@ -231,8 +247,6 @@ type batch struct {
 	// open changes to apply after commit
 	opened map[string]openRow
 	closed []string
-	// hourFresh: w.hourUntil was read from the database in this batch.
-	hourFresh bool
 }
 
 type dimKey struct {
@@ -294,9 +308,9 @@ func (w *writer) runBatch(ops []*op) []error {
 	}
 	rollback := func() {
 		// The cache holds deltas of writes that are now undone, and the
-		// hour rollup's frontier may have been moved by this batch.
+		// rollups' frontiers may have been moved by this batch.
 		w.windows.reset()
-		w.hourUntil = -1
+		w.hourUntil, w.foldUntil = -1, -1
 		_, _ = q.ExecContext(ctx, "ROLLBACK")
 	}
 	// The batch's maps are the writer's, emptied after each batch: only the
@@ -313,16 +327,9 @@ func (w *writer) runBatch(ops []*op) []error {
 		clear(b.opened)
 		b.view = nil
 	}()
-	// Only admission reads budgets, tokens and cached windows: a batch of
-	// settlements, releases and other writes need not look for changes
-	// by other connections (the cached windows stay marked stale until the
-	// next admission's check drops them, and the deltas applied to them in
-	// between are dropped with them).
-	if needsRefresh(ops) {
-		if err := w.refreshBudgets(ctx, b.q); err != nil {
-			rollback()
-			return failAll(err)
-		}
+	if err := w.sync(ctx, b.q, needsRefresh(ops)); err != nil {
+		rollback()
+		return failAll(err)
 	}
 	now := w.s.clk.Now()
 	if now.UnixMilli() < w.lastNow.UnixMilli() {
@@ -330,11 +337,15 @@ func (w *writer) runBatch(ops []*op) []error {
 		w.windows.reset()
 	}
 	w.lastNow = now
+	if err := b.fold(now); err != nil {
+		rollback()
+		return failAll(err)
+	}
 	if err := b.rollHours(now); err != nil {
 		rollback()
 		return failAll(err)
 	}
-	b.view = &view{ctx: ctx, q: b.q, now: now, budgets: w.budgets, flush: b.flush, wc: &w.windows, hourUntil: w.hourUntil}
+	b.view = &view{ctx: ctx, q: b.q, now: now, budgets: w.budgets, flush: b.flush, wc: &w.windows, hourUntil: w.hourUntil, foldUntil: w.foldUntil}
 	errs := make([]error, len(ops))
 	for i, o := range ops {
 		err := b.apply(o)
@@ -379,21 +390,30 @@ func unavailable(err error) error {
 	return fmt.Errorf("%w: %v", ErrUnavailable, err)
 }
 
-// refreshBudgets reloads budget definitions when another connection may
-// have changed them: PRAGMA data_version moves only for commits by other
-// connections, and config_version only when budgets or tokens changed.
-func (w *writer) refreshBudgets(ctx context.Context, q stmtConn) error {
+// sync looks, at the start of every batch, for commits by other
+// connections (PRAGMA data_version moves only for those): their rows are
+// not in the cached windows, and they may have moved the rollups'
+// frontiers, which every write must know exactly (see addTotals). A batch
+// that admits also reloads budgets and tokens when config_version says
+// they changed.
+func (w *writer) sync(ctx context.Context, q stmtConn, admits bool) error {
 	var dv int64
 	if err := q.QueryRowContext(ctx, "PRAGMA data_version").Scan(&dv); err != nil {
 		return err
 	}
-	if dv == w.dataVer && w.cfgVer >= 0 {
+	if dv != w.dataVer || w.foldUntil < 0 {
+		w.windows.reset()
+		w.dataVer = dv
+		w.hourUntil = -1 // rollHours reads it
+		if err := q.QueryRowContext(ctx, qFoldUntil).Scan(&w.foldUntil); err != nil {
+			return fmt.Errorf("fold frontier: %w", err)
+		}
+		w.cfgStale = true
+	}
+	if !admits || (!w.cfgStale && w.cfgVer >= 0) {
 		return nil
 	}
-	// Another connection committed: its rows are not in the cached
-	// windows.
-	w.windows.reset()
-	w.dataVer = dv
+	w.cfgStale = false
 	var cv int64
 	if err := q.QueryRowContext(ctx, "SELECT value FROM meta WHERE key = 'config_version'").Scan(&cv); err != nil {
 		return err
@@ -484,6 +504,7 @@ func (b *batch) reserve(o *op) error {
 	if err := b.addTotals(ts, reservationDelta().Totals); err != nil {
 		return err
 	}
+	b.w.unfolded++
 	b.opened[r.RequestID] = openRow{ts: ts, dim: d}
 	return nil
 }
@@ -571,24 +592,25 @@ func (b *batch) touch(m map[string]time.Time) error {
 	return nil
 }
 
-// addTotals records a change to the minute totals, and to the hour's when
-// its rollup row is already written, in the pending rollups and in the
-// view's cached windows.
+// addTotals records a change to the totals of a row at ts in the view's
+// cached windows and, when the row is behind the fold frontier (its
+// minute's rollup already counts it, or must), in the pending minute
+// rollup, and in the hour's when that row is written too. A row at or
+// after the frontier is left to fold.
 func (b *batch) addTotals(ts int64, x Totals) error {
+	b.view.applyDelta(ts, x)
+	if ts >= b.w.foldUntil {
+		return nil
+	}
 	m, h := floorTo(ts, minuteMS)/minuteMS, floorTo(ts, hourMS)/hourMS
 	t := b.minute[m]
 	t.add(x)
 	b.minute[m] = t
-	written, err := b.hourWritten(h)
-	if err != nil {
-		return err
-	}
-	if written {
+	if h < b.w.hourUntil {
 		t = b.hour[h]
 		t.add(x)
 		b.hour[h] = t
 	}
-	b.view.applyDelta(ts, x)
 	return nil
 }
 
@@ -603,25 +625,18 @@ const (
 SELECT bucket / 60, SUM(requests), SUM(tokens), SUM(tokens_null), SUM(cost_micros), SUM(cost_null) FROM usage_minute WHERE bucket >= ? AND bucket < ? GROUP BY bucket / 60`
 )
 
-// readHourUntil reads the frontier inside the batch's transaction.
-func (b *batch) readHourUntil() error {
-	if err := b.q.QueryRowContext(b.ctx, qHourUntil).Scan(&b.w.hourUntil); err != nil {
-		return &dbError{fmt.Errorf("hour rollup frontier: %w", err)}
-	}
-	b.hourFresh = true
-	return nil
-}
-
 // rollHours moves the frontier to the start of the previous hour, writing
-// the hour rows of the hours it passes from their minutes. It reads the
-// database once an hour (and after a rollback), not per batch.
+// the hour rows of the hours it passes from their minutes (so never past
+// the fold frontier, before which minutes are complete). It reads the
+// database once an hour, and after another connection committed, not per
+// batch.
 func (b *batch) rollHours(now time.Time) error {
-	target := floorTo(now.UnixMilli(), hourMS)/hourMS - 1
+	target := min(floorTo(now.UnixMilli(), hourMS)/hourMS-1, floorTo(b.w.foldUntil, hourMS)/hourMS)
 	if target <= b.w.hourUntil {
 		return nil
 	}
-	if err := b.readHourUntil(); err != nil {
-		return err
+	if err := b.q.QueryRowContext(b.ctx, qHourUntil).Scan(&b.w.hourUntil); err != nil {
+		return fmt.Errorf("hour rollup frontier: %w", err)
 	}
 	if target <= b.w.hourUntil {
 		return nil
@@ -636,27 +651,12 @@ func (b *batch) rollHours(now time.Time) error {
 	return nil
 }
 
-// hourWritten reports whether hour h has its row in usage_hour. The
-// frontier only moves forward, so an hour before the cached one is
-// written. Past it, the cached frontier is the database's (rollHours read
-// it, or this process moved it) unless another process has moved it since,
-// which takes a clock ahead of this one's: for an hour before the current
-// one, the frontier is read again, once per batch.
-func (b *batch) hourWritten(h int64) (bool, error) {
-	if h < b.w.hourUntil {
-		return true, nil
-	}
-	if b.hourFresh || h >= floorTo(b.view.now.UnixMilli(), hourMS)/hourMS {
-		return false, nil
-	}
-	if err := b.readHourUntil(); err != nil {
-		return false, err
-	}
-	return h < b.w.hourUntil, nil
-}
-
-// addDims records a settled row in the pending report rollup.
+// addDims records a settled row in the pending report rollup, when the
+// row is behind the fold frontier.
 func (b *batch) addDims(ts int64, d dims, x delta) {
+	if ts >= b.w.foldUntil {
+		return
+	}
 	k := dimKey{hour: floorTo(ts, hourMS) / hourMS, dims: d}
 	dd := b.dims[k]
 	dd.Totals.add(x.Totals)
