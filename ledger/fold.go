@@ -44,13 +44,13 @@ const (
 	foldMinutes = `INSERT INTO usage_minute (bucket, requests, tokens, tokens_null, cost_micros, cost_null)
 SELECT ts_ms / 60000, COUNT(*), COALESCE(SUM(total_tokens), 0), COUNT(*) - COUNT(total_tokens), COALESCE(SUM(cost_micros), 0), COUNT(*) - COUNT(cost_micros)
 FROM usage WHERE ts_ms >= ? AND ts_ms < ? GROUP BY 1
-ON CONFLICT (bucket) DO UPDATE SET requests = requests + excluded.requests, tokens = tokens + excluded.tokens, tokens_null = tokens_null + excluded.tokens_null, cost_micros = cost_micros + excluded.cost_micros, cost_null = cost_null + excluded.cost_null`
+` + totalsConflict
 	foldDims = `INSERT INTO usage_hour_dims (bucket, operation, model, credential, client, status, requests, input_tokens, output_tokens, total_tokens, tokens_null, cost_micros, cost_null, errors)
 SELECT ts_ms / 3600000, operation, model, credential, client, status,
   COUNT(*), COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), COALESCE(SUM(total_tokens), 0), COUNT(*) - COUNT(total_tokens),
   COALESCE(SUM(cost_micros), 0), COUNT(*) - COUNT(cost_micros), SUM(status >= 400 OR status = 0)
 FROM usage WHERE ts_ms >= ? AND ts_ms < ? AND state = 1 GROUP BY 1, 2, 3, 4, 5, 6
-ON CONFLICT (bucket, operation, model, credential, client, status) DO UPDATE SET requests = requests + excluded.requests, input_tokens = input_tokens + excluded.input_tokens, output_tokens = output_tokens + excluded.output_tokens, total_tokens = total_tokens + excluded.total_tokens, tokens_null = tokens_null + excluded.tokens_null, cost_micros = cost_micros + excluded.cost_micros, cost_null = cost_null + excluded.cost_null, errors = errors + excluded.errors`
+` + dimsConflict
 	setFoldUntil = `UPDATE meta SET value = ? WHERE key = 'fold_until'`
 )
 

@@ -33,11 +33,7 @@ func rollupRows(t *testing.T, db *sql.DB) (minutes, dims int) {
 func TestRequestWritesOnlyItsRow(t *testing.T) {
 	clk := clock.NewFake(t0)
 	s, path := openTest(t, clk)
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openRaw(t, path)
 
 	var recs []rec
 	for i := range 20 {
@@ -51,14 +47,7 @@ func TestRequestWritesOnlyItsRow(t *testing.T) {
 		t.Fatalf("after 20 requests in 2s: %d minute and %d report rollup rows, want none (the rows are not folded yet)", m, d)
 	}
 	w := Window{t0, clk.Now().Add(time.Millisecond)}
-	var got Totals
-	if err := s.View(ctx, func(r WindowReader) error {
-		got, err = r.Totals(w)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if want := rawTotals(recs, w.From, w.To); got != want {
+	if got, want := viewTotals(t, s, w), rawTotals(recs, w.From, w.To); got != want {
 		t.Fatalf("window over unfolded rows = %+v, want %+v", got, want)
 	}
 
@@ -96,11 +85,7 @@ func TestFoldCountsEveryRowOnce(t *testing.T) {
 	}
 	defer other.Close()
 	other.w.foldRows, other.w.foldChunk, other.w.foldAge = 4, 3, 2000
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openRaw(t, path)
 
 	type row struct {
 		rec
@@ -221,15 +206,7 @@ func TestFoldCountsEveryRowOnce(t *testing.T) {
 			}
 			want := rawTotals(all, from, to)
 			for _, st := range []*Store{s, other} {
-				var got Totals
-				if err := st.View(ctx, func(r WindowReader) error {
-					var err error
-					got, err = r.Totals(Window{from, to})
-					return err
-				}); err != nil {
-					t.Fatal(err)
-				}
-				if got != want {
+				if got := viewTotals(t, st, Window{from, to}); got != want {
 					t.Fatalf("frontier %d: Totals[%s, %s) = %+v, want %+v", f, from, to, got, want)
 				}
 			}
@@ -319,11 +296,7 @@ func TestFoldCountsEveryRowOnce(t *testing.T) {
 func TestFoldBacklogInChunks(t *testing.T) {
 	clk := clock.NewFake(t0)
 	s, path := openTest(t, clk)
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openRaw(t, path)
 	reserve(t, s, "first") // folds the empty ledger up to now
 	start := foldFrontier(t, db)
 	var ts []int64

@@ -53,11 +53,7 @@ func TestHourRollupWrittenAnHourBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openRaw(t, path)
 
 	rng := rand.New(rand.NewSource(5))
 	recs := map[string]*rec{}
@@ -138,15 +134,7 @@ func TestHourRollupWrittenAnHourBehind(t *testing.T) {
 		}
 		want := rawTotals(all, from, to)
 		for _, st := range []*Store{s, other} {
-			var got Totals
-			if err := st.View(ctx, func(r WindowReader) error {
-				var err error
-				got, err = r.Totals(Window{from, to})
-				return err
-			}); err != nil {
-				t.Fatal(err)
-			}
-			if got != want {
+			if got := viewTotals(t, st, Window{from, to}); got != want {
 				t.Fatalf("Totals[%s, %s) = %+v, want %+v", from, to, got, want)
 			}
 		}

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"math/rand"
@@ -28,6 +29,32 @@ func openTest(t *testing.T, clk clock.Clock) (*Store, string) {
 }
 
 var ctx = context.Background()
+
+// openRaw opens a plain connection pool on the ledger file at path, for
+// reading what the writer stored; it is closed when the test ends.
+func openRaw(t *testing.T, path string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// viewTotals reads the totals of w through a read view of st.
+func viewTotals(t *testing.T, st *Store, w Window) Totals {
+	t.Helper()
+	var got Totals
+	if err := st.View(ctx, func(r WindowReader) error {
+		var err error
+		got, err = r.Totals(w)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
 
 func reserve(t *testing.T, s *Store, id string) {
 	t.Helper()
@@ -134,16 +161,7 @@ func TestRollupWindowsMatchRawRows(t *testing.T) {
 			from = from.Truncate(time.Hour)
 		}
 		want := rawTotals(recs, from, to)
-		var got Totals
-		err := s.View(ctx, func(r WindowReader) error {
-			var err error
-			got, err = r.Totals(Window{from, to})
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got != want {
+		if got := viewTotals(t, s, Window{from, to}); got != want {
 			t.Fatalf("Totals[%s, %s) = %+v, want %+v", from, to, got, want)
 		}
 	}
@@ -307,12 +325,7 @@ func TestConcurrentWritesAllCommitted(t *testing.T) {
 		}(g)
 	}
 	wg.Wait()
-	var got Totals
-	_ = s.View(ctx, func(r WindowReader) error {
-		var err error
-		got, err = r.Totals(Window{t0.Add(-time.Hour), t0.Add(time.Hour)})
-		return err
-	})
+	got := viewTotals(t, s, Window{t0.Add(-time.Hour), t0.Add(time.Hour)})
 	if got.Requests != 640 || got.Tokens != 1920 || got.TokensUnknown != 0 {
 		t.Errorf("totals = %+v, want 640 requests, 1920 tokens", got)
 	}

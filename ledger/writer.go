@@ -666,13 +666,17 @@ func (b *batch) addDims(ts int64, d dims, x delta) {
 	b.dims[k] = dd
 }
 
+// The rollups' upserts add to a bucket's row (also used by fold).
 const (
+	totalsConflict = `ON CONFLICT (bucket) DO UPDATE SET requests = requests + excluded.requests, tokens = tokens + excluded.tokens, tokens_null = tokens_null + excluded.tokens_null, cost_micros = cost_micros + excluded.cost_micros, cost_null = cost_null + excluded.cost_null`
+	dimsConflict   = `ON CONFLICT (bucket, operation, model, credential, client, status) DO UPDATE SET requests = requests + excluded.requests, input_tokens = input_tokens + excluded.input_tokens, output_tokens = output_tokens + excluded.output_tokens, total_tokens = total_tokens + excluded.total_tokens, tokens_null = tokens_null + excluded.tokens_null, cost_micros = cost_micros + excluded.cost_micros, cost_null = cost_null + excluded.cost_null, errors = errors + excluded.errors`
+
 	upsertMinute = `INSERT INTO usage_minute (bucket, requests, tokens, tokens_null, cost_micros, cost_null) VALUES (?, ?, ?, ?, ?, ?)
-ON CONFLICT (bucket) DO UPDATE SET requests = requests + excluded.requests, tokens = tokens + excluded.tokens, tokens_null = tokens_null + excluded.tokens_null, cost_micros = cost_micros + excluded.cost_micros, cost_null = cost_null + excluded.cost_null`
+` + totalsConflict
 	upsertHour = `INSERT INTO usage_hour (bucket, requests, tokens, tokens_null, cost_micros, cost_null) VALUES (?, ?, ?, ?, ?, ?)
-ON CONFLICT (bucket) DO UPDATE SET requests = requests + excluded.requests, tokens = tokens + excluded.tokens, tokens_null = tokens_null + excluded.tokens_null, cost_micros = cost_micros + excluded.cost_micros, cost_null = cost_null + excluded.cost_null`
+` + totalsConflict
 	upsertDims = `INSERT INTO usage_hour_dims (bucket, operation, model, credential, client, status, requests, input_tokens, output_tokens, total_tokens, tokens_null, cost_micros, cost_null, errors) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (bucket, operation, model, credential, client, status) DO UPDATE SET requests = requests + excluded.requests, input_tokens = input_tokens + excluded.input_tokens, output_tokens = output_tokens + excluded.output_tokens, total_tokens = total_tokens + excluded.total_tokens, tokens_null = tokens_null + excluded.tokens_null, cost_micros = cost_micros + excluded.cost_micros, cost_null = cost_null + excluded.cost_null, errors = errors + excluded.errors`
+` + dimsConflict
 )
 
 // flush writes the pending rollup deltas.
