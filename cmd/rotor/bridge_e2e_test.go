@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -368,5 +370,33 @@ func TestBridgeUpAndDecideScripts(t *testing.T) {
 	bad := script("decide.sh", "decide-mini", "bare model")
 	if bad.code == 0 || !strings.Contains(bad.stdout, "invalid_model_prefix") {
 		t.Errorf("decide.sh with a bare model: exit %d\n%s", bad.code, bad.stdout)
+	}
+}
+
+// A server takes half the CPUs Go would run it on (at least one) unless
+// GOMAXPROCS is set, and its start line says so (README, "Performance").
+func TestServersTakeHalfTheCPUsUnlessGOMAXPROCSIsSet(t *testing.T) {
+	e := newE2E(t)
+	e.provider("")
+	started := func(p *proc, name string) (procs, cpus int) {
+		t.Helper()
+		re := regexp.MustCompile(`msg="` + name + ` started".* gomaxprocs=(\d+) cpus=(\d+)`)
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if m := re.FindStringSubmatch(p.stderr.String()); m != nil {
+				procs, _ = strconv.Atoi(m[1])
+				cpus, _ = strconv.Atoi(m[2])
+				return procs, cpus
+			}
+		}
+		t.Fatalf("no %q start line with gomaxprocs and cpus in:\n%s", name, p.stderr)
+		return 0, 0
+	}
+	procs, cpus := started(e.start("bridge", "start", "--listen", "127.0.0.1:0"), "bridge")
+	if cpus < 1 || procs != max(1, cpus/2) {
+		t.Errorf("bridge: gomaxprocs=%d cpus=%d, want half the CPUs, at least one", procs, cpus)
+	}
+	e.env = append(e.env, "GOMAXPROCS=3")
+	if procs, cpus := started(e.start("runtime", "start", "--listen", "127.0.0.1:0"), "runtime"); procs != 3 || cpus != 3 {
+		t.Errorf("runtime with GOMAXPROCS=3: gomaxprocs=%d cpus=%d, want 3 and 3 (the environment wins)", procs, cpus)
 	}
 }
