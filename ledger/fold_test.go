@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"fmt"
 	"math/rand"
+	"sort"
 	"testing"
 	"time"
 
@@ -212,6 +213,45 @@ func TestFoldCountsEveryRowOnce(t *testing.T) {
 			}
 		}
 
+		// Reach and the newest row of unknown cost (every row here) walk
+		// the rows in time order across the frontier.
+		sort.Slice(all, func(i, j int) bool { return all[i].ts.Before(all[j].ts) })
+		times, ones := make([]time.Time, len(all)), make([]int64, len(all))
+		for i, r := range all {
+			times[i], ones[i] = r.ts, 1
+		}
+		for range 5 {
+			w := Window{time.UnixMilli(f - rng.Int63n(5*minuteMS)).UTC(), now.Add(time.Millisecond)}
+			if err := s.View(ctx, func(r WindowReader) error {
+				for range 5 {
+					need := 1 + rng.Int63n(int64(len(all))/4+2)
+					at, ok, err := r.Reach(w, MeasureRequests, need)
+					if err != nil {
+						return err
+					}
+					if want, wantOK := rawReach(times, ones, w, need); ok != wantOK || ok && !at.Equal(want) {
+						t.Fatalf("frontier %d: Reach([%s, %s), %d) = %v, %v; want %v, %v", f, w.From, w.To, need, at, ok, want, wantOK)
+					}
+				}
+				at, ok, err := r.NewestUnknownCost(w)
+				if err != nil {
+					return err
+				}
+				want, wantOK := time.Time{}, false
+				for _, ts := range times {
+					if !ts.Before(w.From) && ts.Before(w.To) {
+						want, wantOK = ts, true
+					}
+				}
+				if ok != wantOK || ok && !at.Equal(want) {
+					t.Fatalf("frontier %d: NewestUnknownCost([%s, %s)) = %v, %v; want %v, %v", f, w.From, w.To, at, ok, want, wantOK)
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+
 		// A report by status over whole hours and partial ones.
 		for _, w := range []Window{{t0.Add(-time.Hour).Truncate(time.Hour), now.Add(time.Hour).Truncate(time.Hour)}, {t0.Add(17 * time.Second), now}} {
 			want := map[string][2]int64{}
@@ -321,5 +361,34 @@ func TestFoldBacklogInChunks(t *testing.T) {
 		if f := foldFrontier(t, db); f != want {
 			t.Fatalf("batch %d: fold_until = %d, want %d (a chunk of 5 rows per batch)", i, f, want)
 		}
+	}
+}
+
+// The hour rollup is written from the minutes, so it never passes the fold
+// frontier: hours whose rows are not all folded yet wait, and are written
+// exactly once the fold has passed them.
+func TestHourRollupWaitsForTheFold(t *testing.T) {
+	clk := clock.NewFake(t0)
+	s, path := openTest(t, clk)
+	db := openRaw(t, path)
+	s.w.foldRows, s.w.foldAge = 1<<30, 1<<60 // a backlog: nothing folds
+	for i := range 30 {
+		clk.Advance(10 * time.Minute)
+		id := fmt.Sprint("r", i)
+		reserve(t, s, id)
+		settle(t, s, id, 10, 200)
+	}
+	s.w.foldRows, s.w.foldChunk = 1, 4
+	for i := range 12 {
+		clk.Advance(time.Second)
+		reserve(t, s, fmt.Sprint("b", i))
+		f := foldFrontier(t, db)
+		hour, wrong, ahead := hourRollupDiff(t, db)
+		if hour*hourMS > f || wrong != 0 || ahead != 0 {
+			t.Fatalf("batch %d: hour rollup written up to hour %d (%d rows wrong, %d ahead) with the fold at %d", i, hour, wrong, ahead, f)
+		}
+	}
+	if hour, _, _ := hourRollupDiff(t, db); hour < t0.UnixMilli()/hourMS+4 {
+		t.Fatalf("hour_rollup_until = %d: the hours behind the caught-up fold were never written", hour)
 	}
 }
