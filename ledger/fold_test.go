@@ -80,11 +80,7 @@ func TestFoldCountsEveryRowOnce(t *testing.T) {
 	// Another rotor process on the same file, its clock 2s behind: many of
 	// its reservations land behind the frontier the first one moved.
 	otherClk := clock.NewFake(t0.Add(-2 * time.Second))
-	other, err := Open(ctx, path, Options{Clock: otherClk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	other := openAt(t, path, otherClk)
 	other.w.foldRows, other.w.foldChunk, other.w.foldAge = 4, 3, 2000
 	db := openRaw(t, path)
 

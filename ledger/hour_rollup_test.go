@@ -48,11 +48,7 @@ func TestHourRollupWrittenAnHourBehind(t *testing.T) {
 	// the frontier before the first store would, and settles some of the
 	// first one's late reservations.
 	otherClk := clock.NewFake(t0.Add(40 * time.Minute))
-	other, err := Open(ctx, path, Options{Clock: otherClk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	other := openAt(t, path, otherClk)
 	db := openRaw(t, path)
 
 	rng := rand.New(rand.NewSource(5))

@@ -20,12 +20,19 @@ var t0 = time.Date(2026, 11, 30, 10, 17, 23, 0, time.UTC)
 func openTest(t *testing.T, clk clock.Clock) (*Store, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "rotor.db")
+	return openAt(t, path, clk), path
+}
+
+// openAt opens a Store on the ledger file at path (another one stands for
+// another rotor process); it is closed when the test ends.
+func openAt(t *testing.T, path string, clk clock.Clock) *Store {
+	t.Helper()
 	s, err := Open(context.Background(), path, Options{Clock: clk})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return s, path
+	return s
 }
 
 var ctx = context.Background()
@@ -392,11 +399,7 @@ func TestBudgetsPutReplaceRemove(t *testing.T) {
 func TestBudgetFromAnotherConnectionBindsNextAdmission(t *testing.T) {
 	clk := clock.NewFake(t0)
 	s, path := openTest(t, clk)
-	other, err := Open(ctx, path, Options{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	other := openAt(t, path, clk)
 	count := func(r WindowReader, _ Reservation) error {
 		if len(r.Budgets()) > 0 {
 			return errors.New("refused: budget present")
@@ -424,11 +427,7 @@ func TestTokenRevokedByAnotherProcessStopsAtNextLookup(t *testing.T) {
 	if label, ok, err := s.LookupToken(ctx, h); err != nil || !ok || label != "ci" {
 		t.Fatalf("LookupToken = %q, %v, %v", label, ok, err)
 	}
-	other, err := Open(ctx, path, Options{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	other := openAt(t, path, clk)
 	if err := other.RevokeClientToken(ctx, "ci"); err != nil {
 		t.Fatal(err)
 	}
@@ -504,11 +503,7 @@ func TestReportGroupsAndUnknownCost(t *testing.T) {
 func TestWriterWindowCacheMatchesExact(t *testing.T) {
 	clk := clock.NewFake(t0)
 	s, path := openTest(t, clk)
-	other, err := Open(ctx, path, Options{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	other := openAt(t, path, clk)
 	rng := rand.New(rand.NewSource(3))
 	lengths := []time.Duration{time.Minute, 7 * time.Minute, time.Hour, 26 * time.Hour}
 	checks := 0
@@ -593,11 +588,7 @@ func TestReservationRefusesTokenRevokedElsewhere(t *testing.T) {
 	if err := s.Reserve(ctx, res("a"), nil); err != nil {
 		t.Fatalf("reservation with a stored token: %v", err)
 	}
-	other, err := Open(ctx, path, Options{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	other := openAt(t, path, clk)
 	if err := other.RevokeClientToken(ctx, "ci"); err != nil {
 		t.Fatal(err)
 	}

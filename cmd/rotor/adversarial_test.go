@@ -84,19 +84,9 @@ func advCall(t *testing.T, method, url, token, body string, hdr ...string) httpR
 // tryCall is advCall that returns transport errors (a killed bridge, a
 // dropped connection) instead of failing the test.
 func tryCall(ctx context.Context, method, url, token, body string, hdr ...string) (httpReply, error) {
-	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
+	req, err := newCall(ctx, method, url, token, body, hdr...)
 	if err != nil {
 		return httpReply{}, err
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		if hdr[i] == "Host" {
-			req.Host = hdr[i+1]
-			continue
-		}
-		req.Header.Add(hdr[i], hdr[i+1])
 	}
 	resp, err := oneShot.Do(req)
 	if err != nil {

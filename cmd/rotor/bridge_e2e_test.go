@@ -148,11 +148,12 @@ type httpReply struct {
 	body   string
 }
 
-func call(t *testing.T, method, url, token, body string, hdr ...string) httpReply {
-	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
+// newCall builds a request with the bearer token (when not empty) and hdr
+// as name, value pairs; "Host" sets the request's Host.
+func newCall(ctx context.Context, method, url, token, body string, hdr ...string) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -162,7 +163,16 @@ func call(t *testing.T, method, url, token, body string, hdr ...string) httpRepl
 			req.Host = hdr[i+1]
 			continue
 		}
-		req.Header.Set(hdr[i], hdr[i+1])
+		req.Header.Add(hdr[i], hdr[i+1])
+	}
+	return req, nil
+}
+
+func call(t *testing.T, method, url, token, body string, hdr ...string) httpReply {
+	t.Helper()
+	req, err := newCall(context.Background(), method, url, token, body, hdr...)
+	if err != nil {
+		t.Fatal(err)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
