@@ -139,7 +139,25 @@ func buildFixture(ctx context.Context, path string, spec fixtureSpec) error {
 	if err := s.Close(); err != nil {
 		return err
 	}
-	db, err := sql.Open("sqlite", rawDSN(path, true))
+	return rewriteFixture(ctx, path, true, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, fixtureInsert,
+			sql.Named("rows", spec.Rows), sql.Named("from", spec.from()), sql.Named("span", spec.Span.Milliseconds())); err != nil {
+			return fmt.Errorf("fixture rows: %w", err)
+		}
+		for _, q := range fixtureRollups {
+			if _, err := tx.ExecContext(ctx, q, sql.Named("minute", 0), sql.Named("hour", 0)); err != nil {
+				return fmt.Errorf("fixture rollups: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
+// rewriteFixture runs fn in one transaction on the fixture at path (bulk:
+// with the bulk-load pragmas of rawDSN), commits, and truncates the WAL so
+// that the file alone is the fixture.
+func rewriteFixture(ctx context.Context, path string, bulk bool, fn func(tx *sql.Tx) error) error {
+	db, err := sql.Open("sqlite", rawDSN(path, bulk))
 	if err != nil {
 		return err
 	}
@@ -150,14 +168,8 @@ func buildFixture(ctx context.Context, path string, spec fixtureSpec) error {
 		return err
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, fixtureInsert,
-		sql.Named("rows", spec.Rows), sql.Named("from", spec.from()), sql.Named("span", spec.Span.Milliseconds())); err != nil {
-		return fmt.Errorf("fixture rows: %w", err)
-	}
-	for _, q := range fixtureRollups {
-		if _, err := tx.ExecContext(ctx, q, sql.Named("minute", 0), sql.Named("hour", 0)); err != nil {
-			return fmt.Errorf("fixture rollups: %w", err)
-		}
+	if err := fn(tx); err != nil {
+		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return err
@@ -170,34 +182,21 @@ func buildFixture(ctx context.Context, path string, spec fixtureSpec) error {
 // benchmark) and every budget, and rebuilds the rollups of the buckets
 // those rows touched, so that a fixture is exactly what buildFixture made.
 func resetFixture(ctx context.Context, path string) error {
-	db, err := sql.Open("sqlite", rawDSN(path, false))
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	db.SetMaxOpenConns(1)
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
 	anchor := fixtureAnchor.UnixMilli()
-	if _, err := tx.ExecContext(ctx, `DELETE FROM usage WHERE ts_ms >= ?`, anchor); err != nil {
-		return err
-	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM budgets`); err != nil {
-		return err
-	}
-	for _, q := range fixtureRollups {
-		if _, err := tx.ExecContext(ctx, q, sql.Named("minute", anchor/60000), sql.Named("hour", anchor/3600000)); err != nil {
+	return rewriteFixture(ctx, path, false, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM usage WHERE ts_ms >= ?`, anchor); err != nil {
 			return err
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return err
-	}
-	_, err = db.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)")
-	return err
+		if _, err := tx.ExecContext(ctx, `DELETE FROM budgets`); err != nil {
+			return err
+		}
+		for _, q := range fixtureRollups {
+			if _, err := tx.ExecContext(ctx, q, sql.Named("minute", anchor/60000), sql.Named("hour", anchor/3600000)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // cachedFixture returns the path of a fixture of rows rows over benchSpan

@@ -640,11 +640,7 @@ func TestAdversarialProviderRedirectToAnotherHostNotFollowed(t *testing.T) {
 // the environment.
 func manyCredentials(e *e2e, n int, runtime string) (*fp.Server, map[string]string) {
 	e.t.Helper()
-	p, err := fp.Start(fp.Options{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(func() { p.Close() })
+	p := e.fakeProvider()
 	keys := map[string]string{}
 	var cfg strings.Builder
 	fmt.Fprintf(&cfg, "runtime: {%s}\npools:\n  api:\n    credentials:\n", runtime)

@@ -105,15 +105,22 @@ func (p *proc) stop() int {
 	}
 }
 
-// provider starts a fake provider and writes a rotor.yaml with three
-// credentials whose keys are in the test env.
-func (e *e2e) provider(extra string) (*fp.Server, map[string]string) {
+// fakeProvider starts a fake provider, closed when the test ends.
+func (e *e2e) fakeProvider() *fp.Server {
 	e.t.Helper()
 	p, err := fp.Start(fp.Options{})
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// provider starts a fake provider and writes a rotor.yaml with three
+// credentials whose keys are in the test env.
+func (e *e2e) provider(extra string) (*fp.Server, map[string]string) {
+	e.t.Helper()
+	p := e.fakeProvider()
 	keys := map[string]string{}
 	var creds strings.Builder
 	for _, n := range []string{"a", "b", "c"} {
