@@ -102,18 +102,9 @@ func runBench(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 		for _, t := range targets {
 			t.close()
 		}
-		// Stop the bridge (SIGTERM: flush, write the CPU profile) before
-		// reading its ledger.
-		if err := r.close(); err != nil {
+		var err error
+		if ledgerLine, err = r.stopAndCheckLedger(ctx, rotorOK); err != nil {
 			return err
-		}
-		sum, err := r.readLedger(ctx)
-		if err != nil {
-			return err
-		}
-		ledgerLine = fmt.Sprintf("ledger: %d rows for %d answers rotor sent with status 200 (%s)", sum.total(), rotorOK, sum)
-		if sum.total() != rotorOK || sum.byStatus["200"] != rotorOK {
-			ledgerLine += "  MISMATCH: every 200 must have its row"
 		}
 	}
 

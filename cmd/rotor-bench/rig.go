@@ -214,6 +214,25 @@ func fmtCounts(m map[string]int64) string {
 	return "{" + strings.Join(parts, " ") + "}"
 }
 
+// stopAndCheckLedger stops the processes (SIGTERM: the bridge flushes its
+// ledger and writes its profiles), reads the ledger, and returns the line
+// that compares its rows with the ok answers rotor sent, flagged when a 200
+// has no row.
+func (r *rig) stopAndCheckLedger(ctx context.Context, rotorOK int64) (string, error) {
+	if err := r.close(); err != nil {
+		return "", err
+	}
+	sum, err := r.readLedger(ctx)
+	if err != nil {
+		return "", err
+	}
+	line := fmt.Sprintf("ledger: %d rows for %d answers rotor sent with status 200 (%s)", sum.total(), rotorOK, sum)
+	if sum.total() != rotorOK || sum.byStatus["200"] != rotorOK {
+		line += "  MISMATCH: every 200 must have its row"
+	}
+	return line, nil
+}
+
 func (r *rig) readLedger(ctx context.Context) (ledgerSummary, error) {
 	s := ledgerSummary{byStatus: map[string]int64{}, byCredential: map[string]int64{}}
 	for _, by := range []string{"status", "credential"} {

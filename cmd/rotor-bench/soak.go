@@ -100,12 +100,8 @@ func runSoak(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	}
 	slices.Sort(lat)
 
-	rotorOK := t.ok.Load()
 	t.close()
-	if err := r.close(); err != nil {
-		return err
-	}
-	sum, err := r.readLedger(ctx)
+	ledgerLine, err := r.stopAndCheckLedger(ctx, t.ok.Load())
 	if err != nil {
 		return err
 	}
@@ -145,7 +141,7 @@ func runSoak(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "load: %d requests through `rotor bridge start` at %d clients in %s (%.0f req/s, p50 %d µs, p99 %d µs); rotor log.level=%s\n",
 		o.soakRequests, o.soakConcurrency, elapsed.Round(time.Millisecond), float64(o.soakRequests)/elapsed.Seconds(),
 		percentile(lat, 50).Microseconds(), percentile(lat, 99).Microseconds(), o.logLevel)
-	fmt.Fprintf(stdout, "ledger: %d rows for %d answers with status 200 (%s)\n", sum.total(), rotorOK, sum)
+	fmt.Fprintln(stdout, ledgerLine)
 	fmt.Fprintln(stdout)
 	fmt.Fprintln(stdout, "| t s | requests | RSS MiB | heap in use MiB | GC goal MiB | goroutines |")
 	fmt.Fprintln(stdout, "| ---: | ---: | ---: | ---: | ---: | ---: |")
