@@ -501,9 +501,7 @@ func (b *batch) reserve(o *op) error {
 		return &dbError{err}
 	}
 	d := dims{operation: r.Operation, model: r.Model, client: r.Client}
-	if err := b.addTotals(ts, reservationDelta().Totals); err != nil {
-		return err
-	}
+	b.addTotals(ts, reservationDelta().Totals)
 	b.w.unfolded++
 	b.opened[r.RequestID] = openRow{ts: ts, dim: d}
 	return nil
@@ -554,9 +552,7 @@ func (b *batch) settleRow(s Settlement) error {
 	sd := settlementDelta(s)
 	t := sd.Totals
 	t.add(reservationDelta().Totals.neg())
-	if err := b.addTotals(r.ts, t); err != nil {
-		return err
-	}
+	b.addTotals(r.ts, t)
 	nd := dims{operation: r.dim.operation, model: s.Model, credential: s.Credential, client: r.dim.client, status: s.Status}
 	b.addDims(r.ts, nd, sd)
 	delete(b.opened, s.RequestID)
@@ -575,9 +571,7 @@ func (b *batch) release(id string) error {
 	if _, err := b.q.ExecContext(b.ctx, `DELETE FROM usage WHERE ts_ms = ? AND request_id = ? AND state = 0`, r.ts, id); err != nil {
 		return &dbError{err}
 	}
-	if err := b.addTotals(r.ts, reservationDelta().Totals.neg()); err != nil {
-		return err
-	}
+	b.addTotals(r.ts, reservationDelta().Totals.neg())
 	delete(b.opened, id)
 	b.closed = append(b.closed, id)
 	return nil
@@ -597,10 +591,10 @@ func (b *batch) touch(m map[string]time.Time) error {
 // minute's rollup already counts it, or must), in the pending minute
 // rollup, and in the hour's when that row is written too. A row at or
 // after the frontier is left to fold.
-func (b *batch) addTotals(ts int64, x Totals) error {
+func (b *batch) addTotals(ts int64, x Totals) {
 	b.view.applyDelta(ts, x)
 	if ts >= b.w.foldUntil {
-		return nil
+		return
 	}
 	m, h := floorTo(ts, minuteMS)/minuteMS, floorTo(ts, hourMS)/hourMS
 	t := b.minute[m]
@@ -611,7 +605,6 @@ func (b *batch) addTotals(ts int64, x Totals) error {
 		t.add(x)
 		b.hour[h] = t
 	}
-	return nil
 }
 
 // The hour rollup is written a full hour behind (migration 0005): hours
