@@ -71,12 +71,13 @@ var reportCols = map[string][2]string{
 	KeyStatus:     {"status", "status"},
 }
 
-// Report aggregates usage. Whole hours come from the hourly rollup and the
-// partial hours at the edges from raw rows, so its cost does not grow with
-// the number of rows; so do the rows at or after the fold frontier, which
-// the rollup does not count yet (migration 0006). SQLite groups by the requested keys only: grouping
-// the rollup by all of its keys and merging in Go sorted and returned
-// hundreds of thousands of rows for a 90-day report over 1M rows.
+// Report aggregates usage. Whole hours come from the hourly rollup; the
+// partial hours at the edges, and the rows at or after the fold frontier
+// that the rollup does not count yet (migration 0006), from raw rows; so
+// its cost does not grow with the number of rows. SQLite groups by the
+// requested keys only: grouping the rollup by all of its keys and merging
+// in Go sorted and returned hundreds of thousands of rows for a 90-day
+// report over 1M rows.
 func (s *Store) Report(ctx context.Context, q ReportQuery) ([]ReportRow, error) {
 	for _, k := range q.By {
 		if !validKey(k) {
