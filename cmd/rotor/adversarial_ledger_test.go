@@ -45,10 +45,7 @@ func holdLedgerLock(t *testing.T, path string) (release func()) {
 func TestAdversarialLedgerLockHeldAdmissionsWaitThenFailClosed(t *testing.T) {
 	const busy = time.Second
 	e := newE2E(t)
-	prov, _ := advProvider(e, "deadline: 10s", "ledger: {busy_timeout: 1s}\n")
-	b := e.start("bridge", "start", "--listen", "127.0.0.1:0")
-	tok := e.token()
-	advCall(t, "POST", b.url+"/v1/decisions", tok, decideBody)
+	prov, b, tok := advBridge(e, "deadline: 10s", "ledger: {busy_timeout: 1s}\n")
 	const n = 10
 	send := func() (chan httpReply, *atomic.Int32) {
 		out := make(chan httpReply, n)

@@ -60,13 +60,8 @@ func chunked(body string) string {
 // bridge's goroutines and file descriptors return to their baseline.
 func TestAdversarialGarbageOnTheSocketRefusedNextServed(t *testing.T) {
 	e := newE2E(t)
-	prov, _ := advProvider(e, "deadline: 10s, read_header_timeout: 2s", "")
-	b := e.start("bridge", "start", "--listen", "127.0.0.1:0")
-	tok := e.token()
+	prov, b, tok := advBridge(e, "deadline: 10s, read_header_timeout: 2s", "")
 	addr := hostPort(b.url)
-	if r := advCall(t, "POST", b.url+"/v1/decisions", tok, decideBody); r.status != 200 {
-		t.Fatalf("warm-up: %d %s", r.status, r.body)
-	}
 	baseG := metric(t, b.url, tok, "go_goroutines")
 	baseFD := metric(t, b.url, tok, "process_open_fds")
 	host := "Host: " + addr + "\r\n"
@@ -157,11 +152,8 @@ func containsInt(xs []int, x int) bool {
 func TestAdversarialSlowlorisClosedAtHeaderTimeoutWhileServing(t *testing.T) {
 	const headerTimeout = time.Second
 	e := newE2E(t)
-	prov, _ := advProvider(e, "deadline: 10s, read_header_timeout: 1s", "")
-	b := e.start("bridge", "start", "--listen", "127.0.0.1:0")
-	tok := e.token()
+	prov, b, tok := advBridge(e, "deadline: 10s, read_header_timeout: 1s", "")
 	addr := hostPort(b.url)
-	advCall(t, "POST", b.url+"/v1/decisions", tok, decideBody)
 	baseG := metric(t, b.url, tok, "go_goroutines")
 	baseFD := metric(t, b.url, tok, "process_open_fds")
 
@@ -246,11 +238,8 @@ func (filler) Read(p []byte) (int, error) {
 func TestAdversarialSlowAndOversizedBodiesCutNothingUpstream(t *testing.T) {
 	const readTimeout = 1500 * time.Millisecond
 	e := newE2E(t)
-	prov, _ := advProvider(e, "deadline: 10s, read_timeout: 1500ms", "")
-	b := e.start("bridge", "start", "--listen", "127.0.0.1:0")
-	tok := e.token()
+	prov, b, tok := advBridge(e, "deadline: 10s, read_timeout: 1500ms", "")
 	addr := hostPort(b.url)
-	advCall(t, "POST", b.url+"/v1/decisions", tok, decideBody)
 	hits := prov.Hits(fp.PathDecisions)
 
 	t.Run("slow body cut at the read timeout", func(t *testing.T) {
@@ -323,10 +312,7 @@ func TestAdversarialSlowAndOversizedBodiesCutNothingUpstream(t *testing.T) {
 func TestAdversarialProviderNeverAnswersDeadlineOnTimeNoReplay(t *testing.T) {
 	const deadline = 2 * time.Second
 	e := newE2E(t)
-	prov, _ := advProvider(e, "deadline: 2s", "")
-	b := e.start("bridge", "start", "--listen", "127.0.0.1:0")
-	tok := e.token()
-	advCall(t, "POST", b.url+"/v1/decisions", tok, decideBody) // warm the catalogs
+	prov, b, tok := advBridge(e, "deadline: 2s", "")
 	hits := prov.Hits(fp.PathDecisions)
 	prov.SetDefault("", "", fp.Stall())
 	start := time.Now()

@@ -45,6 +45,21 @@ func advLong() bool { return *longFlag || os.Getenv("ROTOR_ADVERSARIAL_LONG") ==
 // replaced, for the short server timeouts the suite needs (real config
 // keys: runtime.read_header_timeout, runtime.read_timeout,
 // runtime.deadline).
+// advBridge starts a fake provider (advProvider's runtime and extra
+// config), a bridge on it, and one request through it that must answer 200
+// (it warms the catalogs); it returns the provider, the bridge and the
+// client token.
+func advBridge(e *e2e, runtime, extra string) (*fp.Server, *proc, string) {
+	e.t.Helper()
+	prov, _ := advProvider(e, runtime, extra)
+	b := e.start("bridge", "start", "--listen", "127.0.0.1:0")
+	tok := e.token()
+	if r := advCall(e.t, "POST", b.url+"/v1/decisions", tok, decideBody); r.status != 200 {
+		e.t.Fatalf("warm-up: %d %s", r.status, r.body)
+	}
+	return prov, b, tok
+}
+
 func advProvider(e *e2e, runtime, extra string) (*fp.Server, map[string]string) {
 	e.t.Helper()
 	prov, keys := e.provider(extra)
