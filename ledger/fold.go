@@ -36,22 +36,35 @@ const (
 	qFoldUntil = `SELECT value FROM meta WHERE key = 'fold_until'`
 	// qFoldCut finds where a chunk ends: the time of the first row past
 	// foldChunk rows from the frontier.
-	qFoldCut = `SELECT ts_ms FROM usage WHERE ts_ms >= ? AND ts_ms < ? ORDER BY ts_ms LIMIT 1 OFFSET ?`
-	// The rollups count rows as the writer's deltas do (see
-	// reservationDelta, settlementDelta): a row of unknown tokens or cost
-	// counts as such, never as zero; the report rollup holds settled rows
-	// only; errors are settled rows with a status >= 400 or none.
+	qFoldCut     = `SELECT ts_ms FROM usage WHERE ts_ms >= ? AND ts_ms < ? ORDER BY ts_ms LIMIT 1 OFFSET ?`
+	setFoldUntil = `UPDATE meta SET value = ? WHERE key = 'fold_until'`
+	addSetAside  = `UPDATE meta SET value = value + ? WHERE key = 'set_aside'`
+)
+
+// The rollups count rows as the writer's deltas do (see
+// reservationDelta, settlementDelta): a row of unknown tokens or cost
+// counts as such, never as zero; the report rollup holds settled rows
+// only; errors are settled rows with a status >= 400 or none. Values are
+// read through sqlReadable and summed with sqlSum, as windows read them.
+var (
+	tokensR, costR, inputR, outputR = sqlReadable("total_tokens"), sqlReadable("cost_micros"), sqlReadable("input_tokens"), sqlReadable("output_tokens")
+
+	// setAsideRows makes the unreadable usage of a row written by an older
+	// rotor (or by hand) unknown, whole: the row then counts as one request
+	// of unknown usage, and can always be folded.
+	setAsideRows = `UPDATE usage SET input_tokens = NULL, output_tokens = NULL, total_tokens = NULL, cost_micros = NULL
+WHERE ts_ms >= ? AND ts_ms < ? AND (` + sqlUnreadable("input_tokens") + ` OR ` + sqlUnreadable("output_tokens") + ` OR ` +
+		sqlUnreadable("total_tokens") + ` OR ` + sqlUnreadable("cost_micros") + `)`
 	foldMinutes = `INSERT INTO usage_minute (bucket, requests, tokens, tokens_null, cost_micros, cost_null)
-SELECT ts_ms / 60000, COUNT(*), COALESCE(SUM(total_tokens), 0), COUNT(*) - COUNT(total_tokens), COALESCE(SUM(cost_micros), 0), COUNT(*) - COUNT(cost_micros)
+SELECT ts_ms / 60000, COUNT(*), ` + sqlSum(tokensR) + `, COUNT(*) - COUNT(` + tokensR + `), ` + sqlSum(costR) + `, COUNT(*) - COUNT(` + costR + `)
 FROM usage WHERE ts_ms >= ? AND ts_ms < ? GROUP BY 1
 ` + totalsConflict
 	foldDims = `INSERT INTO usage_hour_dims (bucket, operation, model, credential, client, status, requests, input_tokens, output_tokens, total_tokens, tokens_null, cost_micros, cost_null, errors)
 SELECT ts_ms / 3600000, operation, model, credential, client, status,
-  COUNT(*), COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), COALESCE(SUM(total_tokens), 0), COUNT(*) - COUNT(total_tokens),
-  COALESCE(SUM(cost_micros), 0), COUNT(*) - COUNT(cost_micros), SUM(status >= 400 OR status = 0)
+  COUNT(*), ` + sqlSum(inputR) + `, ` + sqlSum(outputR) + `, ` + sqlSum(tokensR) + `, COUNT(*) - COUNT(` + tokensR + `),
+  ` + sqlSum(costR) + `, COUNT(*) - COUNT(` + costR + `), SUM(status >= 400 OR status = 0)
 FROM usage WHERE ts_ms >= ? AND ts_ms < ? AND state = 1 GROUP BY 1, 2, 3, 4, 5, 6
 ` + dimsConflict
-	setFoldUntil = `UPDATE meta SET value = ? WHERE key = 'fold_until'`
 )
 
 // fold moves the frontier towards now when it is due: foldRows
@@ -75,6 +88,20 @@ func (b *batch) fold(now time.Time) error {
 		// More than a chunk of rows share the frontier's millisecond only
 		// in tests with a stopped clock; fold that millisecond whole.
 		to = max(cut, w.foldUntil+1)
+	}
+	// A row that cannot be folded is set aside, never allowed to stop the
+	// fold (and with it every write).
+	res, err := b.q.ExecContext(b.ctx, setAsideRows, w.foldUntil, to)
+	if err != nil {
+		return fmt.Errorf("fold: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n > 0 {
+		if _, err := b.q.ExecContext(b.ctx, addSetAside, n); err != nil {
+			return fmt.Errorf("fold: %w", err)
+		}
+		b.setAside += n
+		// The cached windows summed those rows as they were.
+		w.windows.reset()
 	}
 	for _, q := range []string{foldMinutes, foldDims} {
 		if _, err := b.q.ExecContext(b.ctx, q, w.foldUntil, to); err != nil {

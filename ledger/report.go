@@ -95,14 +95,14 @@ func (s *Store) Report(ctx context.Context, q ReportQuery) ([]ReportRow, error) 
 			groups[key] = g
 			keyVals[key] = vals
 		}
-		g.requests += a.requests
-		g.input += a.input
-		g.output += a.output
-		g.total += a.total
-		g.tokensNull += a.tokensNull
-		g.cost += a.cost
-		g.costNull += a.costNull
-		g.errors += a.errors
+		g.requests = satAdd(g.requests, a.requests)
+		g.input = satAdd(g.input, a.input)
+		g.output = satAdd(g.output, a.output)
+		g.total = satAdd(g.total, a.total)
+		g.tokensNull = satAdd(g.tokensNull, a.tokensNull)
+		g.cost = satAdd(g.cost, a.cost)
+		g.costNull = satAdd(g.costNull, a.costNull)
+		g.errors = satAdd(g.errors, a.errors)
 	}
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
@@ -169,13 +169,13 @@ func (s *Store) Report(ctx context.Context, q ReportQuery) ([]ReportRow, error) 
 	// counts them in the rollup, so a report does not depend on which rows
 	// fall in whole hours.
 	rawQ := `SELECT ` + strings.Join(rawKeys, "") + `
-  COUNT(*), COALESCE(SUM(input_tokens),0), COALESCE(SUM(output_tokens),0), COALESCE(SUM(total_tokens),0), COUNT(*) - COUNT(total_tokens),
-  COALESCE(SUM(cost_micros),0), COUNT(*) - COUNT(cost_micros), COALESCE(SUM(state = 1 AND (status >= 400 OR status = 0)),0)
+  COUNT(*), ` + sqlSum(inputR) + `, ` + sqlSum(outputR) + `, ` + sqlSum(tokensR) + `, COUNT(*) - COUNT(` + tokensR + `),
+  ` + sqlSum(costR) + `, COUNT(*) - COUNT(` + costR + `), COALESCE(SUM(state = 1 AND (status >= 400 OR status = 0)),0)
 FROM usage WHERE ts_ms >= ? AND ts_ms < ?` + group
 	openQ := strings.Replace(rawQ, "WHERE ts_ms >= ? AND ts_ms < ?", "WHERE ts_ms >= ? AND ts_ms < ? AND state = 0", 1)
 	hourQ := `SELECT ` + strings.Join(hourKeys, "") + `
-  COALESCE(SUM(requests),0), COALESCE(SUM(input_tokens),0), COALESCE(SUM(output_tokens),0), COALESCE(SUM(total_tokens),0), COALESCE(SUM(tokens_null),0),
-  COALESCE(SUM(cost_micros),0), COALESCE(SUM(cost_null),0), COALESCE(SUM(errors),0)
+  ` + sqlSum("requests") + `, ` + sqlSum("input_tokens") + `, ` + sqlSum("output_tokens") + `, ` + sqlSum("total_tokens") + `, ` + sqlSum("tokens_null") + `,
+  ` + sqlSum("cost_micros") + `, ` + sqlSum("cost_null") + `, ` + sqlSum("errors") + `
 FROM usage_hour_dims WHERE bucket >= ? AND bucket < ?` + group
 	h1, h2 := ceilTo(f, hourMS), floorTo(t, hourMS)
 	if f < t {
@@ -256,9 +256,9 @@ func unsettledHours(ctx context.Context, conn *sql.Conn, h1, h2, hourUntil int64
 	rows, err := conn.QueryContext(ctx, `SELECT h.bucket FROM (
   SELECT bucket, requests FROM usage_hour WHERE bucket >= ? AND bucket < ?
   UNION ALL
-  SELECT bucket / 60 AS bucket, SUM(requests) AS requests FROM usage_minute WHERE bucket >= ? AND bucket < ? GROUP BY bucket / 60
+  SELECT bucket / 60 AS bucket, TOTAL(requests) AS requests FROM usage_minute WHERE bucket >= ? AND bucket < ? GROUP BY bucket / 60
 ) h
-LEFT JOIN (SELECT bucket, SUM(requests) AS requests FROM usage_hour_dims WHERE bucket >= ? AND bucket < ? GROUP BY bucket) d ON d.bucket = h.bucket
+LEFT JOIN (SELECT bucket, TOTAL(requests) AS requests FROM usage_hour_dims WHERE bucket >= ? AND bucket < ? GROUP BY bucket) d ON d.bucket = h.bucket
 WHERE h.requests > COALESCE(d.requests, 0)`, h1, split, split*60, h2*60, h1, h2)
 	if err != nil {
 		return nil, fmt.Errorf("report: %w", err)
@@ -275,6 +275,17 @@ WHERE h.requests > COALESCE(d.requests, 0)`, h1, split, split*60, h2*60, h1, h2)
 	return out, rows.Err()
 }
 
+// SetAside returns how many usage rows the fold set aside because their
+// usage could not be read (see setAsideRows); each counts as one request
+// of unknown usage.
+func (s *Store) SetAside(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'set_aside'`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("ledger %s: rows set aside: %w", s.path, err)
+	}
+	return n, nil
+}
+
 func validKey(k string) bool {
 	for _, v := range ReportKeys {
 		if v == k {
@@ -288,7 +299,7 @@ func validKey(k string) bool {
 // limit (0 = no limit). For tests and debugging.
 func (s *Store) Rows(ctx context.Context, from, to time.Time, limit int) ([]Row, error) {
 	q := `SELECT request_id, ts_ms, state, expires_ms, operation, pool, model, credential, region, client, attempts, status, error_code,
-  input_tokens, output_tokens, total_tokens, cost_micros, COALESCE(latency_ms, 0) FROM usage WHERE ts_ms >= ? AND ts_ms < ? ORDER BY ts_ms, request_id`
+  ` + inputR + `, ` + outputR + `, ` + tokensR + `, ` + costR + `, COALESCE(latency_ms, 0) FROM usage WHERE ts_ms >= ? AND ts_ms < ? ORDER BY ts_ms, request_id`
 	args := []any{from.UnixMilli(), to.UnixMilli()}
 	if limit > 0 {
 		q += " LIMIT ?"

@@ -20,6 +20,14 @@ func (c Count) arg() any {
 	return c.V
 }
 
+// readable returns c, or unknown when it is outside 0..MaxUsage.
+func (c Count) readable() Count {
+	if c.Known && !readable(c.V) {
+		return Count{}
+	}
+	return c
+}
+
 // Reservation is written at admission, before any provider call: it counts
 // as one request of unknown tokens and cost until it is settled or
 // released.
@@ -61,6 +69,18 @@ type Settlement struct {
 	// CostMicros is the cost in micro-USD; unknown for Decisions.
 	CostMicros Count
 	Latency    time.Duration
+}
+
+// readable makes each usage value outside 0..MaxUsage unknown, and
+// reports whether it changed any.
+func (s *Settlement) readable() bool {
+	changed := false
+	for _, c := range []*Count{&s.InputTokens, &s.OutputTokens, &s.TotalTokens, &s.CostMicros} {
+		r := c.readable()
+		changed = changed || r != *c
+		*c = r
+	}
+	return changed
 }
 
 // Row is one usage row as stored.

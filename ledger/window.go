@@ -37,12 +37,13 @@ type Totals struct {
 	CostUnknown int64
 }
 
+// add adds d, saturating (see SumCap).
 func (t *Totals) add(d Totals) {
-	t.Requests += d.Requests
-	t.Tokens += d.Tokens
-	t.TokensUnknown += d.TokensUnknown
-	t.CostMicros += d.CostMicros
-	t.CostUnknown += d.CostUnknown
+	t.Requests = satAdd(t.Requests, d.Requests)
+	t.Tokens = satAdd(t.Tokens, d.Tokens)
+	t.TokensUnknown = satAdd(t.TokensUnknown, d.TokensUnknown)
+	t.CostMicros = satAdd(t.CostMicros, d.CostMicros)
+	t.CostUnknown = satAdd(t.CostUnknown, d.CostUnknown)
 }
 
 func (t Totals) neg() Totals {
@@ -263,10 +264,14 @@ func rolledSegments(f, t, hourUntil int64) []segment {
 	return out
 }
 
-const (
-	qRawTotals    = `SELECT COUNT(*), COALESCE(SUM(total_tokens),0), COUNT(*)-COUNT(total_tokens), COALESCE(SUM(cost_micros),0), COUNT(*)-COUNT(cost_micros) FROM usage WHERE ts_ms >= ? AND ts_ms < ?`
-	qMinuteTotals = `SELECT COALESCE(SUM(requests),0), COALESCE(SUM(tokens),0), COALESCE(SUM(tokens_null),0), COALESCE(SUM(cost_micros),0), COALESCE(SUM(cost_null),0) FROM usage_minute WHERE bucket >= ? AND bucket < ?`
-	qHourTotals   = `SELECT COALESCE(SUM(requests),0), COALESCE(SUM(tokens),0), COALESCE(SUM(tokens_null),0), COALESCE(SUM(cost_micros),0), COALESCE(SUM(cost_null),0) FROM usage_hour WHERE bucket >= ? AND bucket < ?`
+// The window queries read usage values through sqlReadable and sum them
+// with sqlSum, so that no row can make a window fail.
+var (
+	qRawTotals = `SELECT COUNT(*), ` + sqlSum(sqlReadable("total_tokens")) + `, COUNT(*)-COUNT(` + sqlReadable("total_tokens") + `), ` +
+		sqlSum(sqlReadable("cost_micros")) + `, COUNT(*)-COUNT(` + sqlReadable("cost_micros") + `) FROM usage WHERE ts_ms >= ? AND ts_ms < ?`
+	rollupTotals  = sqlSum("requests") + `, ` + sqlSum("tokens") + `, ` + sqlSum("tokens_null") + `, ` + sqlSum("cost_micros") + `, ` + sqlSum("cost_null")
+	qMinuteTotals = `SELECT ` + rollupTotals + ` FROM usage_minute WHERE bucket >= ? AND bucket < ?`
+	qHourTotals   = `SELECT ` + rollupTotals + ` FROM usage_hour WHERE bucket >= ? AND bucket < ?`
 )
 
 func (v *view) segTotals(s segment) (Totals, error) {
@@ -407,7 +412,7 @@ func measureOf(t Totals, m Measure) int64 {
 
 var (
 	measureRollupCol = map[Measure]string{MeasureRequests: "requests", MeasureTokens: "tokens", MeasureCost: "cost_micros"}
-	measureRawExpr   = map[Measure]string{MeasureRequests: "1", MeasureTokens: "COALESCE(total_tokens,0)", MeasureCost: "COALESCE(cost_micros,0)"}
+	measureRawExpr   = map[Measure]string{MeasureRequests: "1", MeasureTokens: "COALESCE(" + sqlReadable("total_tokens") + ",0)", MeasureCost: "COALESCE(" + sqlReadable("cost_micros") + ",0)"}
 )
 
 func (v *view) Reach(w Window, m Measure, need int64) (time.Time, bool, error) {
@@ -442,7 +447,7 @@ func (v *view) reachIn(s segment, m Measure, need int64, cum *int64) (time.Time,
 			if err := rows.Scan(&ts, &x); err != nil {
 				return time.Time{}, false, &dbError{err}
 			}
-			*cum += x
+			*cum = satAdd(*cum, x)
 			if *cum >= need {
 				return time.UnixMilli(ts).UTC(), true, nil
 			}
@@ -456,8 +461,8 @@ func (v *view) reachIn(s segment, m Measure, need int64, cum *int64) (time.Time,
 	if err != nil {
 		return time.Time{}, false, err
 	}
-	if *cum+measureOf(st, m) < need {
-		*cum += measureOf(st, m)
+	if satAdd(*cum, measureOf(st, m)) < need {
+		*cum = satAdd(*cum, measureOf(st, m))
 		return time.Time{}, false, nil
 	}
 	table, unit, sub := "usage_minute", minuteMS, segRaw
@@ -465,7 +470,7 @@ func (v *view) reachIn(s segment, m Measure, need int64, cum *int64) (time.Time,
 		table, unit, sub = "usage_hour", hourMS, segMinute
 	}
 	col := measureRollupCol[m]
-	rows, err := v.q.QueryContext(v.ctx, `SELECT bucket, `+col+` FROM `+table+` WHERE bucket >= ? AND bucket < ? AND `+col+` > 0 ORDER BY bucket`, s.lo/unit, s.hi/unit)
+	rows, err := v.q.QueryContext(v.ctx, `SELECT bucket, `+sqlClamp(col)+` FROM `+table+` WHERE bucket >= ? AND bucket < ? AND `+col+` > 0 ORDER BY bucket`, s.lo/unit, s.hi/unit)
 	if err != nil {
 		return time.Time{}, false, &dbError{err}
 	}
@@ -481,10 +486,10 @@ func (v *view) reachIn(s segment, m Measure, need int64, cum *int64) (time.Time,
 	}
 	rows.Close()
 	for _, b := range bs {
-		if *cum+b.x >= need {
+		if satAdd(*cum, b.x) >= need {
 			return v.reachIn(segment{sub, b.b * unit, (b.b + 1) * unit}, m, need, cum)
 		}
-		*cum += b.x
+		*cum = satAdd(*cum, b.x)
 	}
 	return time.Time{}, false, nil
 }
@@ -509,7 +514,7 @@ func (v *view) newestUnknownIn(s segment) (time.Time, bool, error) {
 	case segRaw:
 		// Walks the time index back from hi and stops at the first match.
 		var ts int64
-		err := v.q.QueryRowContext(v.ctx, `SELECT ts_ms FROM usage WHERE ts_ms >= ? AND ts_ms < ? AND cost_micros IS NULL ORDER BY ts_ms DESC LIMIT 1`, s.lo, s.hi).Scan(&ts)
+		err := v.q.QueryRowContext(v.ctx, `SELECT ts_ms FROM usage WHERE ts_ms >= ? AND ts_ms < ? AND `+sqlReadable("cost_micros")+` IS NULL ORDER BY ts_ms DESC LIMIT 1`, s.lo, s.hi).Scan(&ts)
 		if errors.Is(err, sql.ErrNoRows) {
 			return time.Time{}, false, nil
 		}

@@ -247,6 +247,8 @@ type batch struct {
 	// open changes to apply after commit
 	opened map[string]openRow
 	closed []string
+	// setAside counts the rows fold set aside (see setAsideRows).
+	setAside int64
 }
 
 type dimKey struct {
@@ -366,6 +368,10 @@ func (w *writer) runBatch(ops []*op) []error {
 	}
 	if w.onCommit != nil {
 		w.onCommit(len(ops), time.Since(began))
+	}
+	if b.setAside > 0 {
+		w.s.log.Warn("ledger: usage rows with unreadable usage set aside; each counts as one request of unknown usage (see rotor ledger report)",
+			"rows", b.setAside)
 	}
 	for id, r := range b.opened {
 		w.open[id] = r
@@ -530,6 +536,9 @@ func (b *batch) lookupOpen(id string) (openRow, bool, error) {
 }
 
 func (b *batch) settleRow(s Settlement) error {
+	if s.readable() && !b.w.s.warnedUsage.Swap(true) {
+		b.w.s.log.Warn("ledger: provider usage outside 0..10^12 recorded as unknown (logged once)", "request_id", s.RequestID)
+	}
 	r, ok, err := b.lookupOpen(s.RequestID)
 	if err != nil {
 		return err
@@ -612,11 +621,10 @@ func (b *batch) addTotals(ts int64, x Totals) {
 // later hours are read from usage_minute. A request's own writes thus touch
 // no hour row; only a late write, the settlement or release of a
 // reservation made before the frontier, also updates its hour's row.
-const (
-	qHourUntil   = `SELECT value FROM meta WHERE key = 'hour_rollup_until'`
-	rollHourRows = `INSERT OR REPLACE INTO usage_hour (bucket, requests, tokens, tokens_null, cost_micros, cost_null)
-SELECT bucket / 60, SUM(requests), SUM(tokens), SUM(tokens_null), SUM(cost_micros), SUM(cost_null) FROM usage_minute WHERE bucket >= ? AND bucket < ? GROUP BY bucket / 60`
-)
+const qHourUntil = `SELECT value FROM meta WHERE key = 'hour_rollup_until'`
+
+var rollHourRows = `INSERT OR REPLACE INTO usage_hour (bucket, requests, tokens, tokens_null, cost_micros, cost_null)
+SELECT bucket / 60, ` + rollupTotals + ` FROM usage_minute WHERE bucket >= ? AND bucket < ? GROUP BY bucket / 60`
 
 // rollHours moves the frontier to the start of the previous hour, writing
 // the hour rows of the hours it passes from their minutes (so never past
@@ -653,16 +661,30 @@ func (b *batch) addDims(ts int64, d dims, x delta) {
 	k := dimKey{hour: floorTo(ts, hourMS) / hourMS, dims: d}
 	dd := b.dims[k]
 	dd.Totals.add(x.Totals)
-	dd.input += x.input
-	dd.output += x.output
-	dd.errors += x.errors
+	dd.input = satAdd(dd.input, x.input)
+	dd.output = satAdd(dd.output, x.output)
+	dd.errors = satAdd(dd.errors, x.errors)
 	b.dims[k] = dd
 }
 
-// The rollups' upserts add to a bucket's row (also used by fold).
-const (
-	totalsConflict = `ON CONFLICT (bucket) DO UPDATE SET requests = requests + excluded.requests, tokens = tokens + excluded.tokens, tokens_null = tokens_null + excluded.tokens_null, cost_micros = cost_micros + excluded.cost_micros, cost_null = cost_null + excluded.cost_null`
-	dimsConflict   = `ON CONFLICT (bucket, operation, model, credential, client, status) DO UPDATE SET requests = requests + excluded.requests, input_tokens = input_tokens + excluded.input_tokens, output_tokens = output_tokens + excluded.output_tokens, total_tokens = total_tokens + excluded.total_tokens, tokens_null = tokens_null + excluded.tokens_null, cost_micros = cost_micros + excluded.cost_micros, cost_null = cost_null + excluded.cost_null, errors = errors + excluded.errors`
+// The rollups' upserts add to a bucket's row (also used by fold),
+// saturating.
+var (
+	totalsConflict = `ON CONFLICT (bucket) DO UPDATE SET ` +
+		`requests = ` + sqlClamp("requests + excluded.requests") + `, ` +
+		`tokens = ` + sqlClamp("tokens + excluded.tokens") + `, ` +
+		`tokens_null = ` + sqlClamp("tokens_null + excluded.tokens_null") + `, ` +
+		`cost_micros = ` + sqlClamp("cost_micros + excluded.cost_micros") + `, ` +
+		`cost_null = ` + sqlClamp("cost_null + excluded.cost_null")
+	dimsConflict = `ON CONFLICT (bucket, operation, model, credential, client, status) DO UPDATE SET ` +
+		`requests = ` + sqlClamp("requests + excluded.requests") + `, ` +
+		`input_tokens = ` + sqlClamp("input_tokens + excluded.input_tokens") + `, ` +
+		`output_tokens = ` + sqlClamp("output_tokens + excluded.output_tokens") + `, ` +
+		`total_tokens = ` + sqlClamp("total_tokens + excluded.total_tokens") + `, ` +
+		`tokens_null = ` + sqlClamp("tokens_null + excluded.tokens_null") + `, ` +
+		`cost_micros = ` + sqlClamp("cost_micros + excluded.cost_micros") + `, ` +
+		`cost_null = ` + sqlClamp("cost_null + excluded.cost_null") + `, ` +
+		`errors = ` + sqlClamp("errors + excluded.errors")
 
 	upsertMinute = `INSERT INTO usage_minute (bucket, requests, tokens, tokens_null, cost_micros, cost_null) VALUES (?, ?, ?, ?, ?, ?)
 ` + totalsConflict
