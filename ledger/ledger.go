@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -94,6 +95,8 @@ type Store struct {
 	// tokens is the latest client token list either the watcher or the
 	// writer loaded (hash -> label), for LookupTokenCached.
 	tokens atomic.Pointer[map[[32]byte]string]
+	// warnedUsage: a settlement's unreadable usage was logged once.
+	warnedUsage atomic.Bool
 }
 
 // Open opens (creating if needed) the ledger database at path and applies
@@ -115,16 +118,32 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = 256
 	}
-	// The ledger holds token hashes and usage: keep it private. SQLite
-	// gives the -wal and -shm files the database file's mode.
-	if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
-		f.Close()
+	created, err := create(path)
+	if err != nil {
+		return nil, err
+	}
+	// A ledger file emptied by accident (a truncating copy, a full disk, a
+	// shell redirect) is refused: SQLite would take it for a new database
+	// and budgets and usage would silently start from nothing.
+	if fi, err := os.Stat(path); err == nil && fi.Size() == 0 && !created {
+		return nil, fmt.Errorf("ledger %s is an empty file (0 bytes), not a rotor ledger; rotor does not re-create it: restore it from a backup, or remove it to start an empty ledger", path)
 	}
 	readOnly := false
 	if f, err := os.OpenFile(path, os.O_RDWR, 0); err == nil {
 		f.Close()
 	} else if errors.Is(err, fs.ErrPermission) {
 		readOnly = true
+	}
+	if !readOnly {
+		// SQLite writes the -wal and -shm files of a writable database; one
+		// it cannot write fails later with an error that names neither.
+		for _, side := range []string{path + "-wal", path + "-shm"} {
+			if f, err := os.OpenFile(side, os.O_RDWR, 0); err == nil {
+				f.Close()
+			} else if errors.Is(err, fs.ErrPermission) {
+				return nil, fmt.Errorf("open ledger %s: %s is read-only for this user, but SQLite must write it beside the database: give it the database file's owner and mode", path, side)
+			}
+		}
 	}
 	sync := "NORMAL"
 	switch strings.ToLower(opts.Synchronous) {
@@ -156,6 +175,49 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	s.w = w
 	s.watch = &watcher{s: s}
 	return s, nil
+}
+
+// create makes the ledger file at path when there is none, and reports
+// whether it did. The file appears at path only once SQLite has written its
+// header (it is made aside and hard-linked in), so that another process
+// never finds it empty. The ledger holds token hashes and usage: the file
+// is private (0600), and SQLite gives the -wal and -shm files its mode.
+func create(path string) (bool, error) {
+	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+		return false, nil // there is a file, or Open reports why not
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".new-*")
+	if err != nil {
+		return false, fmt.Errorf("create ledger %s: %w", path, err)
+	}
+	name := tmp.Name()
+	tmp.Close()
+	defer os.Remove(name)
+	db, err := sql.Open("sqlite", name+"?_pragma=journal_mode(WAL)")
+	if err != nil {
+		return false, fmt.Errorf("create ledger %s: %w", path, err)
+	}
+	var mode string
+	err = db.QueryRow("PRAGMA journal_mode").Scan(&mode)
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return false, fmt.Errorf("create ledger %s: %w", path, err)
+	}
+	switch err := os.Link(name, path); {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, fs.ErrExist): // another process made it first
+		return false, nil
+	}
+	// A file system without hard links: create it empty, in place.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return false, nil
+	}
+	f.Close()
+	return true, nil
 }
 
 // Path returns the database file's path.
