@@ -59,10 +59,11 @@ WHERE ts_ms >= ? AND ts_ms < ? AND (` + sqlUnreadable("input_tokens") + ` OR ` +
 SELECT ts_ms / 60000, COUNT(*), ` + sqlSum(tokensR) + `, COUNT(*) - COUNT(` + tokensR + `), ` + sqlSum(costR) + `, COUNT(*) - COUNT(` + costR + `)
 FROM usage WHERE ts_ms >= ? AND ts_ms < ? GROUP BY 1
 ` + totalsConflict
-	foldDims = `INSERT INTO usage_hour_dims (bucket, operation, model, credential, client, status, requests, input_tokens, output_tokens, total_tokens, tokens_null, cost_micros, cost_null, errors)
+	foldDims = `INSERT INTO usage_hour_dims (bucket, operation, model, credential, client, status, requests, input_tokens, output_tokens, total_tokens, tokens_null, cost_micros, cost_null, errors, input_null, output_null)
 SELECT ts_ms / 3600000, operation, model, credential, client, status,
   COUNT(*), ` + sqlSum(inputR) + `, ` + sqlSum(outputR) + `, ` + sqlSum(tokensR) + `, COUNT(*) - COUNT(` + tokensR + `),
-  ` + sqlSum(costR) + `, COUNT(*) - COUNT(` + costR + `), SUM(status >= 400 OR status = 0)
+  ` + sqlSum(costR) + `, COUNT(*) - COUNT(` + costR + `), SUM(status >= 400 OR status = 0),
+  COUNT(*) - COUNT(` + inputR + `), COUNT(*) - COUNT(` + outputR + `)
 FROM usage WHERE ts_ms >= ? AND ts_ms < ? AND state = 1 GROUP BY 1, 2, 3, 4, 5, 6
 ` + dimsConflict
 )

@@ -37,8 +37,11 @@ type ReportRow struct {
 	InputTokens  int64
 	OutputTokens int64
 	TotalTokens  int64
-	// TokensUnknown counts rows whose token counts are unknown.
-	TokensUnknown int64
+	// TokensUnknown, InputUnknown and OutputUnknown count the rows whose
+	// total, input or output tokens are unknown (unsettled rows, answers
+	// without readable usage): the group's sum of that column is then
+	// unknown, not the sum of the known rows.
+	TokensUnknown, InputUnknown, OutputUnknown int64
 	// Cost is the known cost in micro-USD; CostKnown is false when any
 	// row of the group has an unknown cost (then the total is unknown).
 	CostMicros int64
@@ -57,7 +60,7 @@ func StatusLabel(status int) string {
 }
 
 type reportAgg struct {
-	requests, input, output, total, tokensNull, cost, costNull, errors int64
+	requests, input, output, total, tokensNull, cost, costNull, errors, inputNull, outputNull int64
 }
 
 // reportCols are the SQL expressions of the group keys, over raw usage rows
@@ -103,6 +106,8 @@ func (s *Store) Report(ctx context.Context, q ReportQuery) ([]ReportRow, error) 
 		g.cost = satAdd(g.cost, a.cost)
 		g.costNull = satAdd(g.costNull, a.costNull)
 		g.errors = satAdd(g.errors, a.errors)
+		g.inputNull = satAdd(g.inputNull, a.inputNull)
+		g.outputNull = satAdd(g.outputNull, a.outputNull)
 	}
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
@@ -122,11 +127,11 @@ func (s *Store) Report(ctx context.Context, q ReportQuery) ([]ReportRow, error) 
 		defer rows.Close()
 		raw := make([]any, len(q.By))
 		var a reportAgg
-		dest := make([]any, 0, len(q.By)+8)
+		dest := make([]any, 0, len(q.By)+10)
 		for i := range raw {
 			dest = append(dest, &raw[i])
 		}
-		dest = append(dest, &a.requests, &a.input, &a.output, &a.total, &a.tokensNull, &a.cost, &a.costNull, &a.errors)
+		dest = append(dest, &a.requests, &a.input, &a.output, &a.total, &a.tokensNull, &a.cost, &a.costNull, &a.errors, &a.inputNull, &a.outputNull)
 		for rows.Next() {
 			if err := rows.Scan(dest...); err != nil {
 				return fmt.Errorf("report: %w", err)
@@ -170,12 +175,13 @@ func (s *Store) Report(ctx context.Context, q ReportQuery) ([]ReportRow, error) 
 	// fall in whole hours.
 	rawQ := `SELECT ` + strings.Join(rawKeys, "") + `
   COUNT(*), ` + sqlSum(inputR) + `, ` + sqlSum(outputR) + `, ` + sqlSum(tokensR) + `, COUNT(*) - COUNT(` + tokensR + `),
-  ` + sqlSum(costR) + `, COUNT(*) - COUNT(` + costR + `), COALESCE(SUM(state = 1 AND (status >= 400 OR status = 0)),0)
+  ` + sqlSum(costR) + `, COUNT(*) - COUNT(` + costR + `), COALESCE(SUM(state = 1 AND (status >= 400 OR status = 0)),0),
+  COUNT(*) - COUNT(` + inputR + `), COUNT(*) - COUNT(` + outputR + `)
 FROM usage WHERE ts_ms >= ? AND ts_ms < ?` + group
 	openQ := strings.Replace(rawQ, "WHERE ts_ms >= ? AND ts_ms < ?", "WHERE ts_ms >= ? AND ts_ms < ? AND state = 0", 1)
 	hourQ := `SELECT ` + strings.Join(hourKeys, "") + `
   ` + sqlSum("requests") + `, ` + sqlSum("input_tokens") + `, ` + sqlSum("output_tokens") + `, ` + sqlSum("total_tokens") + `, ` + sqlSum("tokens_null") + `,
-  ` + sqlSum("cost_micros") + `, ` + sqlSum("cost_null") + `, ` + sqlSum("errors") + `
+  ` + sqlSum("cost_micros") + `, ` + sqlSum("cost_null") + `, ` + sqlSum("errors") + `, ` + sqlSum("input_null") + `, ` + sqlSum("output_null") + `
 FROM usage_hour_dims WHERE bucket >= ? AND bucket < ?` + group
 	h1, h2 := ceilTo(f, hourMS), floorTo(t, hourMS)
 	if f < t {
@@ -232,7 +238,7 @@ FROM usage_hour_dims WHERE bucket >= ? AND bucket < ?` + group
 		}
 		out = append(out, ReportRow{
 			Keys: keyVals[key], Requests: g.requests, InputTokens: g.input, OutputTokens: g.output, TotalTokens: g.total,
-			TokensUnknown: g.tokensNull, CostMicros: g.cost, CostKnown: g.costNull == 0, Errors: g.errors,
+			TokensUnknown: g.tokensNull, InputUnknown: g.inputNull, OutputUnknown: g.outputNull, CostMicros: g.cost, CostKnown: g.costNull == 0, Errors: g.errors,
 		})
 	}
 	sort.Slice(out, func(i, j int) bool {

@@ -122,7 +122,10 @@ type openRow struct {
 type delta struct {
 	Totals
 	input, output int64
-	errors        int64
+	// inputUnknown and outputUnknown count the settled rows of unknown
+	// input or output tokens (TokensUnknown counts those of unknown total).
+	inputUnknown, outputUnknown int64
+	errors                      int64
 }
 
 func reservationDelta() delta {
@@ -143,9 +146,13 @@ func settlementDelta(s Settlement) delta {
 	}
 	if s.InputTokens.Known {
 		d.input = s.InputTokens.V
+	} else {
+		d.inputUnknown = 1
 	}
 	if s.OutputTokens.Known {
 		d.output = s.OutputTokens.V
+	} else {
+		d.outputUnknown = 1
 	}
 	if s.Status >= 400 || s.Status == 0 {
 		d.errors = 1
@@ -154,5 +161,5 @@ func settlementDelta(s Settlement) delta {
 }
 
 func (d delta) neg() delta {
-	return delta{Totals: d.Totals.neg(), input: -d.input, output: -d.output, errors: -d.errors}
+	return delta{Totals: d.Totals.neg(), input: -d.input, output: -d.output, inputUnknown: -d.inputUnknown, outputUnknown: -d.outputUnknown, errors: -d.errors}
 }

@@ -663,6 +663,8 @@ func (b *batch) addDims(ts int64, d dims, x delta) {
 	dd.Totals.add(x.Totals)
 	dd.input = satAdd(dd.input, x.input)
 	dd.output = satAdd(dd.output, x.output)
+	dd.inputUnknown = satAdd(dd.inputUnknown, x.inputUnknown)
+	dd.outputUnknown = satAdd(dd.outputUnknown, x.outputUnknown)
 	dd.errors = satAdd(dd.errors, x.errors)
 	b.dims[k] = dd
 }
@@ -684,13 +686,15 @@ var (
 		`tokens_null = ` + sqlClamp("tokens_null + excluded.tokens_null") + `, ` +
 		`cost_micros = ` + sqlClamp("cost_micros + excluded.cost_micros") + `, ` +
 		`cost_null = ` + sqlClamp("cost_null + excluded.cost_null") + `, ` +
-		`errors = ` + sqlClamp("errors + excluded.errors")
+		`errors = ` + sqlClamp("errors + excluded.errors") + `, ` +
+		`input_null = ` + sqlClamp("input_null + excluded.input_null") + `, ` +
+		`output_null = ` + sqlClamp("output_null + excluded.output_null")
 
 	upsertMinute = `INSERT INTO usage_minute (bucket, requests, tokens, tokens_null, cost_micros, cost_null) VALUES (?, ?, ?, ?, ?, ?)
 ` + totalsConflict
 	upsertHour = `INSERT INTO usage_hour (bucket, requests, tokens, tokens_null, cost_micros, cost_null) VALUES (?, ?, ?, ?, ?, ?)
 ` + totalsConflict
-	upsertDims = `INSERT INTO usage_hour_dims (bucket, operation, model, credential, client, status, requests, input_tokens, output_tokens, total_tokens, tokens_null, cost_micros, cost_null, errors) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	upsertDims = `INSERT INTO usage_hour_dims (bucket, operation, model, credential, client, status, requests, input_tokens, output_tokens, total_tokens, tokens_null, cost_micros, cost_null, errors, input_null, output_null) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ` + dimsConflict
 )
 
@@ -715,7 +719,7 @@ func (b *batch) flush() error {
 	for k, d := range b.dims {
 		if d != (delta{}) {
 			if _, err := b.q.ExecContext(b.ctx, upsertDims, k.hour, k.operation, k.model, k.credential, k.client, k.status,
-				d.Requests, d.input, d.output, d.Tokens, d.TokensUnknown, d.CostMicros, d.CostUnknown, d.errors); err != nil {
+				d.Requests, d.input, d.output, d.Tokens, d.TokensUnknown, d.CostMicros, d.CostUnknown, d.errors, d.inputUnknown, d.outputUnknown); err != nil {
 				return err
 			}
 		}

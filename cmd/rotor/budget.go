@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -171,8 +172,10 @@ window, how many rows in the window have unknown tokens or cost, its state
 (ok, exhausted, or fail-closed for a cost budget whose window holds usage of
 unknown cost) and, when not ok, when it frees (UTC).
 
-In json, limit, used and remaining are integers in the budget's unit:
-requests, tokens or micro_usd.`,
+In json and csv, limit, used and remaining are integers in the budget's
+unit column: requests, tokens or micro_usd (the table prints cost in USD).
+While a cost budget fails closed, its used and remaining are unknown (null in
+json): the window holds usage of unknown cost.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(opts.Format); err != nil {
@@ -228,11 +231,16 @@ func budgetRecords(statuses []budgets.Status) records {
 			s := st.FreesAt.UTC().Format(time.RFC3339)
 			frees = textCell(s)
 		}
+		// csv prints the integers json does; the table prints cost in USD.
+		amount := func(v int64, text string) cell { return cell{JSON: v, Text: text, CSV: strconv.FormatInt(v, 10)} }
+		used, remaining := amount(st.Used, st.FormatUsed()), amount(st.Remaining(), st.FormatRemaining())
+		if st.State == budgets.StateFailClosed {
+			// The window holds usage of unknown cost.
+			used, remaining = unknownCell, unknownCell
+		}
 		recs.Rows = append(recs.Rows, []cell{
 			textCell(st.Name), textCell(string(st.Kind)), textCell(st.Window.String()),
-			{JSON: st.Limit, Text: st.FormatLimit()},
-			{JSON: st.Used, Text: st.FormatUsed()},
-			{JSON: st.Remaining(), Text: st.FormatRemaining()},
+			amount(st.Limit, st.FormatLimit()), used, remaining,
 			intCell(st.UnknownRows), textCell(string(st.State)), frees, textCell(unit),
 		})
 	}

@@ -176,7 +176,7 @@ func TestBudgetAddListRemove(t *testing.T) {
 		t.Errorf("cost-month = %v", b)
 	}
 	rows := parseCSV(t, e.mustRun("budget", "list", "--format", "csv").stdout)
-	if len(rows) != 3 || rows[0]["name"] != "cost-month" || rows[0]["limit"] != "$12.5" {
+	if len(rows) != 3 || rows[0]["name"] != "cost-month" || rows[0]["limit"] != "12500000" {
 		t.Errorf("budget list csv = %v", rows)
 	}
 	if out := e.mustRun("budget", "list").stdout; !strings.Contains(out, "daily-tokens") || !strings.Contains(out, "FREES AT") {

@@ -39,11 +39,17 @@ func newCmdLedgerReport(f *Factory, runF func(*reportOptions) error) *cobra.Comm
 		Long: `Summarize ledger usage over a time range, grouped by one or more keys.
 
 Columns are the group keys, then requests, input_tokens, output_tokens,
-total_tokens, cost_usd and errors. An unknown cost (every Decisions request:
-endpoint pricing is not configured) prints as "unknown", and as null in
-json; it is never 0. Status "unsettled" counts reservations that were never
-settled: requests in flight, or left by a rotor that died, counted as usage
-of unknown size.
+total_tokens, cost_usd and errors. An unknown value prints as "unknown",
+and as null in json; it is never 0. Cost is unknown for every Decisions
+request (endpoint pricing is not configured); a token column is unknown when
+a row of the group has no readable count for it: reservations not settled,
+answers without usage, usage outside 0..10^12. Status "unsettled" counts
+reservations that were never settled: requests in flight, or left by a rotor
+that died, counted as usage of unknown size.
+
+Rows whose stored usage could not be read (written by an older rotor) are
+set aside: they count as requests of unknown usage, and the report says on
+stderr how many there are.
 
 The range defaults to --since 24h. --from and --to take RFC 3339 times, UTC
 dates (2026-11-30), or the words today and yesterday (UTC); the range is
@@ -159,7 +165,18 @@ func reportRun(cmd *cobra.Command, opts *reportOptions) error {
 	if err != nil {
 		return err
 	}
-	return reportRecords(opts.Query.By, rows).write(opts.f.IO.Out, opts.Format)
+	aside, err := store.SetAside(cmd.Context())
+	if err != nil {
+		return err
+	}
+	if err := reportRecords(opts.Query.By, rows).write(opts.f.IO.Out, opts.Format); err != nil {
+		return err
+	}
+	if aside > 0 {
+		// On stderr, so that json and csv stay whole for scripts.
+		fmt.Fprintf(opts.f.IO.ErrOut, "note: %d usage rows in the ledger were set aside because their usage was unreadable; each counts as one request of unknown tokens and cost\n", aside)
+	}
+	return nil
 }
 
 func reportRecords(by []string, rows []ledger.ReportRow) records {
@@ -169,11 +186,12 @@ func reportRecords(by []string, rows []ledger.ReportRow) records {
 		for _, k := range r.Keys {
 			line = append(line, textCell(k))
 		}
-		cost := cell{JSON: nil, Text: "unknown"}
+		cost := unknownCell
 		if r.CostKnown {
 			cost = cell{JSON: jsonNumber(budgets.FormatCost(r.CostMicros)), Text: budgets.FormatCost(r.CostMicros)}
 		}
-		line = append(line, intCell(r.Requests), intCell(r.InputTokens), intCell(r.OutputTokens), intCell(r.TotalTokens), cost, intCell(r.Errors))
+		line = append(line, intCell(r.Requests), countCell(r.InputTokens, r.InputUnknown == 0), countCell(r.OutputTokens, r.OutputUnknown == 0),
+			countCell(r.TotalTokens, r.TokensUnknown == 0), cost, intCell(r.Errors))
 		recs.Rows = append(recs.Rows, line)
 	}
 	return recs

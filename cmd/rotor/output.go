@@ -20,15 +20,29 @@ const (
 )
 
 // cell is one value: JSON is what the json format prints (nil is null),
-// Text what table and csv print.
+// Text what table and csv print; CSV, when set, is what csv prints instead
+// (so that csv gives the same number json does).
 type cell struct {
 	JSON any
 	Text string
+	CSV  string
 }
 
 func textCell(s string) cell { return cell{JSON: s, Text: s} }
 
 func intCell(v int64) cell { return cell{JSON: v, Text: fmt.Sprint(v)} }
+
+// unknownCell is a value rotor does not know: null in json, "unknown" in
+// table and csv, never 0.
+var unknownCell = cell{JSON: nil, Text: "unknown"}
+
+// countCell is v when known, else unknownCell.
+func countCell(v int64, known bool) cell {
+	if !known {
+		return unknownCell
+	}
+	return intCell(v)
+}
 
 // records is a printable list: column names and rows of cells.
 type records struct {
@@ -90,6 +104,9 @@ func (r records) write(w io.Writer, format string) error {
 			line := make([]string, len(row))
 			for j, c := range row {
 				line[j] = c.Text
+				if c.CSV != "" {
+					line[j] = c.CSV
+				}
 			}
 			if err := cw.Write(line); err != nil {
 				return err
