@@ -364,7 +364,7 @@ func (rt *Router) serve(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	if h, ok := r.Context().Value(tokenKey{}).([32]byte); ok {
 		res.Token, res.CheckToken = h, true
 	}
-	if err := rt.cfg.Ledger.Reserve(context.WithoutCancel(ctx), res, rt.cfg.Admitter); err != nil {
+	if err := rt.cfg.Ledger.Reserve(ctx, res, rt.cfg.Admitter); err != nil {
 		rt.refused(refusalReason(err))
 		if errors.Is(err, ledger.ErrUnavailable) || errors.Is(err, ledger.ErrReadOnly) {
 			// The caller gets a generic 503; the operator needs the cause

@@ -167,7 +167,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	w, err := newWriter(ctx, s, opts.MaxBatch, opts.OnCommit)
+	w, err := newWriter(ctx, s, opts.MaxBatch, opts.BusyTimeout, opts.OnCommit)
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open ledger %s: %w", path, err)

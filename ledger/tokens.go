@@ -180,5 +180,5 @@ func (s *Store) TouchTokens(ctx context.Context, used map[string]time.Time) erro
 	if len(used) == 0 {
 		return nil
 	}
-	return s.w.submit(&op{kind: opTouch, touch: used})
+	return s.w.submit(nil, &op{kind: opTouch, touch: used})
 }

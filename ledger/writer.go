@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -43,7 +44,14 @@ type op struct {
 	fn     func(ctx context.Context, q execQuerier) error
 	// bumpsConfig marks fn as a change to budgets or tokens.
 	bumpsConfig bool
-	done        chan error
+	// ctx, for a reservation, is the request's: the write is given up,
+	// before it begins, when the request's deadline passes or its caller
+	// goes. Other writes have none: their usage must be recorded.
+	ctx context.Context
+	// deadline is when the op has waited busy_timeout: a lock held by
+	// another connection fails it then, whatever batch it is in.
+	deadline time.Time
+	done     chan error
 }
 
 type execQuerier interface {
@@ -62,6 +70,9 @@ type writer struct {
 	s        *Store
 	conn     *sql.Conn
 	maxBatch int
+	// busy is busy_timeout; curBusy the value the connection has now (see
+	// begin).
+	busy, curBusy time.Duration
 
 	mu      sync.Mutex
 	idle    *sync.Cond // signalled when a leader steps down
@@ -98,13 +109,13 @@ type writer struct {
 	foldAge             int64
 }
 
-func newWriter(ctx context.Context, s *Store, maxBatch int, onCommit func(int, time.Duration)) (*writer, error) {
+func newWriter(ctx context.Context, s *Store, maxBatch int, busy time.Duration, onCommit func(int, time.Duration)) (*writer, error) {
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return nil, err
 	}
 	w := &writer{
-		s: s, conn: conn, maxBatch: maxBatch,
+		s: s, conn: conn, maxBatch: maxBatch, busy: busy, curBusy: busy,
 		stmts:     map[string]*sql.Stmt{},
 		open:      map[string]openRow{},
 		cfgVer:    -1,
@@ -119,13 +130,21 @@ func newWriter(ctx context.Context, s *Store, maxBatch int, onCommit func(int, t
 	return w, nil
 }
 
-// submit queues o and waits for its commit. The caller's context is not
-// used for the write itself: a cancelled request must still have its usage
-// recorded (and an interrupted statement would roll back the whole batch).
-func (w *writer) submit(o *op) error {
+// submit queues o and waits for its commit, at most busy_timeout for a
+// lock held by another connection. ctx (nil for writes that must be
+// recorded) gives the write up while it has not begun: a cancelled request
+// never interrupts a statement, which would roll back the whole batch.
+func (w *writer) submit(ctx context.Context, o *op) error {
 	if w.s.readOnly {
 		return fmt.Errorf("%s: %w (check the file's permissions)", w.s.path, ErrReadOnly)
 	}
+	if ctx != nil && ctx.Done() != nil {
+		if err := ctx.Err(); err != nil {
+			return gaveUp(err)
+		}
+		o.ctx = ctx
+	}
+	o.deadline = time.Now().Add(w.busy)
 	o.done = make(chan error, 1)
 	w.mu.Lock()
 	if w.closed {
@@ -135,12 +154,46 @@ func (w *writer) submit(o *op) error {
 	w.queue = append(w.queue, o)
 	if w.leading {
 		w.mu.Unlock()
-		return <-o.done
+		return w.wait(o)
 	}
 	w.lead()
 	w.mu.Unlock()
 	return <-o.done
 }
+
+// wait waits for the result of o, queued behind another leader's batch.
+// An op whose context ends while it is still queued leaves the queue; one
+// already in a batch has its result.
+func (w *writer) wait(o *op) error {
+	if o.ctx == nil {
+		return <-o.done
+	}
+	select {
+	case err := <-o.done:
+		return err
+	case <-o.ctx.Done():
+	}
+	w.mu.Lock()
+	for i, q := range w.queue {
+		if q == o {
+			w.queue = append(w.queue[:i], w.queue[i+1:]...)
+			w.mu.Unlock()
+			return gaveUp(o.ctx.Err())
+		}
+	}
+	w.mu.Unlock()
+	return <-o.done
+}
+
+// gaveUp is the error of a reservation whose request ended before it
+// could be written: the request's deadline, or its caller gone.
+func gaveUp(err error) error {
+	return fmt.Errorf("ledger: reservation not written: %w", err)
+}
+
+// errRetry answers an op that goes back to the queue: its batch could not
+// take the lock, and the op has not yet waited its busy_timeout.
+var errRetry = errors.New("ledger: retry")
 
 // lead commits the queue until it is empty. It is called, and returns,
 // with w.mu held; it releases the lock while a batch runs, so that more
@@ -259,6 +312,18 @@ type dimKey struct {
 const writeTimeout = 30 * time.Second
 
 func (w *writer) run(ops []*op) {
+	// A reservation whose request has ended is not written.
+	live := ops[:0:0]
+	for _, o := range ops {
+		if o.ctx != nil && o.ctx.Err() != nil {
+			o.done <- gaveUp(o.ctx.Err())
+			continue
+		}
+		live = append(live, o)
+	}
+	if ops = live; len(ops) == 0 {
+		return
+	}
 	errs := w.runBatch(ops)
 	if errs == nil {
 		// The batch failed as a whole: retry each write alone, so that
@@ -271,9 +336,107 @@ func (w *writer) run(ops []*op) {
 		}
 		return
 	}
+	var again []*op
 	for i, o := range ops {
+		if errs[i] == errRetry {
+			again = append(again, o)
+			continue
+		}
 		o.done <- errs[i]
 	}
+	if len(again) > 0 {
+		w.mu.Lock()
+		w.queue = append(again, w.queue...)
+		w.mu.Unlock()
+	}
+}
+
+// begin starts the batch's transaction. It waits for another connection's
+// lock no longer than the op of the batch with the least time left (its
+// busy_timeout since it was submitted, or its request's deadline), and not
+// at all once every op's request has ended. When the lock stays held, the
+// ops with time left are retried (errRetry) and the others fail: no write
+// waits busy_timeout twice because it was queued behind a batch that
+// waited.
+func (w *writer) begin(q stmtConn, ops []*op) []error {
+	now := time.Now()
+	wait := w.busy
+	for _, o := range ops {
+		wait = min(wait, o.deadline.Sub(now))
+		if o.ctx != nil {
+			if d, ok := o.ctx.Deadline(); ok {
+				wait = min(wait, d.Sub(now))
+			}
+		}
+	}
+	wait = max(wait, 0).Truncate(time.Millisecond)
+	if wait != w.curBusy {
+		if _, err := w.conn.ExecContext(context.Background(), fmt.Sprintf("PRAGMA busy_timeout = %d", wait.Milliseconds())); err != nil {
+			return errsOf(ops, unavailable(err))
+		}
+		w.curBusy = wait
+	}
+	ctx, stop := beginContext(ops)
+	_, err := q.ExecContext(ctx, "BEGIN IMMEDIATE")
+	stop()
+	if err == nil {
+		return nil
+	}
+	errs := make([]error, len(ops))
+	now = time.Now()
+	for i, o := range ops {
+		switch {
+		case o.ctx != nil && o.ctx.Err() != nil:
+			errs[i] = gaveUp(o.ctx.Err())
+		case isBusy(err) && now.Before(o.deadline):
+			errs[i] = errRetry
+		default:
+			errs[i] = unavailable(err)
+		}
+	}
+	return errs
+}
+
+// beginContext is done once every op of a batch has given up (its
+// request ended), so that a lock wait is not kept for no one; it is never
+// done while any op must be recorded.
+func beginContext(ops []*op) (context.Context, func()) {
+	for _, o := range ops {
+		if o.ctx == nil {
+			return context.Background(), func() {}
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var left atomic.Int64
+	left.Store(int64(len(ops)))
+	stops := make([]func() bool, len(ops))
+	for i, o := range ops {
+		stops[i] = context.AfterFunc(o.ctx, func() {
+			if left.Add(-1) == 0 {
+				cancel()
+			}
+		})
+	}
+	return ctx, func() {
+		for _, s := range stops {
+			s()
+		}
+		cancel()
+	}
+}
+
+func errsOf(ops []*op, err error) []error {
+	errs := make([]error, len(ops))
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
+}
+
+// isBusy reports SQLITE_BUSY: another connection holds the lock.
+func isBusy(err error) bool {
+	var coder interface{ Code() int }
+	return errors.As(err, &coder) && coder.Code()&0xff == 5
 }
 
 // runBatch commits ops in one transaction and returns each op's result
@@ -305,8 +468,8 @@ func (w *writer) runBatch(ops []*op) []error {
 		return errs
 	}
 	q := stmtConn{w: w, ctx: ctx}
-	if _, err := q.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		return failAll(err)
+	if errs := w.begin(q, ops); errs != nil {
+		return errs
 	}
 	rollback := func() {
 		// The cache holds deltas of writes that are now undone, and the
@@ -730,31 +893,34 @@ func (b *batch) flush() error {
 
 // Reserve writes a reservation once admit (which may be nil) accepts it,
 // and returns after the commit. An admission refusal is returned as is; a
-// database failure wraps ErrUnavailable.
+// database failure, or a lock held by another process for busy_timeout,
+// wraps ErrUnavailable. When ctx ends before the reservation is written
+// (its deadline passes, or it is cancelled while the write waits for the
+// lock), Reserve writes nothing and returns an error wrapping ctx.Err().
 func (s *Store) Reserve(ctx context.Context, r Reservation, admit Admitter) error {
-	return s.w.submit(&op{kind: opReserve, res: r, admit: admit})
+	return s.w.submit(ctx, &op{kind: opReserve, res: r, admit: admit})
 }
 
 // Settle turns a reservation into its usage row and returns after the
 // commit.
 func (s *Store) Settle(ctx context.Context, st Settlement) error {
-	return s.w.submit(&op{kind: opSettle, settle: st})
+	return s.w.submit(nil, &op{kind: opSettle, settle: st})
 }
 
 // Release deletes a reservation of a request that ended before any
 // provider call, and returns after the commit.
 func (s *Store) Release(ctx context.Context, requestID string) error {
-	return s.w.submit(&op{kind: opRelease, id: requestID})
+	return s.w.submit(nil, &op{kind: opRelease, id: requestID})
 }
 
 // exec runs fn inside the writer's transaction (used for budgets, tokens and
 // learned state, so that every write of this process is serialised through
 // one connection).
 func (s *Store) exec(ctx context.Context, fn func(ctx context.Context, q execQuerier) error) error {
-	return s.w.submit(&op{kind: opFunc, fn: fn})
+	return s.w.submit(nil, &op{kind: opFunc, fn: fn})
 }
 
 // execConfig is exec for changes to budgets or client tokens.
 func (s *Store) execConfig(ctx context.Context, fn func(ctx context.Context, q execQuerier) error) error {
-	return s.w.submit(&op{kind: opFunc, fn: fn, bumpsConfig: true})
+	return s.w.submit(nil, &op{kind: opFunc, fn: fn, bumpsConfig: true})
 }

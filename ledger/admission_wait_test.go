@@ -1,0 +1,112 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/rotorhq/rotor/internal/clock"
+)
+
+// Issue 14, item 5: admission under a lock held by another process.
+
+// waitUntil polls cond (a condition on the writer's state, not a time).
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(20 * time.Second); !cond(); {
+		if time.Now().After(end) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// queued reports whether the writer leads a batch with n ops queued
+// behind it.
+func queued(w *writer, n int) func() bool {
+	return func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.leading && len(w.queue) == n
+	}
+}
+
+func lockedLedger(t *testing.T, busy time.Duration) *Store {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "rotor.db")
+	s, err := Open(ctx, path, Options{Clock: clock.NewFake(t0), BusyTimeout: busy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	reserve(t, s, "before") // the writer's connection is set up
+	t.Cleanup(holdWriteLock(t, path))
+	return s
+}
+
+func reserveAsync(s *Store, c context.Context, id string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Reserve(c, Reservation{RequestID: id, Operation: "decisions", Expires: t0.Add(time.Hour)}, nil)
+	}()
+	return done
+}
+
+func TestAdmissionHonoursDeadlineAndWaitsBusyTimeoutOnce(t *testing.T) {
+	t.Run("request deadline", func(t *testing.T) {
+		s := lockedLedger(t, time.Minute)
+		c, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		err := s.Reserve(c, Reservation{RequestID: "late", Operation: "decisions", Expires: t0.Add(time.Hour)}, nil)
+		if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrUnavailable) {
+			t.Errorf("Reserve past its deadline = %v, want context.DeadlineExceeded", err)
+		}
+		if d := time.Since(start); d > 30*time.Second {
+			t.Errorf("Reserve waited %s, past its 100ms deadline, for the one-minute busy_timeout", d)
+		}
+	})
+
+	t.Run("caller cancels", func(t *testing.T) {
+		s := lockedLedger(t, time.Minute)
+		ca, cancelA := context.WithCancel(ctx)
+		cb, cancelB := context.WithCancel(ctx)
+		defer cancelA()
+		defer cancelB()
+		a := reserveAsync(s, ca, "a")
+		waitUntil(t, "a waits for the lock", queued(s.w, 0))
+		b := reserveAsync(s, cb, "b")
+		waitUntil(t, "b is queued behind a", queued(s.w, 1))
+		cancelB() // queued: leaves the queue
+		if err := <-b; !errors.Is(err, context.Canceled) {
+			t.Errorf("queued Reserve cancelled = %v, want context.Canceled", err)
+		}
+		cancelA() // waiting for the lock: the wait is given up
+		if err := <-a; !errors.Is(err, context.Canceled) {
+			t.Errorf("Reserve cancelled while waiting for the lock = %v, want context.Canceled", err)
+		}
+	})
+
+	t.Run("busy_timeout once", func(t *testing.T) {
+		const busy = 2 * time.Second
+		s := lockedLedger(t, busy)
+		a := reserveAsync(s, ctx, "a")
+		waitUntil(t, "a waits for the lock", queued(s.w, 0))
+		start := time.Now()
+		err := s.Reserve(ctx, Reservation{RequestID: "b", Operation: "decisions", Expires: t0.Add(time.Hour)}, nil)
+		waited := time.Since(start)
+		if !errors.Is(err, ErrUnavailable) {
+			t.Errorf("Reserve under a held lock = %v, want ErrUnavailable", err)
+		}
+		// Queued behind a's batch, b used to wait for it and then for its
+		// own batch: up to twice busy_timeout.
+		if waited < busy*3/4 || waited > busy*3/2 {
+			t.Errorf("b waited %s under a held lock, want busy_timeout (%s), once", waited, busy)
+		}
+		if err := <-a; !errors.Is(err, ErrUnavailable) {
+			t.Errorf("a = %v, want ErrUnavailable", err)
+		}
+	})
+}
