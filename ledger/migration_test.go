@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/rotorhq/rotor/internal/clock"
 )
 
 // TestMigrationKeepsRowsAndReports builds a database at schema version 3
@@ -89,5 +91,55 @@ func TestMigrationKeepsRowsAndReports(t *testing.T) {
 	// 0006: every row so far is in the rollups.
 	if err := s.DB().QueryRow(`SELECT value FROM meta WHERE key = 'fold_until'`).Scan(&until); err != nil || until != base+2001 {
 		t.Errorf("fold_until after migration = %d (%v), want %d: the millisecond after the last row", until, err, base+2001)
+	}
+}
+
+// Migration 0007 counts, in the report rollup, the rows of unknown input
+// and output tokens that a ledger folded before it (issue 14, item 9).
+func TestMigrationCountsUnknownInputAndOutput(t *testing.T) {
+	clk := clock.NewFake(t0)
+	s, path := openTest(t, clk)
+	reserve(t, s, "total-only")
+	reserve(t, s, "no-output")
+	for _, st := range []Settlement{
+		{RequestID: "total-only", Model: "m", Status: 200, TotalTokens: Known(5)},
+		{RequestID: "no-output", Model: "m", Status: 200, InputTokens: Known(3), TotalTokens: Known(4)},
+	} {
+		if err := s.Settle(ctx, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.Advance(time.Minute)
+	if err := s.PutBudget(ctx, BudgetRecord{Name: "fold", Kind: "requests", Limit: 9, Window: "day"}, false); err != nil {
+		t.Fatal(err) // a write whose batch folds the two rows
+	}
+	s.Close()
+	db := openRaw(t, path)
+	var f int64
+	if err := db.QueryRow(qFoldUntil).Scan(&f); err != nil || f <= t0.UnixMilli() {
+		t.Fatalf("fold_until = %d, %v: the rows were not folded", f, err)
+	}
+	// The ledger as rotor left it before migration 0007.
+	for _, q := range []string{
+		`ALTER TABLE usage_hour_dims DROP COLUMN input_null`,
+		`ALTER TABLE usage_hour_dims DROP COLUMN output_null`,
+		`DELETE FROM meta WHERE key = 'set_aside'`,
+		`PRAGMA user_version = 6`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+	s2 := openAt(t, path, clk)
+	got, err := s2.Report(ctx, ReportQuery{From: t0.Add(-2 * time.Hour), To: t0.Add(3 * time.Hour), By: []string{KeyOperation}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].InputUnknown != 1 || got[0].OutputUnknown != 2 || got[0].TokensUnknown != 0 || got[0].TotalTokens != 9 {
+		t.Errorf("report after migration = %+v, want input unknown in 1 row, output in 2, total 9 known", got)
+	}
+	if n, err := s2.SetAside(ctx); err != nil || n != 0 {
+		t.Errorf("SetAside = %d, %v", n, err)
 	}
 }

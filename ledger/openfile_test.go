@@ -3,12 +3,12 @@ package ledger
 import (
 	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/internal/testutil"
 )
 
 // Issue 14, item 8.
@@ -48,9 +48,6 @@ func TestZeroByteLedgerRefusedNeverRecreated(t *testing.T) {
 }
 
 func TestReadOnlyWalOrShmNamedInError(t *testing.T) {
-	if _, err := exec.LookPath("chattr"); os.Getuid() == 0 && err != nil {
-		t.Skip("root without chattr: cannot make a read-only file")
-	}
 	for _, side := range []string{"-wal", "-shm"} {
 		t.Run(side, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "rotor.db")
@@ -64,7 +61,7 @@ func TestReadOnlyWalOrShmNamedInError(t *testing.T) {
 			if err := os.WriteFile(path+side, nil, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			makeUnwritable(t, path+side)
+			testutil.MakeReadOnly(t, path+side)
 			s2, err := Open(ctx, path, Options{})
 			if err == nil {
 				s2.Close()
@@ -78,20 +75,4 @@ func TestReadOnlyWalOrShmNamedInError(t *testing.T) {
 			}
 		})
 	}
-}
-
-// makeUnwritable makes path unwritable for this process: chmod for a
-// normal user, the immutable attribute for root (which ignores modes).
-func makeUnwritable(t *testing.T, path string) {
-	t.Helper()
-	if os.Getuid() != 0 {
-		if err := os.Chmod(path, 0o444); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	if out, err := exec.Command("chattr", "+i", path).CombinedOutput(); err != nil {
-		t.Skipf("chattr +i: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("chattr", "-i", path).Run() })
 }

@@ -1,39 +1,20 @@
 package ledger
 
 import (
-	"bytes"
 	"fmt"
 	"log/slog"
 	"math"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/internal/testutil"
 )
 
 // huge is the usage a lying provider answered in issue 14, item 1.
 const huge = int64(999_999_999_999_999_999)
-
-// syncBuffer is a log sink safe for the writer goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // readingAdmitter reads the last day's window as a tokens budget does, so
 // admission fails when the window cannot be summed, or wraps negative.
@@ -163,7 +144,7 @@ func TestUsageOverflowCannotBrickLedger(t *testing.T) {
 		}
 		db.Close()
 
-		var logs syncBuffer
+		var logs testutil.SyncBuffer
 		s2, err := Open(ctx, path, Options{Clock: clk, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 		if err != nil {
 			t.Fatalf("reopen: %v", err)

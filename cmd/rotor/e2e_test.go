@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rotorhq/rotor/internal/testutil"
 	"github.com/rotorhq/rotor/ledger"
 )
 
@@ -236,7 +237,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 			s.Close()
 		}, []string{"budget", "add", "--requests", "5", "--window", "day"}, 1, "newer"},
 		{"read-only database", func(e *e2e) {
-			makeReadOnly(e.t, e.db())
+			testutil.MakeReadOnly(e.t, e.db())
 		}, []string{"budget", "add", "--requests", "5", "--window", "hour", "--name", "other"}, 1, "read-only"},
 	}
 	for _, tt := range tests {
@@ -260,22 +261,6 @@ func TestBadInputChangesNothing(t *testing.T) {
 			}
 		})
 	}
-}
-
-// makeReadOnly makes path unwritable for this process: chmod for a normal
-// user, the immutable attribute for root (which ignores modes).
-func makeReadOnly(t *testing.T, path string) {
-	t.Helper()
-	if os.Getuid() != 0 {
-		if err := os.Chmod(path, 0o444); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	if out, err := exec.Command("chattr", "+i", path).CombinedOutput(); err != nil {
-		t.Skipf("running as root without chattr +i (%v: %s): cannot make a read-only file", err, out)
-	}
-	t.Cleanup(func() { exec.Command("chattr", "-i", path).Run() })
 }
 
 func seedUsage(t *testing.T, dbPath string, at time.Time, n int) {

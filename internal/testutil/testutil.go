@@ -7,6 +7,8 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -67,4 +69,21 @@ func HoldWriteLock(t *testing.T, db *sql.DB, closeDB func() error) (release func
 	}
 	t.Cleanup(release)
 	return release
+}
+
+// MakeReadOnly makes path unwritable for this process: chmod for a normal
+// user, the immutable attribute for root (which ignores modes), undone at
+// the end of the test. It skips the test where neither works.
+func MakeReadOnly(t *testing.T, path string) {
+	t.Helper()
+	if os.Getuid() != 0 {
+		if err := os.Chmod(path, 0o444); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if out, err := exec.Command("chattr", "+i", path).CombinedOutput(); err != nil {
+		t.Skipf("running as root without chattr +i (%v: %s): cannot make a read-only file", err, out)
+	}
+	t.Cleanup(func() { exec.Command("chattr", "-i", path).Run() })
 }
