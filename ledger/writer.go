@@ -369,7 +369,13 @@ func (w *writer) begin(q stmtConn, ops []*op) []error {
 			}
 		}
 	}
-	wait = max(wait, 0).Truncate(time.Millisecond)
+	// Rounded down (a write may wait a little less than its due, never
+	// more), coarsely above a second, so that the pragma is rarely reset.
+	if wait = max(wait, 0); wait >= time.Second {
+		wait = wait.Truncate(100 * time.Millisecond)
+	} else {
+		wait = wait.Truncate(time.Millisecond)
+	}
 	if wait != w.curBusy {
 		if _, err := w.conn.ExecContext(context.Background(), fmt.Sprintf("PRAGMA busy_timeout = %d", wait.Milliseconds())); err != nil {
 			return errsOf(ops, unavailable(err))
