@@ -33,7 +33,9 @@ func queued(w *writer, n int) func() bool {
 	}
 }
 
-func lockedLedger(t *testing.T, busy time.Duration) *Store {
+// lockedLedger opens a ledger whose write lock another connection holds
+// until release is called (or the test ends).
+func lockedLedger(t *testing.T, busy time.Duration) (s *Store, release func()) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "rotor.db")
 	s, err := Open(ctx, path, Options{Clock: clock.NewFake(t0), BusyTimeout: busy})
@@ -42,8 +44,9 @@ func lockedLedger(t *testing.T, busy time.Duration) *Store {
 	}
 	t.Cleanup(func() { s.Close() })
 	reserve(t, s, "before") // the writer's connection is set up
-	t.Cleanup(holdWriteLock(t, path))
-	return s
+	release = holdWriteLock(t, path)
+	t.Cleanup(release)
+	return s, release
 }
 
 func reserveAsync(s *Store, c context.Context, id string) <-chan error {
@@ -56,7 +59,7 @@ func reserveAsync(s *Store, c context.Context, id string) <-chan error {
 
 func TestAdmissionHonoursDeadlineAndWaitsBusyTimeoutOnce(t *testing.T) {
 	t.Run("request deadline", func(t *testing.T) {
-		s := lockedLedger(t, time.Minute)
+		s, _ := lockedLedger(t, time.Minute)
 		c, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 		defer cancel()
 		start := time.Now()
@@ -70,7 +73,7 @@ func TestAdmissionHonoursDeadlineAndWaitsBusyTimeoutOnce(t *testing.T) {
 	})
 
 	t.Run("caller cancels", func(t *testing.T) {
-		s := lockedLedger(t, time.Minute)
+		s, release := lockedLedger(t, time.Minute)
 		ca, cancelA := context.WithCancel(ctx)
 		cb, cancelB := context.WithCancel(ctx)
 		defer cancelA()
@@ -87,11 +90,16 @@ func TestAdmissionHonoursDeadlineAndWaitsBusyTimeoutOnce(t *testing.T) {
 		if err := <-a; !errors.Is(err, context.Canceled) {
 			t.Errorf("Reserve cancelled while waiting for the lock = %v, want context.Canceled", err)
 		}
+		release()
+		reserve(t, s, "after") // the interrupted wait left the writer usable
+		if rows, err := s.Rows(ctx, t0.Add(-time.Hour), t0.Add(time.Hour), 0); err != nil || len(rows) != 2 {
+			t.Errorf("rows = %d, %v; want before and after only, nothing of a or b", len(rows), err)
+		}
 	})
 
 	t.Run("busy_timeout once", func(t *testing.T) {
 		const busy = 2 * time.Second
-		s := lockedLedger(t, busy)
+		s, _ := lockedLedger(t, busy)
 		a := reserveAsync(s, ctx, "a")
 		waitUntil(t, "a waits for the lock", queued(s.w, 0))
 		start := time.Now()

@@ -313,16 +313,21 @@ const writeTimeout = 30 * time.Second
 
 func (w *writer) run(ops []*op) {
 	// A reservation whose request has ended is not written.
-	live := ops[:0:0]
-	for _, o := range ops {
+	for i, o := range ops {
 		if o.ctx != nil && o.ctx.Err() != nil {
-			o.done <- gaveUp(o.ctx.Err())
-			continue
+			live := append([]*op(nil), ops[:i]...)
+			for _, o := range ops[i:] {
+				if o.ctx != nil && o.ctx.Err() != nil {
+					o.done <- gaveUp(o.ctx.Err())
+				} else {
+					live = append(live, o)
+				}
+			}
+			if ops = live; len(ops) == 0 {
+				return
+			}
+			break
 		}
-		live = append(live, o)
-	}
-	if ops = live; len(ops) == 0 {
-		return
 	}
 	errs := w.runBatch(ops)
 	if errs == nil {
@@ -466,13 +471,7 @@ func (w *writer) runBatch(ops []*op) []error {
 	// lock is still held by another connection after busy_timeout, or it
 	// cannot be read): retrying each write alone would make the last of n
 	// queued writes wait n busy timeouts (issue 8, case 10).
-	failAll := func(err error) []error {
-		errs := make([]error, len(ops))
-		for i := range errs {
-			errs[i] = unavailable(err)
-		}
-		return errs
-	}
+	failAll := func(err error) []error { return errsOf(ops, unavailable(err)) }
 	q := stmtConn{w: w, ctx: ctx}
 	if errs := w.begin(q, ops); errs != nil {
 		return errs
