@@ -43,6 +43,12 @@ type attempt struct {
 	sent          int
 	lastCred      string
 	body          []byte
+	// sentTo are the credentials this request sent to; fallbackUsed says
+	// the legacy first-key fallback was taken (once per request at most).
+	sentTo       map[string]bool
+	fallbackUsed bool
+	// deadline is the request deadline on the route's clock.
+	deadline time.Time
 }
 
 const (
@@ -140,6 +146,16 @@ func (a *attempt) reject(name, why string) {
 	}
 }
 
+// sentBy notes a provider call made with the credential called name.
+func (a *attempt) sentBy(name string) {
+	if a.sentTo == nil {
+		a.sentTo = map[string]bool{}
+	}
+	a.sentTo[name] = true
+	a.sent++
+	a.lastCred = name
+}
+
 func (a *attempt) fail(name string) {
 	if a.failed == nil {
 		a.failed = map[string]bool{}
@@ -190,17 +206,25 @@ func (a *attempt) run(ctx context.Context) (*answer, error) {
 				a.discover(ctx)
 				continue
 			}
-			// Every eligible credential cools. Wait for the earliest
-			// release when it falls inside the remaining deadline;
-			// otherwise answer 429 with that cooldown.
-			dl, _ := ctx.Deadline()
-			if ce.RetryAfter <= time.Until(dl) {
-				if err := clock.Sleep(ctx, rt.cfg.Clock, ce.RetryAfter); err != nil {
-					return nil, err
+			if ce.Fallback != "" && !a.fallbackUsed && !a.sentTo[ce.Fallback] {
+				// The legacy first-key fallback: once per request, and
+				// only to a credential this request has not sent to.
+				// Offered again, it would be a loop of provider calls
+				// (issue 14: 20,711 of them in one request).
+				a.fallbackUsed = true
+				cred.Name = ce.Fallback
+			} else {
+				// Every eligible credential cools. Wait for the earliest
+				// release when it falls inside the remaining deadline;
+				// otherwise answer 429 with that cooldown.
+				if ce.RetryAfter < a.remaining(ctx) {
+					if err := clock.Sleep(ctx, rt.cfg.Clock, ce.RetryAfter); err != nil {
+						return nil, err
+					}
+					continue
 				}
-				continue
+				return nil, &pool.CooldownExhaustedError{Scoped: ce.Scoped, RetryAfter: ce.RetryAfter}
 			}
-			return nil, err
 		}
 		c := a.credential(cred.Name)
 		out, next, err := a.send(ctx, c)
@@ -208,6 +232,16 @@ func (a *attempt) run(ctx context.Context) (*answer, error) {
 			return out, err
 		}
 	}
+}
+
+// remaining is the time left before the request deadline, on the route's
+// clock and on the context's alike.
+func (a *attempt) remaining(ctx context.Context) time.Duration {
+	left := a.deadline.Sub(a.rt.cfg.Clock.Now())
+	if dl, ok := ctx.Deadline(); ok {
+		left = min(left, time.Until(dl))
+	}
+	return left
 }
 
 func (a *attempt) credential(name string) *credential {
@@ -268,8 +302,7 @@ func (a *attempt) send(ctx context.Context, c *credential) (out *answer, next bo
 			rt.failover(a.ps.name, failoverUnreachable)
 			return nil, true, nil
 		}
-		a.sent++
-		a.lastCred = c.Name
+		a.sentBy(c.Name)
 		a.ps.pool.Record(c.Name, pool.Observation{Scope: a.scope, Err: err})
 		// Network ambiguity: the provider may have run it. Never replayed.
 		if ctx.Err() != nil {
@@ -278,8 +311,7 @@ func (a *attempt) send(ctx context.Context, c *credential) (out *answer, next bo
 		return nil, false, ErrUpstream
 	}
 	defer resp.Body.Close()
-	a.sent++
-	a.lastCred = c.Name
+	a.sentBy(c.Name)
 	failpoint.Hit(failpoint.DuringUpstream) // crash tests: the provider has the request, its answer is unread
 	status := resp.StatusCode
 

@@ -35,14 +35,15 @@ type cred struct {
 }
 
 type opts struct {
-	creds          []cred
-	modelCooldown  bool
-	deadline       time.Duration
-	errorIdle      time.Duration
-	catalogTimeout time.Duration
-	maxBuffered    int64
-	quotaBuckets   map[string][]string
-	httpClient     *http.Client // default: the router's own
+	creds            []cred
+	modelCooldown    bool
+	firstKeyFallback bool
+	deadline         time.Duration
+	errorIdle        time.Duration
+	catalogTimeout   time.Duration
+	maxBuffered      int64
+	quotaBuckets     map[string][]string
+	httpClient       *http.Client // default: the router's own
 }
 
 type harness struct {
@@ -112,7 +113,7 @@ func newHarness(t *testing.T, o opts) *harness {
 		for _, c := range byPool[name] {
 			pcreds = append(pcreds, pool.Credential{Name: c.Name, Key: c.Key})
 		}
-		pl := pool.New(pool.Config{Options: pool.Options{Name: name, QuotaBuckets: o.quotaBuckets, CatalogTTL: 10 * time.Minute},
+		pl := pool.New(pool.Config{Options: pool.Options{Name: name, QuotaBuckets: o.quotaBuckets, CatalogTTL: 10 * time.Minute, FirstKeyFallback: o.firstKeyFallback},
 			Credentials: pcreds, Settings: pool.Settings{ModelCooldownEnabled: o.modelCooldown, MaxSeconds: 3600}, Store: pstore, Clock: clk})
 		h.pools[name] = pl
 		pcs = append(pcs, PoolConfig{Name: name, Credentials: byPool[name], Pool: pl})

@@ -831,3 +831,53 @@ func TestCanaryKeyNeverLeaks(t *testing.T) {
 		}
 	}
 }
+
+// Issue 14, item 2: with model cooldown off, first_key_fallback on and
+// every credential answering 429 rate_limit_exceeded with Retry-After: 30,
+// one request made 20,711 provider calls and ended in 504: the fallback
+// offered the first key again after every 429. It is given once per
+// request, and only to a key the request has not sent to; then the route
+// waits for the earliest release inside the deadline, else answers 429
+// rate_limit_exceeded with that release as Retry-After.
+func TestFirstKeyFallbackRetryStormEndsIn429(t *testing.T) {
+	h := newHarness(t, opts{firstKeyFallback: true})
+	for _, name := range []string{"team-a", "team-b"} {
+		h.fp.SetDefault(h.keys[name], "", fp.RateLimited("30"))
+	}
+	// First request: a and b answer 429 (no fallback: a was sent to),
+	// the route waits the 30 s release, a and b answer 429 again, and the
+	// next release (30 s) no longer falls inside the 60 s deadline.
+	done := make(chan reply, 1)
+	go func() { done <- h.post(decision("api/decide-mini")) }()
+	h.waitTimers(1)
+	h.clk.Advance(30 * time.Second)
+	r := <-done
+	wantStatus(t, r, 429, "rate_limit_exceeded")
+	if r.header.Get("Retry-After") != "30" || r.err.RetryAfterMS != 30000 {
+		t.Errorf("Retry-After %q, retry_after_ms %d; want 30 and 30000", r.header.Get("Retry-After"), r.err.RetryAfterMS)
+	}
+	if n := h.fp.Hits(fp.PathDecisions); n != 4 {
+		t.Errorf("first request: %d provider calls, want 4 (each key twice, one wait between)", n)
+	}
+	if row := h.row(r.header.Get("X-Request-ID")); row.Attempts != 4 || row.Status != 429 {
+		t.Errorf("row = %+v, want 4 attempts and status 429", row)
+	}
+
+	// A request that finds every key resting: the fallback sends to a
+	// once; the next release (30 s) outlasts the 20 s deadline, so the
+	// route answers 429 at once.
+	h2 := newHarness(t, opts{firstKeyFallback: true, deadline: 20 * time.Second})
+	for _, name := range []string{"team-a", "team-b"} {
+		h2.fp.SetDefault(h2.keys[name], "", fp.RateLimited("30"))
+	}
+	wantStatus(t, h2.post(decision("api/decide-mini")), 429, "rate_limit_exceeded") // a, b: 429
+	before := h2.fp.Hits(fp.PathDecisions)
+	r = h2.post(decision("api/decide-mini"))
+	wantStatus(t, r, 429, "rate_limit_exceeded")
+	if n := h2.fp.Hits(fp.PathDecisions) - before; n != 1 || h2.hits("team-a", fp.PathDecisions) != 2 {
+		t.Errorf("all resting: %d provider calls, want 1 (the first key, once)", n)
+	}
+	if r.header.Get("Retry-After") != "30" {
+		t.Errorf("Retry-After %q, want 30", r.header.Get("Retry-After"))
+	}
+}

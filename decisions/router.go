@@ -375,7 +375,7 @@ func (rt *Router) serve(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	}
 	failpoint.Hit(failpoint.AfterAdmission) // crash tests: reservation committed, nothing sent
 	a := &attempt{rt: rt, ps: ps, req: req, upstream: upstream, region: region, id: id, info: info,
-		scope: pool.Scope{Model: upstream, QuotaBucket: ps.pool.BucketFor(upstream)}}
+		scope: pool.Scope{Model: upstream, QuotaBucket: ps.pool.BucketFor(upstream)}, deadline: start.Add(rt.cfg.Deadline)}
 	out, err := a.run(ctx)
 	if a.sent == 0 {
 		// No provider call was made: the reservation is released and no

@@ -27,6 +27,13 @@ type CooldownExhaustedError struct {
 	// observation alike), at most the configured maximum. It is exact:
 	// only the Retry-After header rounds it up.
 	RetryAfter time.Duration
+	// Fallback, on the legacy path with Options.FirstKeyFallback, names the
+	// first candidate: the spec's legacy first-key fallback offers it
+	// although it rests. The pool knows no requests, so the caller decides:
+	// it may send to it once per request, and only when that request has
+	// not sent to it already; after that it treats the pool as all resting
+	// (wait for RetryAfter inside its deadline, else answer 429).
+	Fallback string
 }
 
 // Error names no model, bucket or key.
