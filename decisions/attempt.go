@@ -388,17 +388,24 @@ func (a *attempt) send(ctx context.Context, c *credential) (out *answer, next bo
 	return nil, false, newProviderError(status, pe, key)
 }
 
-// unsupportedNotFound reads a 404: one that names the model or the
-// endpoint, or carries no structured error, means the endpoint is
-// unsupported for this credential; one about request content (a missing
-// input file) does not.
+// unsupportedNotFound reads a 404 by its structured error first (DESIGN,
+// "Reading the spec in rotor's terms"): codes model_not_found and
+// unknown_url mean the endpoint is unsupported for this credential; any
+// other code, or a param other than model, is about the request's content
+// (a missing input file), whatever the message names. Only an error with
+// neither code nor param is read by its message: naming the model or the
+// endpoint, it is unsupported. A 404 without a structured error is
+// unsupported.
 func (a *attempt) unsupportedNotFound(pe providerError) bool {
-	if !pe.structured {
+	switch {
+	case !pe.structured:
 		return true
-	}
-	if pe.Param == "model" || strings.Contains(pe.Code, "model") || strings.Contains(pe.Code, "endpoint") ||
-		pe.Code == "unknown_url" || pe.Code == "not_found" && pe.Param == "" && mentions(pe.Message, a.upstream) {
+	case pe.Code == "model_not_found" || pe.Code == "unknown_url":
 		return true
+	case pe.Code != "":
+		return false
+	case pe.Param != "":
+		return pe.Param == "model"
 	}
 	return mentions(pe.Message, a.upstream) || strings.Contains(pe.Message, Endpoint) || strings.Contains(strings.ToLower(pe.Message), "endpoint")
 }

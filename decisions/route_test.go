@@ -881,3 +881,54 @@ func TestFirstKeyFallbackRetryStormEndsIn429(t *testing.T) {
 		t.Errorf("Retry-After %q, want 30", r.header.Get("Retry-After"))
 	}
 }
+
+// Issue 14, item 3: a 404 is read by its structured error first (DESIGN,
+// "Reading the spec"): codes model_not_found and unknown_url, or no code
+// and no param with a message naming the model or endpoint, mean the
+// endpoint is unsupported (failover, cached five minutes); a param other
+// than model, or any other code, is about the request's content (returned,
+// no failover, no cache), whatever its message names. Before, a
+// file_not_found whose message named the model failed over and blocked a
+// healthy credential for five minutes for every caller.
+func TestNotFoundClassifiedByStructuredErrorFirst(t *testing.T) {
+	for _, tt := range []struct {
+		name        string
+		err         string // the provider's error object
+		unsupported bool
+	}{
+		{"file_not_found naming the model", `{"message":"No such file for decide-mini on /v1/decisions: file-abc","type":"invalid_request_error","code":"file_not_found","param":"input"}`, false},
+		{"other code naming the model, no param", `{"message":"previous decision of decide-mini not found at /v1/decisions endpoint","type":"invalid_request_error","code":"previous_response_not_found","param":null}`, false},
+		{"param input, no code, naming the model", `{"message":"input for decide-mini not found","type":"invalid_request_error","code":null,"param":"input"}`, false},
+		{"no code, no param, naming nothing", `{"message":"No such object","type":"invalid_request_error","code":null,"param":null}`, false},
+		{"model_not_found", `{"message":"no such model","type":"invalid_request_error","code":"model_not_found","param":null}`, true},
+		{"unknown_url", `{"message":"Unknown request URL","type":"invalid_request_error","code":"unknown_url","param":null}`, true},
+		{"param model, no code", `{"message":"not found","type":"invalid_request_error","code":null,"param":"model"}`, true},
+		{"no code, no param, naming the endpoint", `{"message":"Invalid URL (POST /v1/decisions)","type":"invalid_request_error","code":null,"param":null}`, true},
+		{"no code, no param, naming the model", "{\"message\":\"The model `decide-mini` does not exist\",\"type\":\"invalid_request_error\",\"code\":null,\"param\":null}", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, opts{})
+			h.fp.Script(h.keys["team-a"], "decide-mini", fp.Status(404, `{"error":`+tt.err+`}`, http.Header{"Content-Type": {"application/json"}}))
+			r := h.post(decision("api/decide-mini"))
+			again := h.post(decision("api/decide-mini"))
+			if tt.unsupported {
+				wantStatus(t, r, 200, "")
+				if r.header.Get("X-Rotor-Credential") != "team-b" || again.header.Get("X-Rotor-Credential") != "team-b" {
+					t.Errorf("served by %s then %s, want team-b twice (failover, then cached)", r.header.Get("X-Rotor-Credential"), again.header.Get("X-Rotor-Credential"))
+				}
+				if n := h.hits("team-a", fp.PathDecisions); n != 1 {
+					t.Errorf("team-a decisions = %d, want 1 (cached as unsupported)", n)
+				}
+				return
+			}
+			wantStatus(t, r, 404, "")
+			if n := h.hits("team-b", fp.PathDecisions); n != 0 {
+				t.Errorf("a 404 about content failed over to team-b")
+			}
+			wantStatus(t, again, 200, "")
+			if again.header.Get("X-Rotor-Credential") != "team-a" {
+				t.Errorf("next request served by %s, want team-a (not cached)", again.header.Get("X-Rotor-Credential"))
+			}
+		})
+	}
+}
