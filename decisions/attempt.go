@@ -163,16 +163,22 @@ func (a *attempt) fail(name string) {
 	a.failed[name] = true
 }
 
-// exhausted is the answer when no credential is left.
+// exhausted is the answer when no credential is left. 503
+// decisions_pool_unavailable only when every credential that could serve
+// was rejected with 401 or 403 (or permanent quota): one found unsupported
+// does not count either way, but one whose catalog could not be fetched or
+// whose provider could not be reached was not rejected, and a retry may
+// succeed (DESIGN, "HTTP").
 func (a *attempt) exhausted() error {
+	transient := a.catalogFailed > 0 || a.unreachable
 	switch {
-	case len(a.rejectedAuth) > 0:
+	case len(a.rejectedAuth) > 0 && !transient:
 		return ErrPoolUnavailable
-	case len(a.rejectedQuota) > 0:
+	case len(a.rejectedQuota) > 0 && !transient:
 		return ErrInsufficientQuota
-	case a.catalogFailed > 0 && a.sent == 0:
+	case a.catalogFailed > 0:
 		return httpx.NewError(httpx.CodeCatalogUnavailable)
-	case len(a.failed) > 0 && a.sent == 0 && a.unreachable:
+	case a.unreachable:
 		return ErrUpstream
 	}
 	return ErrModelNotAvailable

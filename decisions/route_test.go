@@ -932,3 +932,48 @@ func TestNotFoundClassifiedByStructuredErrorFirst(t *testing.T) {
 		})
 	}
 }
+
+// Issue 14, item 4: 503 decisions_pool_unavailable only when every
+// credential was rejected with 401 or 403. DESIGN ("HTTP") rules on the
+// mixes: an unsupported answer (405, 501, an unsupported 404) does not
+// count either way, a permanent quota rejection joins the 503, a temporary
+// 429 gives the 429, an unclassified error that ended the request passes
+// through, and a credential whose catalog could not be fetched was not
+// rejected (502 catalog_unavailable: a retry may succeed).
+func TestPoolUnavailableOnlyWhenEveryCredentialRejected(t *testing.T) {
+	for _, tt := range []struct {
+		name         string
+		b            fp.Step // team-b's answer at inference
+		bCatalog     fp.Step // team-b's catalog answer, when not OK
+		status       int
+		code, header string
+	}{
+		{"401 and 403", fp.Forbidden(), fp.Step{}, 503, "decisions_pool_unavailable", ""},
+		{"401 and 405", fp.MethodNotAllowed(), fp.Step{}, 503, "decisions_pool_unavailable", ""},
+		{"401 and 501", fp.NotImplemented(), fp.Step{}, 503, "decisions_pool_unavailable", ""},
+		{"401 and an unsupported 404", fp.NotFoundModel(), fp.Step{}, 503, "decisions_pool_unavailable", ""},
+		{"401 and permanent quota", fp.InsufficientQuota(), fp.Step{}, 503, "decisions_pool_unavailable", ""},
+		{"401 and a temporary 429", fp.RateLimited("120"), fp.Step{}, 429, "rate_limit_exceeded", "120"},
+		{"401 and an unclassified 500", fp.ServerError(), fp.Step{}, 500, "", ""},
+		{"401 and a catalog that failed", fp.OK(), fp.ServerError(), 502, "catalog_unavailable", ""},
+		{"401 at the catalog and a catalog that failed", fp.OK(), fp.ServerError(), 502, "catalog_unavailable", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, opts{deadline: 10 * time.Second})
+			if strings.HasPrefix(tt.name, "401 at the catalog") {
+				h.fp.SetCatalogDefault(h.keys["team-a"], fp.Unauthorized())
+			} else {
+				h.fp.SetDefault(h.keys["team-a"], "", fp.Unauthorized())
+			}
+			h.fp.SetDefault(h.keys["team-b"], "", tt.b)
+			if tt.bCatalog.String() != "" {
+				h.fp.SetCatalogDefault(h.keys["team-b"], tt.bCatalog)
+			}
+			r := h.post(decision("api/decide-mini"))
+			wantStatus(t, r, tt.status, tt.code)
+			if tt.header != "" && r.header.Get("Retry-After") != tt.header {
+				t.Errorf("Retry-After %q, want %s", r.header.Get("Retry-After"), tt.header)
+			}
+		})
+	}
+}
