@@ -44,6 +44,8 @@ type opts struct {
 	maxBuffered      int64
 	quotaBuckets     map[string][]string
 	httpClient       *http.Client // default: the router's own
+	// wrapLedger, when set, wraps the ledger the router writes to.
+	wrapLedger func(Ledger) Ledger
 }
 
 type harness struct {
@@ -118,7 +120,11 @@ func newHarness(t *testing.T, o opts) *harness {
 		h.pools[name] = pl
 		pcs = append(pcs, PoolConfig{Name: name, Credentials: byPool[name], Pool: pl})
 	}
-	h.router = New(Config{Pools: pcs, Ledger: store, Admitter: budgets.NewAdmitter(), Clock: clk,
+	var lg Ledger = store
+	if o.wrapLedger != nil {
+		lg = o.wrapLedger(lg)
+	}
+	h.router = New(Config{Pools: pcs, Ledger: lg, Admitter: budgets.NewAdmitter(), Clock: clk,
 		HTTPClient: o.httpClient, Deadline: o.deadline, ErrorBodyIdle: o.errorIdle, CatalogTimeout: o.catalogTimeout, MaxBuffered: o.maxBuffered,
 		Logger: newTestLogger(h.log)})
 	h.srv = httptest.NewServer(httpx.RequestIDs(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

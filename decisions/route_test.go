@@ -977,3 +977,46 @@ func TestPoolUnavailableOnlyWhenEveryCredentialRejected(t *testing.T) {
 		})
 	}
 }
+
+// settleFails is a ledger whose settlements fail: the provider has run the
+// request but its row cannot be written.
+type settleFails struct{ Ledger }
+
+func (settleFails) Settle(context.Context, ledger.Settlement) error { return ledger.ErrUnavailable }
+
+// Issue 14, item 7: a 502, 503 or 504 answered after a provider call may
+// have run carries x-should-retry: false, since an OpenAI SDK retries them
+// and pays twice (DESIGN, retry hints); so does 503 no_credentials, which
+// a retry cannot change. The same statuses before any provider call keep
+// the client's retry.
+func TestNoRetryHintAfterAProviderCallMayHaveRun(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		o      opts
+		step   fp.Step
+		model  string
+		status int
+		code   string
+		never  bool
+	}{
+		{"upstream_error", opts{}, fp.ResetAfterRead(), "api/decide-mini", 502, "upstream_error", true},
+		{"deadline_exceeded", opts{deadline: 300 * time.Millisecond}, fp.Stall(), "api/decide-mini", 504, "deadline_exceeded", true},
+		{"provider 503 passed through", opts{}, fp.Overloaded(""), "api/decide-mini", 503, "overloaded", true},
+		{"ledger_unavailable at settlement", opts{wrapLedger: func(l Ledger) Ledger { return settleFails{l} }}, fp.OK(), "api/decide-mini", 503, "ledger_unavailable", true},
+		{"no_credentials", opts{}, fp.OK(), "zdr/decide-mini", 503, "no_credentials", true},
+		{"catalog_unavailable, nothing sent", opts{}, fp.OK(), "api/decide-mini", 502, "catalog_unavailable", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, tt.o)
+			h.fp.Script(h.keys["team-a"], "", tt.step)
+			if tt.code == "catalog_unavailable" {
+				h.fp.SetCatalogDefault("", fp.ServerError())
+			}
+			r := h.post(decision(tt.model))
+			wantStatus(t, r, tt.status, tt.code)
+			if got := r.header.Get("x-should-retry") == "false"; got != tt.never {
+				t.Errorf("x-should-retry: false is %v, want %v", got, tt.never)
+			}
+		})
+	}
+}

@@ -271,6 +271,11 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	e := ErrorResponse(err)
 	info.Code = e.Code
+	if info.Attempts > 0 && (e.Status == http.StatusBadGateway || e.Status == http.StatusServiceUnavailable || e.Status == http.StatusGatewayTimeout) {
+		// A provider call may have run: an SDK that retries would pay
+		// for it twice (DESIGN, retry hints).
+		e.NeverRetry = true
+	}
 	if e.Status >= 500 && e.Code == httpx.CodeInternal {
 		rt.log.Error("decisions request failed", "request_id", httpx.RequestID(r.Context()), "error", err)
 	}

@@ -91,7 +91,7 @@ var Codes = map[string]CodeInfo{
 	CodeModelCooldownCapacity: {http.StatusServiceUnavailable, TypeAPI, "cooldown store is full; admission fails closed until it drains", false},
 	CodeLedgerUnavailable:     {http.StatusServiceUnavailable, TypeAPI, "the usage ledger cannot record; failing closed", false},
 	CodeOverloaded:            {http.StatusServiceUnavailable, TypeAPI, "too many bytes buffered across requests in flight", false},
-	CodeNoCredentials:         {http.StatusServiceUnavailable, TypeAPI, "the pool has no credentials configured", false},
+	CodeNoCredentials:         {http.StatusServiceUnavailable, TypeAPI, "the pool has no credentials configured", true},
 	CodeDeadlineExceeded:      {http.StatusGatewayTimeout, TypeAPI, "the request deadline passed", false},
 	CodeInternal:              {http.StatusInternalServerError, TypeServer, "internal error", false},
 	CodeClientClosedRequest:   {499, TypeInvalidRequest, "client closed the request", false},
