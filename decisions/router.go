@@ -3,7 +3,6 @@ package decisions
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -250,8 +249,16 @@ const RegionHeader = "X-Rotor-Region"
 func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	info := infoFrom(r.Context())
 	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		httpx.WriteError(w, httpx.NewError(httpx.CodeMethodNotAllowed))
+		httpx.MethodNotAllowed(w, http.MethodPost)
+		return
+	}
+	if r.ContentLength > MaxBody {
+		// 1. Size cap. Announced too large: answered before any byte of
+		// the body is read (no 100 Continue), and without taking the
+		// buffer bound from real requests.
+		rt.refused("request_too_large")
+		info.Code = httpx.CodeRequestTooLarge
+		httpx.RefuseTooLarge(w, r, MaxBody)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), rt.cfg.Deadline)
@@ -284,17 +291,9 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // serve returns nil when it wrote an answer itself.
 func (rt *Router) serve(ctx context.Context, w http.ResponseWriter, r *http.Request, info *Info) error {
-	// 1. Size cap, then 2. JSON, then 3. model prefix: all before anything
-	// else, and before budgets.
-	if r.ContentLength > MaxBody {
-		// Announced too large: refused without buffering any of it, so
-		// that hostile requests cannot take the buffer bound from real
-		// ones. It is drained (up to the cap) rather than left unread, so
-		// that a client still sending reads the 413 instead of a reset.
-		_, _ = io.CopyN(io.Discard, r.Body, MaxBody+1)
-		rt.refused("request_too_large")
-		return httpx.NewError(httpx.CodeRequestTooLarge)
-	}
+	// 1. Size cap (an announced one is refused in ServeHTTP), then 2.
+	// JSON, then 3. model prefix: all before anything else, and before
+	// budgets.
 	body, err := readAll(r.Body, MaxBody, rt.buffers, r.ContentLength)
 	if err != nil {
 		var mbe *http.MaxBytesError
