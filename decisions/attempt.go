@@ -47,6 +47,9 @@ type attempt struct {
 	// the legacy first-key fallback was taken (once per request at most).
 	sentTo       map[string]bool
 	fallbackUsed bool
+	// ran: a call ended the request, so the provider may have run it
+	// (every call that failed over was a classified rejection).
+	ran bool
 	// deadline is the request deadline on the route's clock.
 	deadline time.Time
 }
@@ -235,6 +238,7 @@ func (a *attempt) run(ctx context.Context) (*answer, error) {
 		c := a.credential(cred.Name)
 		out, next, err := a.send(ctx, c)
 		if !next {
+			a.ran = true
 			return out, err
 		}
 	}

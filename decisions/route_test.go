@@ -987,8 +987,9 @@ func (settleFails) Settle(context.Context, ledger.Settlement) error { return led
 // Issue 14, item 7: a 502, 503 or 504 answered after a provider call may
 // have run carries x-should-retry: false, since an OpenAI SDK retries them
 // and pays twice (DESIGN, retry hints); so does 503 no_credentials, which
-// a retry cannot change. The same statuses before any provider call keep
-// the client's retry.
+// a retry cannot change. The same statuses when no call may have run
+// (nothing sent, or only classified rejections, which no provider bills)
+// keep the client's retry.
 func TestNoRetryHintAfterAProviderCallMayHaveRun(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
@@ -1005,12 +1006,16 @@ func TestNoRetryHintAfterAProviderCallMayHaveRun(t *testing.T) {
 		{"ledger_unavailable at settlement", opts{wrapLedger: func(l Ledger) Ledger { return settleFails{l} }}, fp.OK(), "api/decide-mini", 503, "ledger_unavailable", true},
 		{"no_credentials", opts{}, fp.OK(), "zdr/decide-mini", 503, "no_credentials", true},
 		{"catalog_unavailable, nothing sent", opts{}, fp.OK(), "api/decide-mini", 502, "catalog_unavailable", false},
+		{"catalog_unavailable after a 401, which ran nothing", opts{}, fp.Unauthorized(), "api/decide-mini", 502, "catalog_unavailable", false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, tt.o)
 			h.fp.Script(h.keys["team-a"], "", tt.step)
 			if tt.code == "catalog_unavailable" {
-				h.fp.SetCatalogDefault("", fp.ServerError())
+				h.fp.SetCatalogDefault(h.keys["team-b"], fp.ServerError())
+				if !tt.never && tt.step.String() == "OK" {
+					h.fp.SetCatalogDefault(h.keys["team-a"], fp.ServerError())
+				}
 			}
 			r := h.post(decision(tt.model))
 			wantStatus(t, r, tt.status, tt.code)

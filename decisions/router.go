@@ -204,6 +204,10 @@ type Info struct {
 	Attempts            int
 	Code                string
 	Recorded            bool
+	// Ran says a provider call may have run the request: one that did
+	// not end in a classified rejection (401, 403, a classified 429, an
+	// unsupported endpoint), which no provider bills.
+	Ran bool
 }
 
 type infoKey struct{}
@@ -278,7 +282,7 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	e := ErrorResponse(err)
 	info.Code = e.Code
-	if info.Attempts > 0 && (e.Status == http.StatusBadGateway || e.Status == http.StatusServiceUnavailable || e.Status == http.StatusGatewayTimeout) {
+	if info.Ran && (e.Status == http.StatusBadGateway || e.Status == http.StatusServiceUnavailable || e.Status == http.StatusGatewayTimeout) {
 		// A provider call may have run: an SDK that retries would pay
 		// for it twice (DESIGN, retry hints).
 		e.NeverRetry = true
@@ -417,7 +421,7 @@ func (rt *Router) serve(ctx context.Context, w http.ResponseWriter, r *http.Requ
 			st.TotalTokens = ledger.Known(*out.usage.Total)
 		}
 	}
-	info.Attempts = a.sent
+	info.Attempts, info.Ran = a.sent, a.ran
 	failpoint.Hit(failpoint.AfterAnswer) // crash tests: the provider answered, the row is not settled
 	if serr := rt.cfg.Ledger.Settle(context.WithoutCancel(ctx), st); serr != nil {
 		// The provider ran the request, but the row could not be settled:
