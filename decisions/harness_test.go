@@ -43,6 +43,7 @@ type opts struct {
 	catalogTimeout   time.Duration
 	maxBuffered      int64
 	quotaBuckets     map[string][]string
+	storeLimit       int          // live cooldown observations; 0: the default 10000
 	httpClient       *http.Client // default: the router's own
 	// wrapLedger, when set, wraps the ledger the router writes to.
 	wrapLedger func(Ledger) Ledger
@@ -84,7 +85,7 @@ func newHarness(t *testing.T, o opts) *harness {
 	}
 	t.Cleanup(func() { store.Close() })
 	h := &harness{t: t, fp: p, clk: clk, store: store, pools: map[string]*pool.Pool{}, keys: map[string]string{}, log: &testutil.SyncBuffer{}}
-	pstore := pool.NewStore(clk, 0)
+	pstore := pool.NewStore(clk, o.storeLimit)
 	byPool := map[string][]CredentialConfig{}
 	var order []string
 	for _, c := range o.creds {

@@ -277,7 +277,7 @@ func TestEmptyConfigurationIsDistinctNoKeyResult(t *testing.T) {
 			if !errors.Is(err, ErrNoCredentials) {
 				t.Errorf("enabled=%v: Select(%+v) = %v, want ErrNoCredentials", enabled, s, err)
 			}
-			if _, ok := CooldownErrorResponse(err); ok || IsCooldownError(err) {
+			if _, ok := CooldownErrorResponse(err); ok {
 				t.Errorf("ErrNoCredentials treated as a cooldown error")
 			}
 			if got := f.pool.Available(s, nil); len(got) != 0 {

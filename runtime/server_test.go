@@ -206,3 +206,25 @@ func TestNonPostOnDecisionsIs405WithAllow(t *testing.T) {
 		t.Errorf("provider hit %d times", n)
 	}
 }
+
+// Spec: "The runtime rotation proxy accepts POST /v1/decisions and POST
+// /decisions": both paths reach the route through the standalone
+// runtime's guard.
+func TestRuntimeServesBothDecisionsPaths(t *testing.T) {
+	r := newRig(t)
+	for _, path := range []string{"/v1/decisions", "/decisions"} {
+		req, _ := http.NewRequest("POST", r.srv.URL+path, strings.NewReader(`{"model":"api/decide-mini","input":"x","question":{"type":"predicate"}}`))
+		req.Header.Set("Authorization", "Bearer "+runtimeToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("POST %s = %d, want 200", path, resp.StatusCode)
+		}
+	}
+	if n := r.fp.Hits(fp.PathDecisions); n != 2 {
+		t.Errorf("%d decisions reached the provider, want 2", n)
+	}
+}
