@@ -192,7 +192,11 @@ func (b *Bridge) proxy() http.Handler {
 				return
 			}
 			b.cfg.Logger.Warn("runtime unreachable", "request_id", httpx.RequestID(r.Context()), "runtime", target.Redacted())
-			httpx.WriteError(w, httpx.NewError(httpx.CodeRuntimeUnavailable))
+			e := httpx.NewError(httpx.CodeRuntimeUnavailable)
+			// Lost after the request went out, the runtime may have made
+			// a provider call: a client retry could pay twice.
+			e.NeverRetry = !httpx.NotSent(err)
+			httpx.WriteError(w, e)
 		},
 		ModifyResponse: func(resp *http.Response) error {
 			// The bridge already set these on its answer; keep one copy.

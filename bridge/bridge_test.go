@@ -300,3 +300,44 @@ func TestOversizedContentLengthRefusedAtOnce(t *testing.T) {
 		t.Errorf("the runtime was reached %d times", hits)
 	}
 }
+
+// Issue 14, item 7: when the standalone runtime is lost after the request
+// went out, it may have made a provider call: 502 runtime_unavailable
+// carries x-should-retry: false. A runtime that could not be reached at
+// all ran nothing, and the client may retry.
+func TestRuntimeLostAfterSendCarriesNoRetryHint(t *testing.T) {
+	lost := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			conn.Close() // the request arrived; no answer ever leaves
+		}
+	}))
+	t.Cleanup(lost.Close)
+	down := httptest.NewServer(http.NotFoundHandler())
+	downURL, _ := url.Parse(down.URL)
+	down.Close()
+	lostURL, _ := url.Parse(lost.URL)
+	for _, tt := range []struct {
+		name  string
+		u     *url.URL
+		retry string
+	}{{"lost after send", lostURL, "false"}, {"never reached", downURL, ""}} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, srv, _ := setup(t, nil, tt.u)
+			req, _ := http.NewRequest("POST", srv.URL+"/v1/decisions", strings.NewReader("{}"))
+			req.Header.Set("Authorization", "Bearer "+tok)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 502 || !strings.Contains(string(body), "runtime_unavailable") {
+				t.Fatalf("%d %s, want 502 runtime_unavailable", resp.StatusCode, body)
+			}
+			if got := resp.Header.Get("x-should-retry"); got != tt.retry {
+				t.Errorf("x-should-retry = %q, want %q", got, tt.retry)
+			}
+		})
+	}
+}

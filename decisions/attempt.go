@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -304,7 +303,7 @@ func (a *attempt) send(ctx context.Context, c *credential) (out *answer, next bo
 	a.info.Credential, a.info.CredentialDigest = c.Name, c.fingerprint
 	resp, err := rt.cfg.HTTPClient.Do(hreq)
 	if err != nil {
-		if notSent(err) && ctx.Err() == nil {
+		if httpx.NotSent(err) && ctx.Err() == nil {
 			// The connection was never made: nothing reached the
 			// provider, so another credential may serve the request.
 			a.fail(c.Name)
@@ -444,17 +443,6 @@ func (a *attempt) readErrorBody(ctx, callCtx context.Context, cancel context.Can
 		}
 	}
 	return buf
-}
-
-// notSent reports whether err happened before any byte of the request
-// could reach the provider (the dial failed).
-func notSent(err error) bool {
-	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" {
-		return true
-	}
-	var dns *net.DNSError
-	return errors.As(err, &dns)
 }
 
 func (rt *Router) failover(poolName, reason string) {
