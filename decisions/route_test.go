@@ -1038,7 +1038,7 @@ func TestNoRetryHintAfterAProviderCallMayHaveRun(t *testing.T) {
 		never  bool
 	}{
 		{"upstream_error", opts{}, fp.ResetAfterRead(), "api/decide-mini", 502, "upstream_error", true},
-		{"deadline_exceeded", opts{deadline: 300 * time.Millisecond}, fp.Stall(), "api/decide-mini", 504, "deadline_exceeded", true},
+		{"deadline_exceeded", opts{deadline: 2 * time.Second}, fp.Stall(), "api/decide-mini", 504, "deadline_exceeded", true},
 		{"provider 503 passed through", opts{}, fp.Overloaded(""), "api/decide-mini", 503, "overloaded", true},
 		{"ledger_unavailable at settlement", opts{wrapLedger: func(l Ledger) Ledger { return settleFails{l} }}, fp.OK(), "api/decide-mini", 503, "ledger_unavailable", true},
 		{"no_credentials", opts{}, fp.OK(), "zdr/decide-mini", 503, "no_credentials", true},
@@ -1047,6 +1047,11 @@ func TestNoRetryHintAfterAProviderCallMayHaveRun(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, tt.o)
+			if tt.code == "deadline_exceeded" {
+				// Warm catalogs: the deadline must cut the call, not
+				// discovery on a loaded machine.
+				wantStatus(t, h.post(decision(tt.model)), 200, "")
+			}
 			h.fp.Script(h.keys["team-a"], "", tt.step)
 			if tt.code == "catalog_unavailable" {
 				h.fp.SetCatalogDefault(h.keys["team-b"], fp.ServerError())
