@@ -95,8 +95,9 @@ func New(cfg Config) *Bridge {
 	return b
 }
 
-// routes the bridge forwards after authentication.
-var forwarded = map[string]bool{"/v1/decisions": true, "/v1/status": true, "/metrics": true}
+// forwarded are the routes the bridge forwards after authentication, with
+// the method each takes.
+var forwarded = map[string]string{"/v1/decisions": http.MethodPost, "/v1/status": http.MethodGet, "/metrics": http.MethodGet}
 
 // Handler returns the bridge: the guard, then forwarding.
 func (b *Bridge) Handler() http.Handler {
@@ -124,13 +125,26 @@ func (b *Bridge) authenticate(r *http.Request, tok secret.Value) (string, bool, 
 }
 
 func (b *Bridge) serve(w http.ResponseWriter, r *http.Request) {
+	method, known := forwarded[r.URL.Path]
 	switch {
 	case r.URL.Path == "/healthz":
+		if !httpx.MethodAllowed(r.Method, http.MethodGet) {
+			httpx.MethodNotAllowed(w, http.MethodGet)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
 		return
-	case !forwarded[r.URL.Path]:
+	case !known:
 		httpx.WriteError(w, httpx.NewError(httpx.CodeNotFound))
+		return
+	case !httpx.MethodAllowed(r.Method, method):
+		httpx.MethodNotAllowed(w, method)
+		return
+	case r.ContentLength > MaxBody:
+		// Refused before any byte of the body is read (no 100 Continue),
+		// whichever runtime is behind the bridge.
+		httpx.RefuseTooLarge(w, r, MaxBody)
 		return
 	}
 	// The request is the bridge's to change: it is forwarded as it is,
@@ -178,7 +192,11 @@ func (b *Bridge) proxy() http.Handler {
 				return
 			}
 			b.cfg.Logger.Warn("runtime unreachable", "request_id", httpx.RequestID(r.Context()), "runtime", target.Redacted())
-			httpx.WriteError(w, httpx.NewError(httpx.CodeRuntimeUnavailable))
+			e := httpx.NewError(httpx.CodeRuntimeUnavailable)
+			// Lost after the request went out, the runtime may have made
+			// a provider call: a client retry could pay twice.
+			e.NeverRetry = !httpx.NotSent(err)
+			httpx.WriteError(w, e)
 		},
 		ModifyResponse: func(resp *http.Response) error {
 			// The bridge already set these on its answer; keep one copy.

@@ -1,14 +1,18 @@
 package bridge
 
 import (
+	"bufio"
 	"context"
 	"encoding/hex"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -205,5 +209,130 @@ func TestInProcessDecisionsUseCachedLookupAndCarryTokenHash(t *testing.T) {
 	resp.Body.Close()
 	if got.Get(TokenHashHeader) != hex.EncodeToString(h[:]) {
 		t.Errorf("a caller's token hash header reached the runtime: %q", got.Get(TokenHashHeader))
+	}
+}
+
+// eachRuntime runs check against a bridge in front of an in-process
+// runtime and one in front of a standalone runtime, and fails t if either
+// runtime is reached.
+func eachRuntime(t *testing.T, check func(t *testing.T, srv *httptest.Server)) {
+	var hits atomic.Int64
+	reached := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) })
+	standalone := httptest.NewServer(reached)
+	t.Cleanup(standalone.Close)
+	u, _ := url.Parse(standalone.URL)
+	for _, rt := range []struct {
+		name string
+		h    http.Handler
+		u    *url.URL
+	}{{"in-process", reached, nil}, {"standalone", nil, u}} {
+		t.Run(rt.name, func(t *testing.T) {
+			_, srv, _ := setup(t, rt.h, rt.u)
+			check(t, srv)
+		})
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the runtime was reached %d times", n)
+	}
+}
+
+// Issue 14, item 10: the bridge answers another method on a known path 405
+// method_not_allowed with Allow itself (before, GET /v1/decisions reached
+// the runtime's catch-all 404), whichever runtime is behind it.
+func TestNonPostOnDecisionsIs405WithAllow(t *testing.T) {
+	eachRuntime(t, func(t *testing.T, srv *httptest.Server) {
+		for _, tt := range []struct{ method, path, allow string }{
+			{"GET", "/v1/decisions", "POST"}, {"PUT", "/v1/decisions", "POST"}, {"HEAD", "/v1/decisions", "POST"},
+			{"POST", "/v1/status", "GET"}, {"DELETE", "/metrics", "GET"}, {"POST", "/healthz", "GET"},
+		} {
+			req, _ := http.NewRequest(tt.method, srv.URL+tt.path, nil)
+			req.Header.Set("Authorization", "Bearer "+tok)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 405 || resp.Header.Get("Allow") != tt.allow {
+				t.Errorf("%s %s = %d Allow %q, want 405 Allow %q", tt.method, tt.path, resp.StatusCode, resp.Header.Get("Allow"), tt.allow)
+			}
+			if tt.method != "HEAD" && !strings.Contains(string(b), `"method_not_allowed"`) {
+				t.Errorf("%s %s body %s, want code method_not_allowed", tt.method, tt.path, b)
+			}
+		}
+	})
+}
+
+// Issue 14, item 6: the bridge refuses a Content-Length over 64 MiB with
+// 413 before reading any byte of the body, also under Expect:
+// 100-continue (never 100 Continue), whichever runtime is behind it. The
+// client sends headers only: it gets its answer, or the guard's deadline
+// fails the test.
+func TestOversizedContentLengthRefusedAtOnce(t *testing.T) {
+	eachRuntime(t, func(t *testing.T, srv *httptest.Server) {
+		for _, expect := range []bool{false, true} {
+			addr := srv.Listener.Addr().String()
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(20 * time.Second)) // a guard against a hang, not a timing
+			hdr := fmt.Sprintf("POST /v1/decisions HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n", addr, tok, MaxBody+1)
+			if expect {
+				hdr += "Expect: 100-continue\r\n"
+			}
+			fmt.Fprint(c, hdr+"\r\n")
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatalf("expect %v: no answer before any body byte: %v", expect, err)
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != 413 || !strings.Contains(string(b), `"request_too_large"`) {
+				t.Errorf("expect %v: first answer %d %s (%v), want 413 request_too_large read to its end", expect, resp.StatusCode, b, err)
+			}
+		}
+	})
+}
+
+// Issue 14, item 7: when the standalone runtime is lost after the request
+// went out, it may have made a provider call: 502 runtime_unavailable
+// carries x-should-retry: false. A runtime that could not be reached at
+// all ran nothing, and the client may retry.
+func TestRuntimeLostAfterSendCarriesNoRetryHint(t *testing.T) {
+	lost := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			conn.Close() // the request arrived; no answer ever leaves
+		}
+	}))
+	t.Cleanup(lost.Close)
+	down := httptest.NewServer(http.NotFoundHandler())
+	downURL, _ := url.Parse(down.URL)
+	down.Close()
+	lostURL, _ := url.Parse(lost.URL)
+	for _, tt := range []struct {
+		name  string
+		u     *url.URL
+		retry string
+	}{{"lost after send", lostURL, "false"}, {"never reached", downURL, ""}} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, srv, _ := setup(t, nil, tt.u)
+			req, _ := http.NewRequest("POST", srv.URL+"/v1/decisions", strings.NewReader("{}"))
+			req.Header.Set("Authorization", "Bearer "+tok)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 502 || !strings.Contains(string(body), "runtime_unavailable") {
+				t.Fatalf("%d %s, want 502 runtime_unavailable", resp.StatusCode, body)
+			}
+			if got := resp.Header.Get("x-should-retry"); got != tt.retry {
+				t.Errorf("x-should-retry = %q, want %q", got, tt.retry)
+			}
+		})
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -43,6 +42,15 @@ type attempt struct {
 	sent          int
 	lastCred      string
 	body          []byte
+	// sentTo are the credentials this request sent to; fallbackUsed says
+	// the legacy first-key fallback was taken (once per request at most).
+	sentTo       map[string]bool
+	fallbackUsed bool
+	// ran: a call ended the request, so the provider may have run it
+	// (every call that failed over was a classified rejection).
+	ran bool
+	// deadline is the request deadline on the route's clock.
+	deadline time.Time
 }
 
 const (
@@ -140,6 +148,16 @@ func (a *attempt) reject(name, why string) {
 	}
 }
 
+// sentBy notes a provider call made with the credential called name.
+func (a *attempt) sentBy(name string) {
+	if a.sentTo == nil {
+		a.sentTo = map[string]bool{}
+	}
+	a.sentTo[name] = true
+	a.sent++
+	a.lastCred = name
+}
+
 func (a *attempt) fail(name string) {
 	if a.failed == nil {
 		a.failed = map[string]bool{}
@@ -147,16 +165,22 @@ func (a *attempt) fail(name string) {
 	a.failed[name] = true
 }
 
-// exhausted is the answer when no credential is left.
+// exhausted is the answer when no credential is left. 503
+// decisions_pool_unavailable only when every credential that could serve
+// was rejected with 401 or 403 (or permanent quota): one found unsupported
+// does not count either way, but one whose catalog could not be fetched or
+// whose provider could not be reached was not rejected, and a retry may
+// succeed (DESIGN, "HTTP").
 func (a *attempt) exhausted() error {
+	transient := a.catalogFailed > 0 || a.unreachable
 	switch {
-	case len(a.rejectedAuth) > 0:
+	case len(a.rejectedAuth) > 0 && !transient:
 		return ErrPoolUnavailable
-	case len(a.rejectedQuota) > 0:
+	case len(a.rejectedQuota) > 0 && !transient:
 		return ErrInsufficientQuota
-	case a.catalogFailed > 0 && a.sent == 0:
+	case a.catalogFailed > 0:
 		return httpx.NewError(httpx.CodeCatalogUnavailable)
-	case len(a.failed) > 0 && a.sent == 0 && a.unreachable:
+	case a.unreachable:
 		return ErrUpstream
 	}
 	return ErrModelNotAvailable
@@ -190,24 +214,43 @@ func (a *attempt) run(ctx context.Context) (*answer, error) {
 				a.discover(ctx)
 				continue
 			}
-			// Every eligible credential cools. Wait for the earliest
-			// release when it falls inside the remaining deadline;
-			// otherwise answer 429 with that cooldown.
-			dl, _ := ctx.Deadline()
-			if ce.RetryAfter <= time.Until(dl) {
-				if err := clock.Sleep(ctx, rt.cfg.Clock, ce.RetryAfter); err != nil {
-					return nil, err
+			if ce.Fallback != "" && !a.fallbackUsed && !a.sentTo[ce.Fallback] {
+				// The legacy first-key fallback: once per request, and
+				// only to a credential this request has not sent to.
+				// Offered again, it would be a loop of provider calls
+				// (issue 14: 20,711 of them in one request).
+				a.fallbackUsed = true
+				cred.Name = ce.Fallback
+			} else {
+				// Every eligible credential cools. Wait for the earliest
+				// release when it falls inside the remaining deadline;
+				// otherwise answer 429 with that cooldown.
+				if ce.RetryAfter < a.remaining(ctx) {
+					if err := clock.Sleep(ctx, rt.cfg.Clock, ce.RetryAfter); err != nil {
+						return nil, err
+					}
+					continue
 				}
-				continue
+				return nil, &pool.CooldownExhaustedError{Scoped: ce.Scoped, RetryAfter: ce.RetryAfter}
 			}
-			return nil, err
 		}
 		c := a.credential(cred.Name)
 		out, next, err := a.send(ctx, c)
 		if !next {
+			a.ran = true
 			return out, err
 		}
 	}
+}
+
+// remaining is the time left before the request deadline, on the route's
+// clock and on the context's alike.
+func (a *attempt) remaining(ctx context.Context) time.Duration {
+	left := a.deadline.Sub(a.rt.cfg.Clock.Now())
+	if dl, ok := ctx.Deadline(); ok {
+		left = min(left, time.Until(dl))
+	}
+	return left
 }
 
 func (a *attempt) credential(name string) *credential {
@@ -260,7 +303,7 @@ func (a *attempt) send(ctx context.Context, c *credential) (out *answer, next bo
 	a.info.Credential, a.info.CredentialDigest = c.Name, c.fingerprint
 	resp, err := rt.cfg.HTTPClient.Do(hreq)
 	if err != nil {
-		if notSent(err) && ctx.Err() == nil {
+		if httpx.NotSent(err) && ctx.Err() == nil {
 			// The connection was never made: nothing reached the
 			// provider, so another credential may serve the request.
 			a.fail(c.Name)
@@ -268,8 +311,7 @@ func (a *attempt) send(ctx context.Context, c *credential) (out *answer, next bo
 			rt.failover(a.ps.name, failoverUnreachable)
 			return nil, true, nil
 		}
-		a.sent++
-		a.lastCred = c.Name
+		a.sentBy(c.Name)
 		a.ps.pool.Record(c.Name, pool.Observation{Scope: a.scope, Err: err})
 		// Network ambiguity: the provider may have run it. Never replayed.
 		if ctx.Err() != nil {
@@ -278,8 +320,7 @@ func (a *attempt) send(ctx context.Context, c *credential) (out *answer, next bo
 		return nil, false, ErrUpstream
 	}
 	defer resp.Body.Close()
-	a.sent++
-	a.lastCred = c.Name
+	a.sentBy(c.Name)
 	failpoint.Hit(failpoint.DuringUpstream) // crash tests: the provider has the request, its answer is unread
 	status := resp.StatusCode
 
@@ -356,17 +397,24 @@ func (a *attempt) send(ctx context.Context, c *credential) (out *answer, next bo
 	return nil, false, newProviderError(status, pe, key)
 }
 
-// unsupportedNotFound reads a 404: one that names the model or the
-// endpoint, or carries no structured error, means the endpoint is
-// unsupported for this credential; one about request content (a missing
-// input file) does not.
+// unsupportedNotFound reads a 404 by its structured error first (DESIGN,
+// "Reading the spec in rotor's terms"): codes model_not_found and
+// unknown_url mean the endpoint is unsupported for this credential; any
+// other code, or a param other than model, is about the request's content
+// (a missing input file), whatever the message names. Only an error with
+// neither code nor param is read by its message: naming the model or the
+// endpoint, it is unsupported. A 404 without a structured error is
+// unsupported.
 func (a *attempt) unsupportedNotFound(pe providerError) bool {
-	if !pe.structured {
+	switch {
+	case !pe.structured:
 		return true
-	}
-	if pe.Param == "model" || strings.Contains(pe.Code, "model") || strings.Contains(pe.Code, "endpoint") ||
-		pe.Code == "unknown_url" || pe.Code == "not_found" && pe.Param == "" && mentions(pe.Message, a.upstream) {
+	case pe.Code == "model_not_found" || pe.Code == "unknown_url":
 		return true
+	case pe.Code != "":
+		return false
+	case pe.Param != "":
+		return pe.Param == "model"
 	}
 	return mentions(pe.Message, a.upstream) || strings.Contains(pe.Message, Endpoint) || strings.Contains(strings.ToLower(pe.Message), "endpoint")
 }
@@ -395,17 +443,6 @@ func (a *attempt) readErrorBody(ctx, callCtx context.Context, cancel context.Can
 		}
 	}
 	return buf
-}
-
-// notSent reports whether err happened before any byte of the request
-// could reach the provider (the dial failed).
-func notSent(err error) bool {
-	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" {
-		return true
-	}
-	var dns *net.DNSError
-	return errors.As(err, &dns)
 }
 
 func (rt *Router) failover(poolName, reason string) {

@@ -35,14 +35,18 @@ type cred struct {
 }
 
 type opts struct {
-	creds          []cred
-	modelCooldown  bool
-	deadline       time.Duration
-	errorIdle      time.Duration
-	catalogTimeout time.Duration
-	maxBuffered    int64
-	quotaBuckets   map[string][]string
-	httpClient     *http.Client // default: the router's own
+	creds            []cred
+	modelCooldown    bool
+	firstKeyFallback bool
+	deadline         time.Duration
+	errorIdle        time.Duration
+	catalogTimeout   time.Duration
+	maxBuffered      int64
+	quotaBuckets     map[string][]string
+	storeLimit       int          // live cooldown observations; 0: the default 10000
+	httpClient       *http.Client // default: the router's own
+	// wrapLedger, when set, wraps the ledger the router writes to.
+	wrapLedger func(Ledger) Ledger
 }
 
 type harness struct {
@@ -81,7 +85,7 @@ func newHarness(t *testing.T, o opts) *harness {
 	}
 	t.Cleanup(func() { store.Close() })
 	h := &harness{t: t, fp: p, clk: clk, store: store, pools: map[string]*pool.Pool{}, keys: map[string]string{}, log: &testutil.SyncBuffer{}}
-	pstore := pool.NewStore(clk, 0)
+	pstore := pool.NewStore(clk, o.storeLimit)
 	byPool := map[string][]CredentialConfig{}
 	var order []string
 	for _, c := range o.creds {
@@ -112,12 +116,16 @@ func newHarness(t *testing.T, o opts) *harness {
 		for _, c := range byPool[name] {
 			pcreds = append(pcreds, pool.Credential{Name: c.Name, Key: c.Key})
 		}
-		pl := pool.New(pool.Config{Options: pool.Options{Name: name, QuotaBuckets: o.quotaBuckets, CatalogTTL: 10 * time.Minute},
+		pl := pool.New(pool.Config{Options: pool.Options{Name: name, QuotaBuckets: o.quotaBuckets, CatalogTTL: 10 * time.Minute, FirstKeyFallback: o.firstKeyFallback},
 			Credentials: pcreds, Settings: pool.Settings{ModelCooldownEnabled: o.modelCooldown, MaxSeconds: 3600}, Store: pstore, Clock: clk})
 		h.pools[name] = pl
 		pcs = append(pcs, PoolConfig{Name: name, Credentials: byPool[name], Pool: pl})
 	}
-	h.router = New(Config{Pools: pcs, Ledger: store, Admitter: budgets.NewAdmitter(), Clock: clk,
+	var lg Ledger = store
+	if o.wrapLedger != nil {
+		lg = o.wrapLedger(lg)
+	}
+	h.router = New(Config{Pools: pcs, Ledger: lg, Admitter: budgets.NewAdmitter(), Clock: clk,
 		HTTPClient: o.httpClient, Deadline: o.deadline, ErrorBodyIdle: o.errorIdle, CatalogTimeout: o.catalogTimeout, MaxBuffered: o.maxBuffered,
 		Logger: newTestLogger(h.log)})
 	h.srv = httptest.NewServer(httpx.RequestIDs(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -3,7 +3,6 @@ package decisions
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -205,6 +204,10 @@ type Info struct {
 	Attempts            int
 	Code                string
 	Recorded            bool
+	// Ran says a provider call may have run the request: one that did
+	// not end in a classified rejection (401, 403, a classified 429, an
+	// unsupported endpoint), which no provider bills.
+	Ran bool
 }
 
 type infoKey struct{}
@@ -250,8 +253,16 @@ const RegionHeader = "X-Rotor-Region"
 func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	info := infoFrom(r.Context())
 	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		httpx.WriteError(w, httpx.NewError(httpx.CodeMethodNotAllowed))
+		httpx.MethodNotAllowed(w, http.MethodPost)
+		return
+	}
+	if r.ContentLength > MaxBody {
+		// 1. Size cap. Announced too large: answered before any byte of
+		// the body is read (no 100 Continue), and without taking the
+		// buffer bound from real requests.
+		rt.refused("request_too_large")
+		info.Code = httpx.CodeRequestTooLarge
+		httpx.RefuseTooLarge(w, r, MaxBody)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), rt.cfg.Deadline)
@@ -271,6 +282,11 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	e := ErrorResponse(err)
 	info.Code = e.Code
+	if info.Ran && (e.Status == http.StatusBadGateway || e.Status == http.StatusServiceUnavailable || e.Status == http.StatusGatewayTimeout) {
+		// A provider call may have run: an SDK that retries would pay
+		// for it twice (DESIGN, retry hints).
+		e.NeverRetry = true
+	}
 	if e.Status >= 500 && e.Code == httpx.CodeInternal {
 		rt.log.Error("decisions request failed", "request_id", httpx.RequestID(r.Context()), "error", err)
 	}
@@ -279,17 +295,9 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // serve returns nil when it wrote an answer itself.
 func (rt *Router) serve(ctx context.Context, w http.ResponseWriter, r *http.Request, info *Info) error {
-	// 1. Size cap, then 2. JSON, then 3. model prefix: all before anything
-	// else, and before budgets.
-	if r.ContentLength > MaxBody {
-		// Announced too large: refused without buffering any of it, so
-		// that hostile requests cannot take the buffer bound from real
-		// ones. It is drained (up to the cap) rather than left unread, so
-		// that a client still sending reads the 413 instead of a reset.
-		_, _ = io.CopyN(io.Discard, r.Body, MaxBody+1)
-		rt.refused("request_too_large")
-		return httpx.NewError(httpx.CodeRequestTooLarge)
-	}
+	// 1. Size cap (an announced one is refused in ServeHTTP), then 2.
+	// JSON, then 3. model prefix: all before anything else, and before
+	// budgets.
 	body, err := readAll(r.Body, MaxBody, rt.buffers, r.ContentLength)
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -375,7 +383,7 @@ func (rt *Router) serve(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	}
 	failpoint.Hit(failpoint.AfterAdmission) // crash tests: reservation committed, nothing sent
 	a := &attempt{rt: rt, ps: ps, req: req, upstream: upstream, region: region, id: id, info: info,
-		scope: pool.Scope{Model: upstream, QuotaBucket: ps.pool.BucketFor(upstream)}}
+		scope: pool.Scope{Model: upstream, QuotaBucket: ps.pool.BucketFor(upstream)}, deadline: start.Add(rt.cfg.Deadline)}
 	out, err := a.run(ctx)
 	if a.sent == 0 {
 		// No provider call was made: the reservation is released and no
@@ -413,7 +421,7 @@ func (rt *Router) serve(ctx context.Context, w http.ResponseWriter, r *http.Requ
 			st.TotalTokens = ledger.Known(*out.usage.Total)
 		}
 	}
-	info.Attempts = a.sent
+	info.Attempts, info.Ran = a.sent, a.ran
 	failpoint.Hit(failpoint.AfterAnswer) // crash tests: the provider answered, the row is not settled
 	if serr := rt.cfg.Ledger.Settle(context.WithoutCancel(ctx), st); serr != nil {
 		// The provider ran the request, but the row could not be settled:

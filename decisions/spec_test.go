@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rotorhq/rotor/internal/spectest"
 
@@ -16,8 +17,9 @@ import (
 // as owner, with the test names there in the rule's note.
 // TestSpecRuleMapIsComplete checks that every named test exists here.
 var specRules = []spectest.Rule{
-	spectest.R("The runtime accepts POST /v1/decisions and POST /decisions.", []string{"TestBothRoutesForwardToRegionalDecisionsEndpoint"}, "runtime"),
-	spectest.R("The authenticated local bridge also forwards /v1/decisions to the runtime.", nil, "bridge, cmd/rotor: TestBridgeToStandaloneRuntimeAnswersLikeInProcess"),
+	spectest.R("The runtime accepts POST /v1/decisions and POST /decisions.", []string{"TestBothRoutesForwardToRegionalDecisionsEndpoint"}, "runtime: TestRuntimeServesBothDecisionsPaths"),
+	spectest.R("(DESIGN) Another method on /v1/decisions answers 405 method_not_allowed with Allow: POST, on runtime and bridge.", []string{"TestMethodOtherThanPost"}, "runtime, bridge: TestNonPostOnDecisionsIs405WithAllow"),
+	spectest.R("The authenticated local bridge also forwards /v1/decisions to the runtime.", nil, "bridge: TestForwardStripsIdentityHeadersAndSetsLabel, TestStandaloneRuntimeGetsRuntimeToken; cmd/rotor: TestBridgeToStandaloneRuntimeAnswersLikeInProcess"),
 	spectest.R("Requests go to the selected credential's regional /v1/decisions endpoint; never translated.", []string{"TestBothRoutesForwardToRegionalDecisionsEndpoint", "TestRequestStaysInItsRegion"}, ""),
 	spectest.R("Select api/<model> or zdr/<model> explicitly.", []string{"TestBareModelsRejectedBeforeDiscoveryOrInference", "TestZDRSelectionUsesOnlyZDRCredentials"}, ""),
 	spectest.R("Bare subscription models, PSP routes, and speed-tier aliases are rejected before discovery or inference.", []string{"TestBareModelsRejectedBeforeDiscoveryOrInference"}, ""),
@@ -34,18 +36,24 @@ var specRules = []spectest.Rule{
 	spectest.R("Only the routing prefix is removed from model. No Responses-only settings are injected.", []string{"TestForwardedBodyEqualsCallerBodyApartFromModel"}, ""),
 	spectest.R("Native answers, refusals, and usage remain intact.", []string{"TestAnswersRefusalsAndUsageReturnedIntact"}, ""),
 	spectest.R("Provider rejection status and safe code/type/param are preserved; messages are sanitized.", []string{"TestProviderRejectionKeepsStatusAndSafeFieldsSanitizesMessage", "TestCanaryKeyNeverLeaks"}, ""),
-	spectest.R("Unsupported endpoint responses (405, 501, 404 naming the model or endpoint or unstructured) allow another eligible credential and are cached five minutes per credential, model and endpoint.", []string{"TestUnsupportedEndpointFailsOverAndIsCachedFiveMinutes"}, ""),
-	spectest.R("A 404 about request content is returned without failover or caching.", []string{"TestNotFoundAboutContentReturnedWithoutFailoverOrCache"}, ""),
+	spectest.R("Unsupported endpoint responses (405, 501, 404 naming the model or endpoint or unstructured) allow another eligible credential and are cached five minutes per credential, model and endpoint.", []string{"TestUnsupportedEndpointFailsOverAndIsCachedFiveMinutes", "TestNotFoundClassifiedByStructuredErrorFirst"}, ""),
+	spectest.R("A 404 about request content is returned without failover or caching.", []string{"TestNotFoundAboutContentReturnedWithoutFailoverOrCache", "TestNotFoundClassifiedByStructuredErrorFirst"}, ""),
+	spectest.R("(DESIGN) A 404 is classified by its structured error first (code, then param), and only then by its message.", []string{"TestNotFoundClassifiedByStructuredErrorFirst"}, ""),
 	spectest.R("401, 403 or permanent-quota 429: the next eligible credential is tried; the rejected one is not sent again for that request.", []string{"TestRejectedCredentialTriesNextAndIsNotSentAgain"}, ""),
-	spectest.R("Every credential rejected with 401 or 403 gives 503 decisions_pool_unavailable, never 401/403.", []string{"TestEveryCredentialRejectedAuthGives503PoolUnavailable"}, ""),
+	spectest.R("Every credential rejected with 401 or 403 gives 503 decisions_pool_unavailable, never 401/403.", []string{"TestEveryCredentialRejectedAuthGives503PoolUnavailable", "TestPoolUnavailableOnlyWhenEveryCredentialRejected"}, ""),
+	spectest.R("(DESIGN) Unsupported answers count neither way; a temporary 429 gives the 429; an unclassified error passes through; a failed catalog is not a rejection.", []string{"TestPoolUnavailableOnlyWhenEveryCredentialRejected"}, ""),
 	spectest.R("A pool-wide permanent quota rejection stays a sanitized 429.", []string{"TestPoolWidePermanentQuotaIsSanitized429"}, ""),
 	spectest.R("Confirmed temporary rate_limit_exceeded 429s use Retry-After and shared backoff.", []string{"TestTemporaryRateLimitUsesRetryAfterAndSharedBackoff", "TestParallelRequestsShareOneCooldown"}, ""),
 	spectest.R("A cooldown outlasting the deadline gives 429 with Retry-After and retry_after_ms set to it, also when cached by an earlier request.", []string{"TestCooldownOutlastingDeadlineGives429WithThatCooldown"}, ""),
-	spectest.R("(DESIGN) The route waits for the earliest release inside the remaining deadline.", []string{"TestWaitsForEarliestReleaseInsideDeadline"}, ""),
+	spectest.R("(DESIGN) The route waits for the earliest release inside the remaining deadline.", []string{"TestWaitsForEarliestReleaseInsideDeadline", "TestFirstKeyFallbackRetryStormEndsIn429"}, ""),
+	spectest.R("(DESIGN) first_key_fallback offers the first key once per request, only if not sent to yet; then the pool is all resting (a handful of calls, never a loop).", []string{"TestFirstKeyFallbackRetryStormEndsIn429"}, "pool: TestDisabledKeepsLegacyFirstKeyFallback"),
+	spectest.R("(DESIGN) A 503 cooldown store full is answered 503 model_cooldown_capacity with Retry-After.", []string{"TestCooldownStoreFullGives503ModelCooldownCapacity"}, ""),
 	spectest.R("Unclassified 429 rejections, network ambiguity, and other server errors are not replayed.", []string{"TestAmbiguousFailuresAreNotReplayed", "TestProviderRedirectIsNotFollowed"}, ""),
-	spectest.R("Discovery, admission, body reads and retries share a 60-second deadline and respect cancellation.", []string{"TestDeadlineSharedAndProviderThatNeverAnswersIsNotReplayed", "TestClientDisconnectCancelsUpstreamAndRowIsCommitted"}, ""),
-	spectest.R("Answers are buffered up to 64 MiB; a larger one is 502 decisions_response_too_large with no token counts.", []string{"TestAnswerOver64MiBGives502AndNullTokens", "TestRequestOver64MiBIs413BeforeAnything"}, ""),
-	spectest.R("Error bodies are read until 5 s without data or 64 KiB.", []string{"TestStalledErrorBodyReleasesFailover", "TestErrorBodyReadStopsAt64KiB"}, ""),
+	spectest.R("Discovery, admission, body reads and retries share a 60-second deadline and respect cancellation.", []string{"TestDefaultLimitsAreTheSpecs", "TestDeadlineSharedAndProviderThatNeverAnswersIsNotReplayed", "TestClientDisconnectCancelsUpstreamAndRowIsCommitted"}, ""),
+	spectest.R("Answers are buffered up to 64 MiB; a larger one is 502 decisions_response_too_large with no token counts.", []string{"TestAnswerOver64MiBGives502AndNullTokens"}, ""),
+	spectest.R("64 MiB is the proxy's request cap; an announced larger body is refused at once (DESIGN: 413 before any body byte, never 100 Continue).", []string{"TestRequestOver64MiBIs413BeforeAnything", "TestOversizedContentLengthRefusedAtOnce", "TestAnnouncedOversizedBodyRefusedWithoutBuffering"}, "bridge: TestOversizedContentLengthRefusedAtOnce"),
+	spectest.R("Error bodies are read until 5 s without data or 64 KiB.", []string{"TestDefaultLimitsAreTheSpecs", "TestStalledErrorBodyReleasesFailover", "TestErrorBodyReadStopsAt64KiB"}, ""),
+	spectest.R("(DESIGN) x-should-retry: false on a 502, 503 or 504 after a provider call may have run, and on 503 no_credentials.", []string{"TestNoRetryHintAfterAProviderCallMayHaveRun"}, ""),
 	spectest.R("The ledger records the decisions operation and actual token counts, also for answers larger than a stream scanner's cap.", []string{"TestLedgerRecordsDecisionsOperationRealTokensAndUnknownCost", "TestUsageRecordedForLargeAnswers"}, ""),
 	spectest.R("The full provider usage object is returned to the caller.", []string{"TestAnswersRefusalsAndUsageReturnedIntact"}, ""),
 	spectest.R("Estimated cost remains unknown (null), never zero.", []string{"TestLedgerRecordsDecisionsOperationRealTokensAndUnknownCost"}, "cmd/rotor: TestLedgerReportFormats"),
@@ -57,6 +65,21 @@ var specRules = []spectest.Rule{
 }
 
 func TestSpecRuleMapIsComplete(t *testing.T) { spectest.Check(t, specRules) }
+
+// Spec: "Discovery, admission, response-body reads, and retries share a
+// 60-second deadline", "Error bodies are read only until 5 seconds pass
+// without data or 64 KiB arrive", "Answers are buffered up to 64 MiB, the
+// proxy's request cap": the defaults a Router gets are the spec's figures
+// (the tests that exercise them use shorter settings).
+func TestDefaultLimitsAreTheSpecs(t *testing.T) {
+	cfg := New(Config{}).cfg
+	if cfg.Deadline != 60*time.Second || cfg.ErrorBodyIdle != 5*time.Second {
+		t.Errorf("deadline %v, error body idle %v; want 60s and 5s", cfg.Deadline, cfg.ErrorBodyIdle)
+	}
+	if MaxErrorBody != 64<<10 || MaxBody != 64<<20 {
+		t.Errorf("MaxErrorBody %d, MaxBody %d; want 64 KiB and 64 MiB", MaxErrorBody, MaxBody)
+	}
+}
 
 // Spec: "This change neither edits existing profiles nor performs inference
 // probes": the only decisions the provider sees are the callers'.

@@ -17,8 +17,9 @@
 //     (503 model_cooldown_capacity).
 //   - Legacy: model cooldown disabled, or an empty Scope. Only the legacy
 //     provider-wide rest map counts; all resting is a legacy
-//     *CooldownExhaustedError (429 rate_limit_exceeded), or the first
-//     candidate with Options.FirstKeyFallback.
+//     *CooldownExhaustedError (429 rate_limit_exceeded); with
+//     Options.FirstKeyFallback it names the first candidate as its
+//     Fallback, which the caller may send to once per request.
 //
 // # Readings of the spec
 //

@@ -3,7 +3,6 @@ package pool
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/rotorhq/rotor/internal/httpx"
@@ -27,6 +26,13 @@ type CooldownExhaustedError struct {
 	// observation alike), at most the configured maximum. It is exact:
 	// only the Retry-After header rounds it up.
 	RetryAfter time.Duration
+	// Fallback, on the legacy path with Options.FirstKeyFallback, names the
+	// first candidate: the spec's legacy first-key fallback offers it
+	// although it rests. The pool knows no requests, so the caller decides:
+	// it may send to it once per request, and only when that request has
+	// not sent to it already; after that it treats the pool as all resting
+	// (wait for RetryAfter inside its deadline, else answer 429).
+	Fallback string
 }
 
 // Error names no model, bucket or key.
@@ -84,63 +90,4 @@ func boundRetryAfter(d time.Duration) time.Duration {
 		return time.Second
 	}
 	return min(d, maxRetryAfter)
-}
-
-// IsCooldownError reports whether err holds a *CooldownExhaustedError or a
-// *CapacityError. Failover loops use it to stop: a cooldown error is the
-// pool's answer, not a candidate failure to fall back from.
-func IsCooldownError(err error) bool {
-	_, ok := cooldownError(err)
-	return ok
-}
-
-// cooldownError finds the cooldown error in err's chain; an all-cooling
-// error wins over a capacity error, as in Select.
-func cooldownError(err error) (error, bool) {
-	if ce, ok := errors.AsType[*CooldownExhaustedError](err); ok {
-		return ce, true
-	}
-	if ce, ok := errors.AsType[*CapacityError](err); ok {
-		return ce, true
-	}
-	return nil, false
-}
-
-// PreserveCooldownErrors runs one route step (a wrapper around Select and
-// dispatch) and keeps its cooldown error intact: when the step's error
-// holds a *CooldownExhaustedError or *CapacityError anywhere in its chain
-// (wrapped with %w, or joined with other candidates' failures), that error
-// itself is returned, so that no outer layer maps it to a 500/503 or reads
-// it as a candidate failure to fall back from. Any other error, and nil,
-// is returned unchanged.
-func PreserveCooldownErrors(next func() error) error {
-	err := next()
-	if ce, ok := cooldownError(err); ok {
-		return ce
-	}
-	return err
-}
-
-// PreserveCooldownErrorsHandler adapts a handler that returns its error
-// instead of writing it: a cooldown error is answered with
-// CooldownErrorResponse (429/503 with Retry-After), whatever wrapped it;
-// any other error goes to onError, the runtime's generic error writer
-// (nil: a generic 500). next must not have written a response when it
-// returns an error.
-func PreserveCooldownErrorsHandler(next func(http.ResponseWriter, *http.Request) error, onError func(http.ResponseWriter, *http.Request, error)) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		err := next(w, r)
-		if err == nil {
-			return
-		}
-		if e, ok := CooldownErrorResponse(err); ok {
-			httpx.WriteError(w, e)
-			return
-		}
-		if onError != nil {
-			onError(w, r, err)
-			return
-		}
-		httpx.WriteError(w, httpx.NewError(httpx.CodeInternal))
-	})
 }

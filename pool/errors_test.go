@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"testing"
@@ -89,81 +88,4 @@ func TestAdapterRetryAfterIsIntegerNeverZero(t *testing.T) {
 			}
 		}
 	}
-}
-
-func TestWrappersPreserveCooldownErrors(t *testing.T) {
-	exhausted := &CooldownExhaustedError{Scoped: true, RetryAfter: 3 * time.Second}
-	capacity := &CapacityError{RetryAfter: 7 * time.Second}
-
-	t.Run("step", func(t *testing.T) {
-		err := PreserveCooldownErrors(func() error {
-			return fmt.Errorf("route: %w", errors.Join(errors.New("candidate b: 502"), exhausted))
-		})
-		if err != error(exhausted) {
-			t.Errorf("PreserveCooldownErrors = %v, want the cooldown error itself", err)
-		}
-		if err := PreserveCooldownErrors(func() error { return fmt.Errorf("x: %w", capacity) }); err != error(capacity) {
-			t.Errorf("PreserveCooldownErrors = %v, want the capacity error itself", err)
-		}
-		other := errors.New("upstream 502")
-		if err := PreserveCooldownErrors(func() error { return other }); err != other {
-			t.Errorf("PreserveCooldownErrors changed %v to %v", other, err)
-		}
-		if err := PreserveCooldownErrors(func() error { return nil }); err != nil {
-			t.Errorf("PreserveCooldownErrors(nil) = %v", err)
-		}
-	})
-
-	t.Run("failover loop", func(t *testing.T) {
-		// A candidate loop stops at a cooldown error: no candidate fallback.
-		tried := 0
-		var last error
-		for _, step := range []error{exhausted, errors.New("never reached")} {
-			tried++
-			if last = step; IsCooldownError(last) {
-				break
-			}
-		}
-		if tried != 1 || !IsCooldownError(fmt.Errorf("w: %w", last)) {
-			t.Errorf("tried %d candidates, want 1", tried)
-		}
-		if IsCooldownError(ErrNoCredentials) || IsCooldownError(nil) {
-			t.Error("IsCooldownError is true for a non-cooldown error")
-		}
-	})
-
-	t.Run("handler", func(t *testing.T) {
-		generic := func(w http.ResponseWriter, _ *http.Request, _ error) {
-			httpx.WriteError(w, httpx.NewError(httpx.CodeInternal)) // what a generic wrapper does
-		}
-		cases := []struct {
-			name   string
-			err    error
-			onErr  func(http.ResponseWriter, *http.Request, error)
-			status int
-			retry  string
-		}{
-			{"scoped", fmt.Errorf("decisions: %w", exhausted), generic, 429, "3"},
-			{"capacity", fmt.Errorf("decisions: %w", capacity), generic, 503, "7"},
-			{"legacy", &CooldownExhaustedError{RetryAfter: 2 * time.Second}, generic, 429, "2"},
-			{"other error", errors.New("boom"), generic, 500, ""},
-			{"other error, no writer", errors.New("boom"), nil, 500, ""},
-			{"no error", nil, generic, 200, ""},
-		}
-		for _, tc := range cases {
-			t.Run(tc.name, func(t *testing.T) {
-				h := PreserveCooldownErrorsHandler(func(w http.ResponseWriter, _ *http.Request) error {
-					if tc.err == nil {
-						w.WriteHeader(200)
-					}
-					return tc.err
-				}, tc.onErr)
-				w := httptest.NewRecorder()
-				h.ServeHTTP(w, httptest.NewRequest("POST", "/v1/decisions", nil))
-				if w.Code != tc.status || w.Header().Get("Retry-After") != tc.retry {
-					t.Errorf("answer = %d Retry-After %q, want %d %q", w.Code, w.Header().Get("Retry-After"), tc.status, tc.retry)
-				}
-			})
-		}
-	})
 }

@@ -135,7 +135,7 @@ func (f *fixture) wantExhausted(s Scope, scoped bool, retryAfter time.Duration) 
 		f.t.Errorf("Select(%+v) = %q, %v; want *CooldownExhaustedError", s, c.Name, err)
 		return
 	}
-	if ce.Scoped != scoped || ce.RetryAfter != retryAfter {
+	if ce.Scoped != scoped || ce.RetryAfter != retryAfter || scoped && ce.Fallback != "" {
 		f.t.Errorf("Select(%+v) error = %+v, want Scoped=%v RetryAfter=%v", s, *ce, scoped, retryAfter)
 	}
 }

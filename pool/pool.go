@@ -46,11 +46,12 @@ type Options struct {
 	// Name is the pool name ("api", "zdr") and the namespace of its
 	// credential IDs: the same key in two pools shares no state.
 	Name string
-	// FirstKeyFallback returns the first candidate instead of an error
-	// when every candidate rests (the spec's legacy Codex Everywhere
-	// fallback). It applies only where model-scoped admission is not in
-	// force: with model cooldown disabled, and on the unscoped path, which
-	// keeps the disabled path's selection. Never on the scoped path.
+	// FirstKeyFallback offers the first candidate when every candidate
+	// rests (the spec's legacy Codex Everywhere fallback), as the Fallback
+	// of Select's *CooldownExhaustedError. It applies only where
+	// model-scoped admission is not in force: with model cooldown
+	// disabled, and on the unscoped path, which keeps the disabled path's
+	// selection. Never on the scoped path.
 	FirstKeyFallback bool
 	// AuthRest is how long a genuine credential-wide auth rejection seen
 	// at inference rests the credential without valid advice. Zero or
@@ -417,8 +418,8 @@ func (p *Pool) Available(s Scope, candidates []string) []string {
 //   - *CooldownExhaustedError when every candidate is cooling, with the
 //     time until the earliest candidate's release; Scoped on the scoped
 //     path (429 model_cooldown), else legacy (429 rate_limit_exceeded).
-//     With FirstKeyFallback outside the scoped path, the first candidate
-//     is returned instead.
+//     With FirstKeyFallback outside the scoped path, its Fallback names
+//     the first candidate, which the caller may send to once per request.
 //   - *CapacityError on the scoped path while the store's capacity guard
 //     is active and some candidate is otherwise available (503). A known
 //     all-cooling pool still gets the 429.
@@ -434,10 +435,11 @@ func (p *Pool) Select(s Scope, candidates []string) (Credential, error) {
 	}
 	j := p.pick(v)
 	if j < 0 {
+		ce := &CooldownExhaustedError{Scoped: v.scoped, RetryAfter: p.earliest(v)}
 		if !v.scoped && p.opts.FirstKeyFallback {
-			return p.creds[v.idx[0]], nil
+			ce.Fallback = p.creds[v.idx[0]].Name
 		}
-		return Credential{}, &CooldownExhaustedError{Scoped: v.scoped, RetryAfter: p.earliest(v)}
+		return Credential{}, ce
 	}
 	if v.overflow != 0 {
 		return Credential{}, &CapacityError{RetryAfter: p.bound(time.Duration(v.overflow - v.now))}

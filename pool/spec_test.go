@@ -20,13 +20,13 @@ var specRules = []spectest.Rule{
 	spectest.R("including the legacy Codex Everywhere fallback to the first key when every key is resting.", []string{"TestDisabledKeepsLegacyFirstKeyFallback", "TestFirstKeyFallbackNeverOnScopedPath"}, ""),
 	spectest.R("With the flag enabled, model scoping applies only where the request path supplies a model or an explicit quota bucket.", []string{"TestScopingAppliesOnlyWithModelOrBucket"}, ""),
 	spectest.R("Paths without either keep the same provider-wide cooldown bookkeeping, selection and exceptions as the disabled path, including 429 and 401 handling.", []string{"TestUnscopedPathKeepsLegacyBookkeeping"}, ""),
-	spectest.R("Enable/disable, empty values, whitespace, malformed settings logged once without the value.", nil, "config"),
-	spectest.R("The maximum must be an integer from 1 through 2147483647 (an empty maximum uses 3600).", []string{"TestAdviceCappedAtMax"}, "config"),
+	spectest.R("Enable/disable, empty values, whitespace, malformed settings logged once without the value.", nil, "config: TestModelCooldownSettings"),
+	spectest.R("The maximum must be an integer from 1 through 2147483647 (an empty maximum uses 3600).", []string{"TestAdviceCappedAtMax"}, "config: TestModelCooldownSettings"),
 
 	// Evidence and scope.
 	spectest.R("The pool methods accept model, quota_bucket, outcome, credential_wide_auth and retry_after_seconds inputs.", []string{"TestSuppliedClassificationOverridesStatus", "TestUnauthorizedWithFlagFalseCreatesNoCooldown", "TestAdviceIsRelativeToObservationTime"}, ""),
-	spectest.R("Selection and observation must receive the same provider, model and quota bucket.", []string{"TestQuotaBucketSharedByMemberModels"}, "decisions"),
-	spectest.R("Use the actual upstream model, without changing an explicit model selection.", nil, "decisions"),
+	spectest.R("Selection and observation must receive the same provider, model and quota bucket.", []string{"TestQuotaBucketSharedByMemberModels"}, "decisions: TestRouteScopesCooldownsByUpstreamModelAndBucket"),
+	spectest.R("Use the actual upstream model, without changing an explicit model selection.", nil, "decisions: TestRouteScopesCooldownsByUpstreamModelAndBucket, TestForwardedBodyEqualsCallerBodyApartFromModel"),
 	spectest.R("A quota bucket is an explicit provider configuration shared by its member models;", []string{"TestQuotaBucketSharedByMemberModels"}, ""),
 	spectest.R("never infer it from a response body, an arbitrary caller field or a model prefix.", []string{"TestQuotaBucketNeverInferred"}, ""),
 	spectest.R("Model names and quota bucket names occupy distinct namespaces.", []string{"TestModelAndBucketNamespacesDistinct", "TestCredentialIDsAreSaltedPoolNamespacedHMACs"}, ""),
@@ -38,7 +38,7 @@ var specRules = []spectest.Rule{
 	spectest.R("Pool adapters treat a classified 401 as credential-wide unless credential_wide_auth=False is supplied.", []string{"TestUnauthorizedIsCredentialWideByDefault", "TestUnauthorizedWithFlagFalseCreatesNoCooldown"}, ""),
 	spectest.R("A 403 needs an explicit credential_wide_auth=True; endpoint/model permission denial is not enough.", []string{"TestForbiddenWithoutFlagCreatesNoCooldown", "TestForbiddenWithFlagIsCredentialWide"}, ""),
 	spectest.R("A supplied classification overrides the status classification, including for cancellation.", []string{"TestSuppliedClassificationOverridesStatus"}, ""),
-	spectest.R("Neither health evidence nor cooldown grants replay permission.", []string{"TestPoolNeverWaitsCallsOrParses"}, "decisions"),
+	spectest.R("Neither health evidence nor cooldown grants replay permission.", []string{"TestPoolNeverWaitsCallsOrParses"}, "decisions: TestAmbiguousFailuresAreNotReplayed, TestDeadlineSharedAndProviderThatNeverAnswersIsNotReplayed"),
 	spectest.R("Trusted normalized reset advice is passed as finite nonnegative delay seconds, relative to the observation's monotonic time.", []string{"TestAdviceIsRelativeToObservationTime"}, ""),
 	spectest.R("The store does not parse raw headers or provider bodies.", []string{"TestPoolNeverWaitsCallsOrParses"}, ""),
 	spectest.R("Invalid advice uses the existing pool's fallback: 60 seconds for throttling, 300 seconds for auth, the validation TTL for (catalog) auth.", []string{"TestInvalidAdviceUsesFallbacks"}, ""),
@@ -54,7 +54,7 @@ var specRules = []spectest.Rule{
 	spectest.R("Scoped selection excludes keys resting in either the model store or the legacy provider-wide map.", []string{"TestScopedSelectionExcludesLegacyRests", "TestThrottleCoolsOnlyThatCredentialAndModel"}, ""),
 	spectest.R("Available keys retain configured order.", []string{"TestAvailableKeepsConfiguredOrder"}, ""),
 	spectest.R("NanoGPT retains its existing active-key preference and validation TTL (probe bypass, request counts: not applicable).", []string{"TestPreferActive", "TestInvalidAdviceUsesFallbacks"}, ""),
-	spectest.R("Filtering several configured keys down to one does not skip validation.", nil, "decisions"),
+	spectest.R("Filtering several configured keys down to one does not skip validation.", nil, "decisions: TestFilteringToOneKeyDoesNotSkipValidation"),
 	spectest.R("During scoped selection, catalog probes carry no model quota evidence: only genuine auth rejection can cool every model from that probe.", []string{"TestCatalogProbeCarriesNoModelQuotaEvidence"}, ""),
 	spectest.R("Unscoped validation keeps its legacy rejection rules.", []string{"TestUnscopedCatalogKeepsLegacyRejectionRules"}, ""),
 	spectest.R("Raw and unified NanoGPT pools remain isolated.", []string{"TestPoolsIsolated"}, ""),
@@ -65,8 +65,10 @@ var specRules = []spectest.Rule{
 	spectest.R("The error is a real 429 with error: model_cooldown;", []string{"TestAllCoolingIsModelCooldown429", "TestAdapterCodes"}, ""),
 	spectest.R("the adapter emits bounded integer Retry-After advice to the earliest eligible key's release.", []string{"TestAllCoolingIsModelCooldown429", "TestAdapterRetryAfterIsIntegerNeverZero"}, ""),
 	spectest.R("A credential's release waits for both its auth and model/bucket observations to expire.", []string{"TestReleaseWaitsForBothAuthAndModelObservation"}, ""),
-	spectest.R("Register cooldown_error_response for ModelCooldownExhausted and ModelCooldownCapacity.", []string{"TestAdapterCodes"}, "runtime"),
-	spectest.R("Preserve these errors through route wrappers instead of translating them to 500/503 or a candidate fallback.", []string{"TestWrappersPreserveCooldownErrors"}, ""),
+	spectest.R("Register cooldown_error_response for ModelCooldownExhausted and ModelCooldownCapacity.", []string{"TestAdapterCodes"},
+		"decisions (the route's one error table, DESIGN): TestCooldownOutlastingDeadlineGives429WithThatCooldown, TestCooldownStoreFullGives503ModelCooldownCapacity"),
+	spectest.R("Preserve these errors through route wrappers instead of translating them to 500/503 or a candidate fallback.", []string{"TestAdapterCodes"},
+		"decisions: TestCooldownStoreFullGives503ModelCooldownCapacity, TestCooldownOutlastingDeadlineGives429WithThatCooldown"),
 
 	// Storage and operational limits.
 	spectest.R("Model-scoped state is process-local, protected by a lock and limited to 10000 live observations across both pool implementations.", []string{"TestCapacityTenThousandAndFirstFailsClosed", "TestCapacitySharedAcrossPools", "TestConcurrentSelectAndRecord"}, ""),
@@ -86,13 +88,16 @@ var specRules = []spectest.Rule{
 	spectest.R("There are no extra provider calls or charges from cooldown tracking.", []string{"TestPoolNeverWaitsCallsOrParses"}, ""),
 
 	// Request integration.
-	spectest.R("Pass the resolved upstream model and configured quota bucket to both selection and recording.", []string{"TestQuotaBucketSharedByMemberModels"}, "decisions"),
-	spectest.R("Forward classified outcomes, genuine credential-wide auth evidence and normalized trusted reset advice to recording.", nil, "decisions"),
+	spectest.R("Pass the resolved upstream model and configured quota bucket to both selection and recording.", []string{"TestQuotaBucketSharedByMemberModels"}, "decisions: TestRouteScopesCooldownsByUpstreamModelAndBucket"),
+	spectest.R("Forward classified outcomes, genuine credential-wide auth evidence and normalized trusted reset advice to recording.", nil, "decisions: TestRouteScopesCooldownsByUpstreamModelAndBucket"),
 	spectest.R("For available callers, an empty eligible result needs the same 429 admission decision using select with the original keys and legacy rest deadlines.", []string{"TestAvailableCallersGetSame429Decision"}, ""),
 	spectest.R("An empty configuration remains distinct.", []string{"TestEmptyConfigurationIsDistinctNoKeyResult"}, ""),
-	spectest.R("Preserve cooldown exceptions through route wrappers rather than treating them as generic candidate failures.", []string{"TestWrappersPreserveCooldownErrors"}, ""),
-	spectest.R("Forward MODEL_COOLDOWN_* through the environment; expose Retry-After through CORS.", nil, "config, runtime, bridge"),
-	spectest.R("Tests cover pool selection and recording plus a registered error adapter with fake dispatch.", []string{"TestWrappersPreserveCooldownErrors", "TestConcurrentSelectAndRecord"}, "runtime"),
+	spectest.R("Preserve cooldown exceptions through route wrappers rather than treating them as generic candidate failures.", nil,
+		"decisions: TestCooldownStoreFullGives503ModelCooldownCapacity, TestWaitsForEarliestReleaseInsideDeadline"),
+	spectest.R("Forward MODEL_COOLDOWN_* through the environment; expose Retry-After through CORS.", nil,
+		"config: TestModelCooldownSettings; cmd/rotor: TestAdversarialBrowserRequestsRefusedWithoutCORS"),
+	spectest.R("Tests cover pool selection and recording plus a registered error adapter with fake dispatch.", []string{"TestConcurrentSelectAndRecord", "TestAdapterCodes"},
+		"decisions: TestCooldownStoreFullGives503ModelCooldownCapacity, TestRouteScopesCooldownsByUpstreamModelAndBucket"),
 
 	// The pool's part of shared/spec/learned-cooldown.md; package learned
 	// covers the rest.

@@ -64,11 +64,14 @@ func New(cfg Config) *Server {
 		cfg.Metrics = NewMetrics()
 	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux()}
-	s.mux.Handle("POST /v1/decisions", cfg.Router)
-	s.mux.Handle("POST /decisions", cfg.Router)
-	s.mux.HandleFunc("GET /healthz", Healthz)
-	s.mux.Handle("GET /metrics", cfg.Metrics.Handler())
-	s.mux.HandleFunc("GET /v1/status", s.handleStatus)
+	// Known paths take every method, so that another method answers 405
+	// with Allow rather than the catch-all 404; the Decisions route
+	// answers it itself.
+	s.mux.Handle("/v1/decisions", cfg.Router)
+	s.mux.Handle("/decisions", cfg.Router)
+	s.mux.Handle("/healthz", httpx.OnlyMethod(http.MethodGet, http.HandlerFunc(Healthz)))
+	s.mux.Handle("/metrics", httpx.OnlyMethod(http.MethodGet, cfg.Metrics.Handler()))
+	s.mux.Handle("/v1/status", httpx.OnlyMethod(http.MethodGet, http.HandlerFunc(s.handleStatus)))
 	s.mux.HandleFunc("/", notFound)
 	return s
 }

@@ -167,3 +167,64 @@ func TestPanicBecomesGeneric500(t *testing.T) {
 		t.Errorf("panic answer %d %s; log %s", rec.Code, rec.Body, logs)
 	}
 }
+
+// Issue 14, item 10: another method on a known path answers 405
+// method_not_allowed with Allow (POST on the Decisions routes); before, the
+// catch-all answered 404. Unknown paths stay 404. Internal serves the same
+// mux to an in-process bridge.
+func TestNonPostOnDecisionsIs405WithAllow(t *testing.T) {
+	r := newRig(t)
+	for _, tt := range []struct {
+		method, path string
+		status       int
+		allow        string
+	}{
+		{"GET", "/v1/decisions", 405, "POST"},
+		{"PUT", "/v1/decisions", 405, "POST"},
+		{"DELETE", "/decisions", 405, "POST"},
+		{"HEAD", "/v1/decisions", 405, "POST"},
+		{"POST", "/v1/status", 405, "GET"},
+		{"POST", "/metrics", 405, "GET"},
+		{"GET", "/v1/nothing", 404, ""},
+	} {
+		req, _ := http.NewRequest(tt.method, r.srv.URL+tt.path, nil)
+		req.Header.Set("Authorization", "Bearer "+runtimeToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tt.status || resp.Header.Get("Allow") != tt.allow {
+			t.Errorf("%s %s = %d Allow %q, want %d Allow %q", tt.method, tt.path, resp.StatusCode, resp.Header.Get("Allow"), tt.status, tt.allow)
+		}
+		if tt.status == 405 && tt.method != "HEAD" && !strings.Contains(string(b), `"method_not_allowed"`) {
+			t.Errorf("%s %s body %s, want code method_not_allowed", tt.method, tt.path, b)
+		}
+	}
+	if n := r.fp.Hits(fp.PathModels) + r.fp.Hits(fp.PathDecisions); n != 0 {
+		t.Errorf("provider hit %d times", n)
+	}
+}
+
+// Spec: "The runtime rotation proxy accepts POST /v1/decisions and POST
+// /decisions": both paths reach the route through the standalone
+// runtime's guard.
+func TestRuntimeServesBothDecisionsPaths(t *testing.T) {
+	r := newRig(t)
+	for _, path := range []string{"/v1/decisions", "/decisions"} {
+		req, _ := http.NewRequest("POST", r.srv.URL+path, strings.NewReader(`{"model":"api/decide-mini","input":"x","question":{"type":"predicate"}}`))
+		req.Header.Set("Authorization", "Bearer "+runtimeToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("POST %s = %d, want 200", path, resp.StatusCode)
+		}
+	}
+	if n := r.fp.Hits(fp.PathDecisions); n != 2 {
+		t.Errorf("%d decisions reached the provider, want 2", n)
+	}
+}

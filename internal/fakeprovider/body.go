@@ -113,7 +113,7 @@ func errModelNotFound(model string) errorSpec {
 }
 
 func errEndpoint(method, path string) errorSpec {
-	return errorSpec{"This model does not support the " + path + " endpoint (" + method + ").", "invalid_request_error", "unsupported_endpoint", ""}
+	return errorSpec{"This model does not support the " + path + " endpoint (" + method + ").", "invalid_request_error", "unknown_url", ""}
 }
 
 func errMissing(param string) errorSpec {

@@ -86,9 +86,8 @@ func NotFoundModel() Step {
 	}}
 }
 
-// NotFoundEndpoint answers 404 naming the endpoint: code
-// unsupported_endpoint, the message names the request's path
-// (/v1/decisions).
+// NotFoundEndpoint answers 404 naming the endpoint: code unknown_url, the
+// message names the request's path (/v1/decisions).
 func NotFoundEndpoint() Step {
 	return Step{"NotFoundEndpoint", func(ex *exchange) {
 		ex.writeError(http.StatusNotFound, errEndpoint(ex.r.Method, ex.r.URL.Path), nil)

@@ -40,7 +40,7 @@ func TestErrorSteps(t *testing.T) {
 		{"Unauthorized", Unauthorized(), want{401, "application/json", true, "invalid_request_error", "invalid_api_key", "", "", nil}},
 		{"Forbidden", Forbidden(), want{403, "application/json", true, "permission_error", "permission_denied", "", "", nil}},
 		{"NotFoundModel", NotFoundModel(), want{404, "application/json", true, "invalid_request_error", "model_not_found", "model", "decide-mini", nil}},
-		{"NotFoundEndpoint", NotFoundEndpoint(), want{404, "application/json", true, "invalid_request_error", "unsupported_endpoint", "", "/v1/decisions", nil}},
+		{"NotFoundEndpoint", NotFoundEndpoint(), want{404, "application/json", true, "invalid_request_error", "unknown_url", "", "/v1/decisions", nil}},
 		{"NotFoundContent", NotFoundContent(), want{404, "application/json", true, "invalid_request_error", "file_not_found", "input_file_id", "No such file: file-abc", nil}},
 		{"NotFoundBare", NotFoundBare(), want{404, "text/html; charset=utf-8", false, "", "", "", "", nil}},
 		{"MethodNotAllowed", MethodNotAllowed(), want{405, "application/json", true, "invalid_request_error", "method_not_allowed", "", "", nil}},

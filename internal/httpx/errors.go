@@ -3,9 +3,11 @@ package httpx
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -91,7 +93,7 @@ var Codes = map[string]CodeInfo{
 	CodeModelCooldownCapacity: {http.StatusServiceUnavailable, TypeAPI, "cooldown store is full; admission fails closed until it drains", false},
 	CodeLedgerUnavailable:     {http.StatusServiceUnavailable, TypeAPI, "the usage ledger cannot record; failing closed", false},
 	CodeOverloaded:            {http.StatusServiceUnavailable, TypeAPI, "too many bytes buffered across requests in flight", false},
-	CodeNoCredentials:         {http.StatusServiceUnavailable, TypeAPI, "the pool has no credentials configured", false},
+	CodeNoCredentials:         {http.StatusServiceUnavailable, TypeAPI, "the pool has no credentials configured", true},
 	CodeDeadlineExceeded:      {http.StatusGatewayTimeout, TypeAPI, "the request deadline passed", false},
 	CodeInternal:              {http.StatusInternalServerError, TypeServer, "internal error", false},
 	CodeClientClosedRequest:   {499, TypeInvalidRequest, "client closed the request", false},
@@ -203,7 +205,10 @@ func WriteError(w http.ResponseWriter, e *Error) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Del("Content-Length")
+	body := e.Body()
+	// An exact length: the answer ends where its body does, also when
+	// the handler goes on (RefuseTooLarge) or the connection stays open.
+	h.Set("Content-Length", strconv.Itoa(len(body)))
 	if e.RetryAfter > 0 {
 		h.Set("Retry-After", strconv.FormatInt(RetryAfterSeconds(e.RetryAfter), 10))
 		h.Set("retry-after-ms", strconv.FormatInt(RetryAfterMillis(e.RetryAfter), 10))
@@ -215,5 +220,50 @@ func WriteError(w http.ResponseWriter, e *Error) {
 		h.Set("WWW-Authenticate", `Bearer realm="rotor"`)
 	}
 	w.WriteHeader(e.Status)
-	_, _ = w.Write(e.Body())
+	_, _ = w.Write(body)
+}
+
+// RefuseTooLarge answers 413 request_too_large to a request whose
+// Content-Length is over limit, before reading any byte of its body: no
+// 100 Continue ever goes out, and the connection closes after the answer.
+// Only once the answer is out does it discard up to limit bytes that a
+// client sends anyway (never under Expect: 100-continue, where the client
+// waits): closing a socket with unread data resets it, and the reset can
+// destroy the answer in the client's buffer before it is read. The
+// server's read timeout bounds that discard.
+func RefuseTooLarge(w http.ResponseWriter, r *http.Request, limit int64) {
+	w.Header().Set("Connection", "close")
+	WriteError(w, NewError(CodeRequestTooLarge))
+	if strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
+		return
+	}
+	if err := http.NewResponseController(w).Flush(); err != nil {
+		return
+	}
+	_, _ = io.CopyN(io.Discard, r.Body, limit)
+}
+
+// MethodNotAllowed answers 405 method_not_allowed with Allow: allow.
+func MethodNotAllowed(w http.ResponseWriter, allow string) {
+	w.Header().Set("Allow", allow)
+	WriteError(w, NewError(CodeMethodNotAllowed))
+}
+
+// OnlyMethod serves h for method (GET admits HEAD, as net/http's GET
+// patterns do) and answers any other method 405 with Allow, so that a
+// known path never falls through to a catch-all 404.
+func OnlyMethod(method string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !MethodAllowed(r.Method, method) {
+			MethodNotAllowed(w, method)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// MethodAllowed reports whether a request with method got may be served by
+// a route for want (GET admits HEAD).
+func MethodAllowed(got, want string) bool {
+	return got == want || want == http.MethodGet && got == http.MethodHead
 }

@@ -75,6 +75,7 @@ func TestShouldRetryFalse(t *testing.T) {
 		{NewError(CodeResponseTooLarge), "false"},
 		{NewError(CodePoolUnavailable), "false"},
 		{NewError(CodePolicyBlocked), "false"},
+		{NewError(CodeNoCredentials), "false"},
 		{NewError(CodeBudgetExceeded).WithRetryAfter(61 * time.Second), "false"},
 		{NewError(CodeBudgetExceeded).WithRetryAfter(60 * time.Second), ""},
 		{NewError(CodeModelCooldown).WithRetryAfter(time.Hour), ""},
