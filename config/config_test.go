@@ -74,7 +74,7 @@ func TestStarterParsesToDefaults(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatalf("starter does not validate: %v", err)
 	}
-	c.ResolveSpec(func(string) (string, bool) { return "", false }, func(s string) { t.Errorf("starter setting %s malformed", s) })
+	c.ResolveSpec(func(string) (string, bool) { return "", false }, func(s, _ string) { t.Errorf("starter setting %s malformed", s) })
 	d := Default()
 	d.ResolveSpec(func(string) (string, bool) { return "", false }, nil)
 	c.Pools, d.Pools = nil, nil
@@ -199,7 +199,7 @@ func TestModelCooldownSettings(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var warned []string
-			got := ResolveModelCooldown(env(tt.env), tt.fileEnabled, tt.fileMax, func(s string) { warned = append(warned, s) })
+			got := ResolveModelCooldown(env(tt.env), tt.fileEnabled, tt.fileMax, func(s, _ string) { warned = append(warned, s) })
 			if got.Enabled != tt.wantEnabled || got.MaxSeconds != tt.wantMax {
 				t.Errorf("got enabled=%v max=%d, want %v %d", got.Enabled, got.MaxSeconds, tt.wantEnabled, tt.wantMax)
 			}
@@ -230,7 +230,7 @@ func TestLearnedSettings(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var warned []string
-			got := ResolveLearned(env(tt.env), nil, nil, nil, func(s string) { warned = append(warned, s) })
+			got := ResolveLearned(env(tt.env), nil, nil, nil, func(s, _ string) { warned = append(warned, s) })
 			if got.Mode != tt.wantMode || got.Storage != tt.wantStorage || got.PolicyJSON != tt.wantPolicy {
 				t.Errorf("got %+v, want mode %s storage %s policy %s", got, tt.wantMode, tt.wantStorage, tt.wantPolicy)
 			}
