@@ -270,3 +270,32 @@ func FuzzParseFile(f *testing.F) {
 		}
 	})
 }
+
+// Issue 14, item 17: a malformed spec setting is reported under the name
+// the user must fix: the file's YAML key, or the variable that was set.
+func TestMalformedSpecSettingNamedWhereItWasRead(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		file string
+		want []string
+	}{
+		{"file", nil, "model_cooldown: {enabled: maybe, max_seconds: x}\nlearned_cooldown: {mode: loud, storage: redis}\n",
+			[]string{"model_cooldown.enabled", "model_cooldown.max_seconds", "learned_cooldown.mode", "learned_cooldown.storage"}},
+		{"spec variable", map[string]string{"MODEL_COOLDOWN_MAX_SECONDS": "x"}, "", []string{"MODEL_COOLDOWN_MAX_SECONDS"}},
+		{"rotor variable over the file", map[string]string{"ROTOR_LEARNED_COOLDOWN_MODE": "loud"}, "learned_cooldown: {mode: shadow}\n", []string{"ROTOR_LEARNED_COOLDOWN_MODE"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := ParseFile([]byte(tt.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			c.ResolveSpec(env(tt.env), func(_, source string) { got = append(got, source) })
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("warned %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -83,6 +84,9 @@ func configCheckRun(opts *configCheckOptions) error {
 		fmt.Fprintf(f.IO.ErrOut, "config %s loads with %d malformed setting(s), warned about above: each is ignored and disables its feature (model cooldown %s, learned cooldown %s)\n",
 			path, len(f.malformed), onOff(cfg.ModelCooldown.Enabled), cfg.LearnedCooldown.Mode)
 		return nil
+	}
+	if _, err := os.Stat(path); err != nil {
+		path = "no " + path + ", defaults" // a typo in --home shows here
 	}
 	fmt.Fprintf(f.IO.ErrOut, "config ok: %s (model cooldown %s, learned cooldown %s)\n", path, onOff(cfg.ModelCooldown.Enabled), cfg.LearnedCooldown.Mode)
 	return nil

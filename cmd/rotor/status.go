@@ -68,9 +68,10 @@ func clientToken(f *Factory) (secret.Value, error) {
 	if err != nil {
 		return secret.Value{}, err
 	}
-	tok, err := tokenfile.Read(filepath.Join(home, "bridge.token"))
+	path := filepath.Join(home, "bridge.token")
+	tok, err := tokenfile.Read(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return secret.Value{}, usageErrorf("no token: set ROTOR_TOKEN or run rotor init")
+		return secret.Value{}, usageErrorf("no token at %s: set ROTOR_TOKEN, check --home, or run rotor init", path)
 	}
 	if err != nil {
 		return secret.Value{}, tokenErr(err)
