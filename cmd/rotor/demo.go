@@ -56,13 +56,6 @@ end, or with --keep DIR a new folder DIR that stays for a look afterwards
 			if opts.Requests < 1 || opts.Requests > 1000 {
 				return usageErrorf("--requests must be from 1 to 1000, not %d", opts.Requests)
 			}
-			if opts.Keep != "" {
-				if _, err := os.Lstat(opts.Keep); err == nil {
-					return usageErrorf("--keep %s: it exists; name a new folder (the demo never writes into an existing one)", opts.Keep)
-				} else if !errors.Is(err, fs.ErrNotExist) {
-					return usageErrorf("--keep %s: %v", opts.Keep, err)
-				}
-			}
 			return demoRun(cmd.Context(), opts)
 		},
 	}
@@ -99,8 +92,16 @@ func demoRun(ctx context.Context, opts *demoOptions) error {
 		}
 		defer os.RemoveAll(dir)
 		home = dir
-	} else if err := os.MkdirAll(home, 0o700); err != nil {
-		return usageErrorf("--keep %s: %v", home, err)
+	} else {
+		// Mkdir, not MkdirAll: it fails on an existing folder, atomically.
+		if err := os.MkdirAll(filepath.Dir(home), 0o700); err != nil {
+			return usageErrorf("--keep %s: %v", home, err)
+		}
+		if err := os.Mkdir(home, 0o700); errors.Is(err, fs.ErrExist) {
+			return usageErrorf("--keep %s: it exists; name a new folder (the demo never writes into an existing one)", home)
+		} else if err != nil {
+			return usageErrorf("--keep %s: %v", home, err)
+		}
 	}
 	// The demo's own factory: its own home and database whatever --home,
 	// --db or ROTOR_* say, and keys that exist only in this process.
