@@ -50,7 +50,8 @@ fails over where that is safe, and records every request's real token usage
 in a SQLite ledger whose budgets are checked before any provider is touched.
 
 Files live in the home folder (--home, ROTOR_HOME, $XDG_CONFIG_HOME/rotor or
-~/.config/rotor): rotor.yaml, rotor.db and bridge.token.`,
+~/.config/rotor): rotor.yaml, rotor.db and bridge.token, and bridge.json
+while a bridge runs (where rotor status finds it).`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Version:       readBuildInfo().String(),
