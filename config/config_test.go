@@ -74,7 +74,7 @@ func TestStarterParsesToDefaults(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatalf("starter does not validate: %v", err)
 	}
-	c.ResolveSpec(func(string) (string, bool) { return "", false }, func(s string) { t.Errorf("starter setting %s malformed", s) })
+	c.ResolveSpec(func(string) (string, bool) { return "", false }, func(s, _ string) { t.Errorf("starter setting %s malformed", s) })
 	d := Default()
 	d.ResolveSpec(func(string) (string, bool) { return "", false }, nil)
 	c.Pools, d.Pools = nil, nil
@@ -199,7 +199,7 @@ func TestModelCooldownSettings(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var warned []string
-			got := ResolveModelCooldown(env(tt.env), tt.fileEnabled, tt.fileMax, func(s string) { warned = append(warned, s) })
+			got := ResolveModelCooldown(env(tt.env), tt.fileEnabled, tt.fileMax, func(s, _ string) { warned = append(warned, s) })
 			if got.Enabled != tt.wantEnabled || got.MaxSeconds != tt.wantMax {
 				t.Errorf("got enabled=%v max=%d, want %v %d", got.Enabled, got.MaxSeconds, tt.wantEnabled, tt.wantMax)
 			}
@@ -230,7 +230,7 @@ func TestLearnedSettings(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var warned []string
-			got := ResolveLearned(env(tt.env), nil, nil, nil, func(s string) { warned = append(warned, s) })
+			got := ResolveLearned(env(tt.env), nil, nil, nil, func(s, _ string) { warned = append(warned, s) })
 			if got.Mode != tt.wantMode || got.Storage != tt.wantStorage || got.PolicyJSON != tt.wantPolicy {
 				t.Errorf("got %+v, want mode %s storage %s policy %s", got, tt.wantMode, tt.wantStorage, tt.wantPolicy)
 			}
@@ -269,4 +269,33 @@ func FuzzParseFile(f *testing.F) {
 			t.Fatalf("second parse differs: %v", err)
 		}
 	})
+}
+
+// Issue 14, item 17: a malformed spec setting is reported under the name
+// the user must fix: the file's YAML key, or the variable that was set.
+func TestMalformedSpecSettingNamedWhereItWasRead(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		file string
+		want []string
+	}{
+		{"file", nil, "model_cooldown: {enabled: maybe, max_seconds: x}\nlearned_cooldown: {mode: loud, storage: redis}\n",
+			[]string{"model_cooldown.enabled", "model_cooldown.max_seconds", "learned_cooldown.mode", "learned_cooldown.storage"}},
+		{"spec variable", map[string]string{"MODEL_COOLDOWN_MAX_SECONDS": "x"}, "", []string{"MODEL_COOLDOWN_MAX_SECONDS"}},
+		{"rotor variable over the file", map[string]string{"ROTOR_LEARNED_COOLDOWN_MODE": "loud"}, "learned_cooldown: {mode: shadow}\n", []string{"ROTOR_LEARNED_COOLDOWN_MODE"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := ParseFile([]byte(tt.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			c.ResolveSpec(env(tt.env), func(_, source string) { got = append(got, source) })
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("warned %v, want %v", got, tt.want)
+			}
+		})
+	}
 }

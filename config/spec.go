@@ -8,9 +8,12 @@ import (
 // Lookup reads a variable: the value and whether it is set at all.
 type Lookup func(name string) (string, bool)
 
-// Warn reports a malformed spec setting by name. The value is never passed:
-// it may be a secret pasted in the wrong place.
-type Warn func(setting string)
+// Warn reports a malformed spec setting: setting is the spec's name
+// (MODEL_COOLDOWN_MAX_SECONDS), source the name it was read under, which
+// the user must fix: that variable, its ROTOR_-prefixed twin, or the file's
+// key (model_cooldown.max_seconds). The value is never passed: it may be a
+// secret pasted in the wrong place.
+type Warn func(setting, source string)
 
 // The settings the spec names.
 const (
@@ -24,21 +27,31 @@ const (
 // MaxCooldownSeconds is the largest MODEL_COOLDOWN_MAX_SECONDS.
 const MaxCooldownSeconds = 2147483647
 
+// fileKeys are the rotor.yaml keys of the spec's settings.
+var fileKeys = map[string]string{
+	EnvModelCooldownEnabled: "model_cooldown.enabled",
+	EnvModelCooldownMax:     "model_cooldown.max_seconds",
+	EnvLearnedMode:          "learned_cooldown.mode",
+	EnvLearnedPolicy:        "learned_cooldown.policy_json",
+	EnvStorageBackend:       "learned_cooldown.storage",
+}
+
 // specValue finds a spec setting by precedence: the spec's name, then the
-// ROTOR_-prefixed name, then the file. A variable set to an empty (or blank)
-// value means the default, and so does an empty file value.
-func specValue(env Lookup, name string, file *string) (string, bool) {
+// ROTOR_-prefixed name, then the file; source is the name it was found
+// under. A variable set to an empty (or blank) value means the default, and
+// so does an empty file value.
+func specValue(env Lookup, name string, file *string) (v string, set bool, source string) {
 	for _, n := range []string{name, "ROTOR_" + name} {
 		if v, ok := env(n); ok {
 			v = strings.TrimSpace(v)
-			return v, v != ""
+			return v, v != "", n
 		}
 	}
 	if file != nil {
 		v := strings.TrimSpace(*file)
-		return v, v != ""
+		return v, v != "", fileKeys[name]
 	}
-	return "", false
+	return "", false, ""
 }
 
 // ResolveSpec resolves MODEL_COOLDOWN_*, LEARNED_COOLDOWN_* and
@@ -55,18 +68,18 @@ func (c *Config) ResolveSpec(env Lookup, warn Warn) {
 func ResolveModelCooldown(env Lookup, fileEnabled, fileMax *string, warn Warn) ModelCooldown {
 	out := ModelCooldown{Enabled: false, MaxSeconds: DefaultMaxCooldown}
 	malformed := false
-	if v, set := specValue(env, EnvModelCooldownEnabled, fileEnabled); set {
+	if v, set, src := specValue(env, EnvModelCooldownEnabled, fileEnabled); set {
 		b, ok := parseBool(v)
 		if !ok {
-			warn(EnvModelCooldownEnabled)
+			warn(EnvModelCooldownEnabled, src)
 			malformed = true
 		}
 		out.Enabled = b
 	}
-	if v, set := specValue(env, EnvModelCooldownMax, fileMax); set {
+	if v, set, src := specValue(env, EnvModelCooldownMax, fileMax); set {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1 || n > MaxCooldownSeconds || !allDigits(v) {
-			warn(EnvModelCooldownMax)
+			warn(EnvModelCooldownMax, src)
 			malformed = true
 		} else {
 			out.MaxSeconds = n
@@ -83,28 +96,28 @@ func ResolveModelCooldown(env Lookup, fileEnabled, fileMax *string, warn Warn) M
 func ResolveLearned(env Lookup, fileMode, filePolicy, fileStorage *string, warn Warn) LearnedCooldown {
 	out := LearnedCooldown{Mode: "off", PolicyJSON: "{}", Storage: "memory"}
 	malformed := false
-	if v, set := specValue(env, EnvLearnedMode, fileMode); set {
+	if v, set, src := specValue(env, EnvLearnedMode, fileMode); set {
 		switch v {
 		case "off", "shadow", "apply":
 			out.Mode = v
 		default:
-			warn(EnvLearnedMode)
+			warn(EnvLearnedMode, src)
 			malformed = true
 		}
 	}
 	// The policy is JSON: keep it byte for byte apart from surrounding
 	// blanks; package learned decides whether it is well formed.
-	if v, set := specValue(env, EnvLearnedPolicy, filePolicy); set {
+	if v, set, _ := specValue(env, EnvLearnedPolicy, filePolicy); set {
 		out.PolicyJSON = v
 	}
-	if v, set := specValue(env, EnvStorageBackend, fileStorage); set {
+	if v, set, src := specValue(env, EnvStorageBackend, fileStorage); set {
 		switch strings.ToLower(v) {
 		case "memory":
 			out.Storage = "memory"
 		case "sqlite", "d1":
 			out.Storage = "sqlite"
 		default:
-			warn(EnvStorageBackend)
+			warn(EnvStorageBackend, src)
 			malformed = true
 		}
 	}

@@ -62,7 +62,7 @@ func FuzzCooldownSettings(f *testing.F) {
 		}
 
 		warned := map[string]int{}
-		warn := func(setting string) { warned[setting]++ }
+		warn := func(setting, _ string) { warned[setting]++ }
 		mc := ResolveModelCooldown(lookup, file[EnvModelCooldownEnabled], file[EnvModelCooldownMax], warn)
 		lc := ResolveLearned(lookup, file[EnvLearnedMode], file[EnvLearnedPolicy], file[EnvStorageBackend], warn)
 

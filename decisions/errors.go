@@ -105,7 +105,12 @@ func ErrorResponse(err error) *httpx.Error {
 	case errors.Is(err, ErrOverloaded):
 		return httpx.NewError(httpx.CodeOverloaded).WithRetryAfter(time.Second)
 	case errors.Is(err, pool.ErrNoCredentials):
-		return httpx.NewError(httpx.CodeNoCredentials)
+		e := httpx.NewError(httpx.CodeNoCredentials)
+		var nce *pool.NoCredentialsError
+		if errors.As(err, &nce) {
+			e = e.WithMessage("%v", nce)
+		}
+		return e
 	case errors.Is(err, ledger.ErrTokenRevoked):
 		return httpx.NewError(httpx.CodeInvalidToken)
 	case errors.Is(err, ledger.ErrUnavailable), errors.Is(err, ledger.ErrReadOnly), errors.Is(err, ledger.ErrClosed):

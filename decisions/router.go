@@ -56,6 +56,9 @@ type PoolConfig struct {
 	Name        string
 	Credentials []CredentialConfig
 	Pool        *pool.Pool
+	// Unusable says why each configured credential left out of Credentials
+	// cannot be used, for the 503 no_credentials message.
+	Unusable []string
 }
 
 // Ledger is what the route needs from the usage ledger.
@@ -116,6 +119,7 @@ type poolState struct {
 	pool  *pool.Pool
 	// firstRegion is the region of the first enabled credential.
 	firstRegion string
+	unusable    []string
 }
 
 type credential struct {
@@ -181,7 +185,7 @@ func New(cfg Config) *Router {
 		log:         cfg.Logger,
 	}
 	for _, pc := range cfg.Pools {
-		ps := &poolState{name: pc.Name, pool: pc.Pool}
+		ps := &poolState{name: pc.Name, pool: pc.Pool, unusable: pc.Unusable}
 		for _, c := range pc.Credentials {
 			c.BaseURL = strings.TrimRight(c.BaseURL, "/")
 			ps.creds = append(ps.creds, &credential{CredentialConfig: c, fingerprint: c.Key.Fingerprint()})
@@ -343,7 +347,11 @@ func (rt *Router) serve(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	info.Pool, info.Model = prefix, upstream
 	if ps == nil || len(ps.creds) == 0 {
 		rt.refused("no_credentials")
-		return pool.ErrNoCredentials
+		nce := &pool.NoCredentialsError{Pool: prefix}
+		if ps != nil {
+			nce.Unusable = ps.unusable
+		}
+		return nce
 	}
 	region := ps.firstRegion
 	if h := r.Header.Get(RegionHeader); h != "" {

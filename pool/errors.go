@@ -3,6 +3,7 @@ package pool
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/rotorhq/rotor/internal/httpx"
@@ -12,6 +13,24 @@ import (
 // empty configuration or candidate list. It is distinct from every
 // cooldown error; the runtime answers it with httpx.CodeNoCredentials.
 var ErrNoCredentials = errors.New("no credentials configured")
+
+// NoCredentialsError is ErrNoCredentials for one pool, with the reason each
+// configured credential cannot be used ("credential team-a: env
+// PROVIDER_KEY_A is not set"): names of variables and files, never keys.
+type NoCredentialsError struct {
+	Pool     string
+	Unusable []string
+}
+
+func (e *NoCredentialsError) Error() string {
+	if len(e.Unusable) == 0 {
+		return fmt.Sprintf("pool %s has no credentials configured", e.Pool)
+	}
+	return fmt.Sprintf("pool %s has no usable credential: %s", e.Pool, strings.Join(e.Unusable, "; "))
+}
+
+// Unwrap returns ErrNoCredentials.
+func (e *NoCredentialsError) Unwrap() error { return ErrNoCredentials }
 
 // CooldownExhaustedError says every candidate credential is cooling: the
 // spec's ModelCooldownExhausted. There is no hidden dispatch, wait or

@@ -7,6 +7,8 @@
 #   bridge.pid  the bridge's process id (stop it with: kill "$(cat bridge.pid)")
 #   bridge.url  the URL it serves
 #   bridge.log  its log
+# The bridge itself records its pid and URL in <home>/bridge.json while it
+# runs, which is how `rotor status` finds it on a free port.
 #
 #   ROTOR           the rotor binary (default: rotor on PATH)
 #   ROTOR_WAIT      seconds to wait for the bridge (default 30)

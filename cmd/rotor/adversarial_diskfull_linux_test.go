@@ -46,8 +46,8 @@ func TestAdversarialDiskFullAdmissionFailsClosedAndRecovers(t *testing.T) {
 	e := newE2E(t)
 	prov, _ := advProvider(e, "deadline: 10s", "")
 	// A database with its schema checkpointed into the file, as after any
-	// earlier run.
-	e.mustRun("budget", "list")
+	// earlier run (a command that writes: reads never create a ledger).
+	e.mustRun("bridge", "token", "create", "--label", "setup")
 	b := e.start("bridge", "start", "--listen", "127.0.0.1:0")
 	tok := e.token()
 	// Traffic until the WAL is larger than the database file, so that a

@@ -110,7 +110,7 @@ func (o *budgetAddOptions) parse(cmd *cobra.Command) error {
 	default:
 		micros, err := budgets.ParseCost(o.cost)
 		if err != nil {
-			return usageErrorf("--cost: %v", errors.Unwrap(err))
+			return usageErrorf("--cost: %v", err)
 		}
 		b.Kind, b.Limit = budgets.KindCost, micros
 	}
@@ -119,7 +119,7 @@ func (o *budgetAddOptions) parse(cmd *cobra.Command) error {
 		b.Name = budgets.DefaultName(b.Kind, w)
 	}
 	if err := budgets.ValidateName(b.Name); err != nil {
-		return usageErrorf("--name: %v", errors.Unwrap(err))
+		return usageErrorf("--name: %v", err)
 	}
 	o.Budget = b
 	return nil
@@ -127,7 +127,7 @@ func (o *budgetAddOptions) parse(cmd *cobra.Command) error {
 
 func budgetAddRun(cmd *cobra.Command, opts *budgetAddOptions) error {
 	f := opts.f
-	store, err := f.Ledger(cmd.Context())
+	store, err := f.LedgerOrCreate(cmd.Context())
 	if err != nil {
 		return err
 	}

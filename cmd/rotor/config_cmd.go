@@ -3,11 +3,9 @@ package main
 import (
 	"fmt"
 	"os"
-	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
-
-	"github.com/rotorhq/rotor/config"
 )
 
 type configCheckOptions struct {
@@ -32,7 +30,11 @@ func newCmdConfigCheck(f *Factory, runF func(*configCheckOptions) error) *cobra.
 		Long: `Validate rotor.yaml with ROTOR_* variables and flags applied, exactly as
 rotor bridge start would, without starting anything. For each credential it
 reports whether its key source (api_key_env or api_key_file) is set, never
-the key. Exits 2 naming the key when the configuration is invalid.`,
+the key. Exits 2 naming the key when the configuration is invalid, and
+naming the variable or file when an enabled credential's key cannot be used
+(an empty pool is fine). A malformed MODEL_COOLDOWN_*, LEARNED_COOLDOWN_* or
+INTELLIGENCE_STORAGE_BACKEND setting is named, under the variable or file
+key it came from; it disables its feature, as it would in a running bridge.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(opts.Format); err != nil {
@@ -48,31 +50,6 @@ the key. Exits 2 naming the key when the configuration is invalid.`,
 	return cmd
 }
 
-// keySource describes where a credential's key comes from and whether it is
-// there, never what it is.
-func keySource(f *Factory, home string, cr config.Credential) (source, state string) {
-	if cr.APIKeyEnv != "" {
-		if v, ok := f.LookupEnv(cr.APIKeyEnv); ok && v != "" {
-			return "env " + cr.APIKeyEnv, "set"
-		}
-		return "env " + cr.APIKeyEnv, "not set"
-	}
-	p := cr.APIKeyFile
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(home, p)
-	}
-	fi, err := os.Stat(p)
-	switch {
-	case err != nil:
-		return "file " + p, "missing"
-	case fi.Mode().Perm()&0o077 != 0:
-		return "file " + p, "readable by others"
-	case fi.Size() == 0:
-		return "file " + p, "empty"
-	}
-	return "file " + p, "set"
-}
-
 func configCheckRun(opts *configCheckOptions) error {
 	f := opts.f
 	cfg, err := f.Config()
@@ -85,24 +62,33 @@ func configCheckRun(opts *configCheckOptions) error {
 	}
 	path, _, _ := f.ConfigPath()
 	recs := records{Columns: []string{"pool", "credential", "enabled", "region", "base_url", "key_source", "key"}}
-	missing := 0
+	var unusable []string
 	for _, pn := range cfg.PoolNames() {
 		for _, cr := range cfg.Pools[pn].Credentials {
-			src, state := keySource(f, home, cr)
-			if cr.Enabled && state != "set" {
-				missing++
+			_, ks := loadKey(f.LookupEnv, home, cr)
+			if cr.Enabled && !ks.usable() {
+				unusable = append(unusable, fmt.Sprintf("pools.%s credential %s: %s", pn, cr.Name, ks))
 			}
 			recs.Rows = append(recs.Rows, []cell{textCell(pn), textCell(cr.Name), {JSON: cr.Enabled, Text: fmt.Sprint(cr.Enabled)},
-				textCell(cr.Region), textCell(cr.BaseURL), textCell(src), textCell(state)})
+				textCell(cr.Region), textCell(cr.BaseURL), textCell(ks.source), textCell(ks.state)})
 		}
 	}
 	if err := recs.write(f.IO.Out, opts.Format); err != nil {
 		return err
 	}
-	fmt.Fprintf(f.IO.ErrOut, "config ok: %s (model cooldown %s, learned cooldown %s)\n", path, onOff(cfg.ModelCooldown.Enabled), cfg.LearnedCooldown.Mode)
-	if missing > 0 {
-		fmt.Fprintf(f.IO.ErrOut, "warning: %d enabled credential(s) have no key; they will be skipped\n", missing)
+	if len(unusable) > 0 {
+		return usageErrorf("%s: %d enabled credential(s) cannot be used (set the key, or enabled: false):\n  %s", path, len(unusable), strings.Join(unusable, "\n  "))
 	}
+	if len(f.malformed) > 0 {
+		// The warnings above named each setting once; the value is never shown.
+		fmt.Fprintf(f.IO.ErrOut, "config %s loads with %d malformed setting(s), warned about above: each is ignored and disables its feature (model cooldown %s, learned cooldown %s)\n",
+			path, len(f.malformed), onOff(cfg.ModelCooldown.Enabled), cfg.LearnedCooldown.Mode)
+		return nil
+	}
+	if _, err := os.Stat(path); err != nil {
+		path = "no " + path + ", defaults" // a typo in --home shows here
+	}
+	fmt.Fprintf(f.IO.ErrOut, "config ok: %s (model cooldown %s, learned cooldown %s)\n", path, onOff(cfg.ModelCooldown.Enabled), cfg.LearnedCooldown.Mode)
 	return nil
 }
 

@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -27,12 +30,15 @@ import (
 type demoOptions struct {
 	f        *Factory
 	Requests int
+	// Keep is a new folder to run in and leave behind; empty means a
+	// temporary folder removed at the end.
+	Keep string
 }
 
 func newCmdDemo(f *Factory) *cobra.Command {
 	opts := &demoOptions{f: f}
 	cmd := &cobra.Command{
-		Use:   "demo",
+		Use:   "demo [--keep DIR]",
 		Short: "Run rotor end to end against a built-in fake provider",
 		Long: `Run the main job on an embedded default, with no account and no config: a fake
 provider with three credentials (team-a and team-b have small hidden quotas,
@@ -41,8 +47,10 @@ free loopback ports, a requests budget, and a burst of decisions through the
 bridge that shows rotation, cooldowns, failover and the budget. It prints
 what happened to each request, then the ledger report.
 
-Everything lives in a temporary folder removed at the end, unless --home is
-given: then the ledger stays there for 'rotor ledger report --home DIR'.`,
+The demo always runs in a home folder of its own and never touches yours
+(--home, --db and ROTOR_* are ignored): a temporary folder removed at the
+end, or with --keep DIR a new folder DIR that stays for a look afterwards
+('rotor ledger report --home DIR'). An existing DIR is refused.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if opts.Requests < 1 || opts.Requests > 1000 {
@@ -52,6 +60,7 @@ given: then the ledger stays there for 'rotor ledger report --home DIR'.`,
 		},
 	}
 	cmd.Flags().IntVar(&opts.Requests, "requests", 12, "decisions to send")
+	cmd.Flags().StringVar(&opts.Keep, "keep", "", "run in this new folder and leave it behind (refused if it exists)")
 	return cmd
 }
 
@@ -65,7 +74,17 @@ var demoCredentials = []struct {
 func demoRun(ctx context.Context, opts *demoOptions) error {
 	f := opts.f
 	out := f.IO.Out
-	home := f.home
+	// Never the user's home or ledger: an exhausted demo budget and demo
+	// tokens there would block their real bridge.
+	if f.home != "" || f.dbFlag != "" {
+		fmt.Fprintln(f.IO.ErrOut, "note: the demo runs in a home folder of its own; --home and --db are ignored (--keep DIR keeps its files)")
+	}
+	if opts.Keep != "" {
+		if abs, err := filepath.Abs(opts.Keep); err == nil {
+			opts.Keep = abs
+		}
+	}
+	home := opts.Keep
 	if home == "" {
 		dir, err := os.MkdirTemp("", "rotor-demo-")
 		if err != nil {
@@ -73,14 +92,21 @@ func demoRun(ctx context.Context, opts *demoOptions) error {
 		}
 		defer os.RemoveAll(dir)
 		home = dir
+	} else {
+		// Mkdir, not MkdirAll: it fails on an existing folder, atomically.
+		if err := os.MkdirAll(filepath.Dir(home), 0o700); err != nil {
+			return usageErrorf("--keep %s: %v", home, err)
+		}
+		if err := os.Mkdir(home, 0o700); errors.Is(err, fs.ErrExist) {
+			return usageErrorf("--keep %s: it exists; name a new folder (the demo never writes into an existing one)", home)
+		} else if err != nil {
+			return usageErrorf("--keep %s: %v", home, err)
+		}
 	}
-	if err := os.MkdirAll(home, 0o700); err != nil {
-		return err
-	}
-	// The demo's own factory: the chosen home, and keys that exist only in
-	// this process.
+	// The demo's own factory: its own home and database whatever --home,
+	// --db or ROTOR_* say, and keys that exist only in this process.
 	df := NewFactory(f.IO)
-	df.home, df.Clock, df.Version = home, f.Clock, f.Version
+	df.home, df.dbFlag, df.Clock, df.Version = home, filepath.Join(home, "rotor.db"), f.Clock, f.Version
 	df.logger = NewLogger(f.IO.ErrOut, "warn", "text")
 	df.logOnce.Do(func() {})
 	defer df.Close()
@@ -192,8 +218,8 @@ func demoRun(ctx context.Context, opts *demoOptions) error {
 		return err
 	}
 	fmt.Fprintln(out, "\nCost is unknown for Decisions (endpoint pricing is not configured): it is never counted as 0.")
-	if f.home != "" {
-		fmt.Fprintf(out, "The ledger stays in %s: rotor ledger report --home %s\n", home, home)
+	if opts.Keep != "" {
+		fmt.Fprintf(out, "The demo's files stay in %s: rotor ledger report --home %s\n", opts.Keep, opts.Keep)
 	}
 	return nil
 }

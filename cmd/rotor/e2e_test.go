@@ -341,10 +341,13 @@ func TestConfigCheck(t *testing.T) {
 `
 	os.WriteFile(filepath.Join(e.home, "rotor.yaml"), []byte(cfg), 0o600)
 	e.env = append(e.env, "ROTOR_TEST_KEY_A=sk-canary-value-123456")
-	r := e.mustRun("config", "check", "--format", "json")
+	r := e.run("config", "check", "--format", "json")
 	rows := parseJSON(t, r.stdout)
 	if len(rows) != 2 || rows[0]["key"] != "set" || rows[1]["key"] != "not set" {
 		t.Errorf("config check = %v, want team-a set and team-b not set", rows)
+	}
+	if r.code != ExitUsage || !strings.Contains(r.stderr, "ROTOR_TEST_KEY_B") {
+		t.Errorf("config check with team-b unset: exit %d %q, want 2 naming ROTOR_TEST_KEY_B", r.code, r.stderr)
 	}
 	if strings.Contains(r.stdout+r.stderr, "sk-canary") {
 		t.Error("config check printed a key")

@@ -39,6 +39,9 @@ type Factory struct {
 	cfgOnce sync.Once
 	cfg     *config.Config
 	cfgErr  error
+	// malformed names the spec settings the configuration ignored, by the
+	// variable or file key they were read under.
+	malformed []string
 
 	logOnce sync.Once
 	logger  *slog.Logger
@@ -58,7 +61,7 @@ func NewFactory(io *IOStreams) *Factory {
 	_ = v.BindEnv("home")
 	_ = v.BindEnv("config")
 	_ = v.BindEnv("db")
-	return &Factory{IO: io, Clock: clock.Real(), Version: version, LookupEnv: os.LookupEnv, v: v, flagKeys: map[string]*pflag.Flag{}}
+	return &Factory{IO: io, Clock: clock.Real(), Version: readBuildInfo().Version, LookupEnv: os.LookupEnv, v: v, flagKeys: map[string]*pflag.Flag{}}
 }
 
 // bindFlag makes a flag set a config key (flag > ROTOR_* env > file >
@@ -188,8 +191,9 @@ func (f *Factory) loadConfig() (*config.Config, error) {
 		return nil, err
 	}
 	log := f.loggerFor(&c)
-	c.ResolveSpec(f.LookupEnv, func(setting string) {
-		log.Warn("malformed setting ignored; its feature is disabled", "setting", setting)
+	c.ResolveSpec(f.LookupEnv, func(_, source string) {
+		f.malformed = append(f.malformed, source)
+		log.Warn("malformed setting ignored; its feature is disabled", "setting", source)
 	})
 	return &c, nil
 }
@@ -235,9 +239,21 @@ func redactAttr(_ []string, a slog.Attr) slog.Attr {
 	return a
 }
 
-// Ledger opens the ledger once, creating the home folder when the database
-// lives there.
+// Ledger opens an existing ledger once. A missing database is a usage
+// error naming the home folder when that is missing too (a typo in --home),
+// else the database: commands that only read or remove never create a home
+// or an empty ledger.
 func (f *Factory) Ledger(ctx context.Context) (*ledger.Store, error) {
+	return f.ledger(ctx, false)
+}
+
+// LedgerOrCreate opens the ledger once, creating it (and the home folder
+// when the database lives there) if it is missing: for commands that write.
+func (f *Factory) LedgerOrCreate(ctx context.Context) (*ledger.Store, error) {
+	return f.ledger(ctx, true)
+}
+
+func (f *Factory) ledger(ctx context.Context, create bool) (*ledger.Store, error) {
 	f.storeMu.Lock()
 	defer f.storeMu.Unlock()
 	if f.store != nil {
@@ -247,7 +263,39 @@ func (f *Factory) Ledger(ctx context.Context) (*ledger.Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !create {
+		if err := f.ledgerExists(); err != nil {
+			return nil, err
+		}
+	}
 	return f.openLedgerLocked(ctx, c, nil)
+}
+
+// ledgerExists returns a usage error when the database file is missing.
+func (f *Factory) ledgerExists() error {
+	path, err := f.DBPath()
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		return nil // there, or an error that opening will name
+	}
+	if f.dbInHome() {
+		home, err := f.Home()
+		if err != nil {
+			return err
+		}
+		if _, err := os.Stat(home); errors.Is(err, fs.ErrNotExist) {
+			return usageErrorf("home folder %s does not exist: check --home or ROTOR_HOME, or run rotor init", home)
+		}
+	}
+	return usageErrorf("no ledger at %s: nothing is recorded yet (rotor init creates it), or check --db or ROTOR_DB", path)
+}
+
+// dbInHome reports whether the ledger is <home>/rotor.db (no --db, no
+// ROTOR_DB).
+func (f *Factory) dbInHome() bool {
+	return f.dbFlag == "" && f.v.GetString("db") == ""
 }
 
 // openLedgerLocked opens the ledger at DBPath (creating the home folder
@@ -258,7 +306,7 @@ func (f *Factory) openLedgerLocked(ctx context.Context, cfg *config.Config, onCo
 	if err != nil {
 		return nil, err
 	}
-	if f.dbFlag == "" && f.v.GetString("db") == "" {
+	if f.dbInHome() {
 		if _, err := f.EnsureHome(); err != nil {
 			return nil, err
 		}

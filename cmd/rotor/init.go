@@ -77,7 +77,7 @@ func initRun(cmd *cobra.Command, opts *initOptions) error {
 // the label default.
 func createDefaultToken(cmd *cobra.Command, f *Factory, path string, overwrite bool) error {
 	tok := tokenfile.Generate()
-	store, err := f.Ledger(cmd.Context())
+	store, err := f.LedgerOrCreate(cmd.Context())
 	if err != nil {
 		return err
 	}

@@ -10,9 +10,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
-
 // Main runs rotor with args and returns the exit status.
 func Main(args []string, io *IOStreams) int {
 	f := NewFactory(io)
@@ -53,10 +50,11 @@ fails over where that is safe, and records every request's real token usage
 in a SQLite ledger whose budgets are checked before any provider is touched.
 
 Files live in the home folder (--home, ROTOR_HOME, $XDG_CONFIG_HOME/rotor or
-~/.config/rotor): rotor.yaml, rotor.db and bridge.token.`,
+~/.config/rotor): rotor.yaml, rotor.db and bridge.token, and bridge.json
+while a bridge runs (where rotor status finds it).`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
-		Version:       version,
+		Version:       readBuildInfo().String(),
 	}
 	root.SetVersionTemplate("rotor {{.Version}}\n")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
@@ -82,6 +80,7 @@ Files live in the home folder (--home, ROTOR_HOME, $XDG_CONFIG_HOME/rotor or
 		newCmdStatus(f),
 		newCmdDemo(f),
 	)
+	checkUsage(root)
 	return root
 }
 
@@ -91,7 +90,7 @@ func newCmdVersion(f *Factory) *cobra.Command {
 		Short: "Print rotor's version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			fmt.Fprintf(f.IO.Out, "rotor %s\n", f.Version)
+			fmt.Fprintf(f.IO.Out, "rotor %s\n", readBuildInfo())
 			return nil
 		},
 	}

@@ -149,15 +149,21 @@ func runtimeStartRun(cmd *cobra.Command, opts *startOptions) error {
 	if err != nil {
 		return err
 	}
+	// Bind first: a refused address must leave no token file behind.
+	ln, err := httpx.ListenLoopback(cfg.Runtime.Listen, opts.AllowNonLoopback)
+	if err != nil {
+		return listenErr(err)
+	}
+	defer ln.Close()
 	tok, _, err := runtimeToken(f, cfg, true)
 	if err != nil {
 		return err
 	}
-	ln, metrics, store, err := listenAndOpenLedger(ctx, f, cfg, cfg.Runtime.Listen, opts.AllowNonLoopback)
+	metrics := runtime.NewMetrics()
+	store, err := openServingLedger(ctx, f, cfg, metrics)
 	if err != nil {
 		return err
 	}
-	defer ln.Close()
 	parts, err := buildRuntime(f, cfg, store, metrics, portOf(ln), cfg.Runtime.AllowedOrigins)
 	if err != nil {
 		return err
@@ -189,9 +195,11 @@ The runtime runs in-process, or behind --runtime-url at a standalone
 runtime.token_file).
 
 On start it prints one line to stdout: the URL it serves, with the real port
-(--listen 127.0.0.1:0 picks a free one). SIGINT or SIGTERM stop accepting,
-let requests in flight finish (up to the deadline), flush the ledger and exit
-0. A taken port, an unsafe token file or a bad config exit 2.`,
+(--listen 127.0.0.1:0 picks a free one), and records its pid and URL in
+<home>/bridge.json, where 'rotor status' finds it. SIGINT or SIGTERM stop
+accepting, let requests in flight finish (up to the deadline), flush the
+ledger, remove bridge.json and exit 0. A taken port, an unsafe token file or
+a bad config exit 2.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return bridgeStartRun(cmd, opts) },
 	}
@@ -200,6 +208,7 @@ let requests in flight finish (up to the deadline), flush the ledger and exit
 	start.Flags().BoolVar(&opts.AllowNonLoopback, "allow-non-loopback", false, "allow listening on a non-loopback address")
 	f.bindFlag("bridge.listen", start.Flags().Lookup("listen"))
 	f.bindFlag("bridge.runtime_url", start.Flags().Lookup("runtime-url"))
+	_ = start.Flags().SetAnnotation("runtime-url", allowEmpty, []string{"true"})
 	cmd.AddCommand(start, newCmdBridgeToken(f))
 	return cmd
 }
@@ -216,7 +225,7 @@ func ensureBridgeToken(ctx context.Context, f *Factory) error {
 	path := filepath.Join(home, "bridge.token")
 	tok, err := tokenfile.Read(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		store, err := f.Ledger(ctx)
+		store, err := f.LedgerOrCreate(ctx)
 		if err != nil {
 			return err
 		}
@@ -233,7 +242,7 @@ func ensureBridgeToken(ctx context.Context, f *Factory) error {
 	if err != nil {
 		return tokenErr(err)
 	}
-	store, err := f.Ledger(ctx)
+	store, err := f.LedgerOrCreate(ctx)
 	if err != nil {
 		return err
 	}
@@ -280,6 +289,17 @@ func bridgeStartRun(cmd *cobra.Command, opts *startOptions) error {
 	}
 	br := bridge.New(bc)
 	defer br.Close()
+	home, err := f.Home()
+	if err != nil {
+		return err
+	}
+	// Recorded before the URL line goes out, so a script that read the
+	// line finds the record; removed at a clean stop.
+	removeRecord, err := writeBridgeRecord(home, listenURL(ln))
+	if err != nil {
+		return err
+	}
+	defer removeRecord()
 	handler := runtime.Chain("bridge", br.Handler(), f.Logger(), metrics, f.Clock, false)
 	return serveUntilDone(ctx, f, cfg, "bridge", ln, handler, "runtime", runtimeMode(cfg))
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rotorhq/rotor/config"
 	"github.com/rotorhq/rotor/internal/secret"
 	"github.com/rotorhq/rotor/internal/tokenfile"
 	"github.com/rotorhq/rotor/runtime"
@@ -36,10 +37,14 @@ and live model cooldowns; and for every budget's state. No key and no model
 name is shown.
 
 The token is ROTOR_TOKEN, or bridge.token in the home folder. The URL is
---url, or http://<bridge.listen>.
+--url, else the url in <home>/bridge.json (which a running 'rotor bridge
+start' writes, so a bridge on a free port is found), else
+http://<bridge.listen>.
 
 --format table prints a credentials table and a budgets table; csv prints the
-credentials table; json prints the bridge's status document as it is.`,
+credentials table with a header row; json prints the bridge's status document
+as it is: one object (not an array of rows) with version, time, pools (each
+with its credentials, cooldowns and catalogs) and budgets.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(opts.Format); err != nil {
@@ -48,8 +53,9 @@ credentials table; json prints the bridge's status document as it is.`,
 			return statusRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.URL, "url", "", "bridge URL (default http://<bridge.listen>)")
+	cmd.Flags().StringVar(&opts.URL, "url", "", "bridge URL (default: the url in <home>/bridge.json, else http://<bridge.listen>)")
 	addFormatFlag(cmd, &opts.Format)
+	cmd.Flags().Lookup("format").Usage = "output format: table, json (the bridge's status document, one object) or csv (the credentials table, with a header row)"
 	return cmd
 }
 
@@ -62,14 +68,36 @@ func clientToken(f *Factory) (secret.Value, error) {
 	if err != nil {
 		return secret.Value{}, err
 	}
-	tok, err := tokenfile.Read(filepath.Join(home, "bridge.token"))
+	path := filepath.Join(home, "bridge.token")
+	tok, err := tokenfile.Read(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return secret.Value{}, usageErrorf("no token: set ROTOR_TOKEN or run rotor init")
+		return secret.Value{}, usageErrorf("no token at %s: set ROTOR_TOKEN, check --home, or run rotor init", path)
 	}
 	if err != nil {
 		return secret.Value{}, tokenErr(err)
 	}
 	return tok, nil
+}
+
+// statusURL is the bridge to ask: --url, the record of a running bridge in
+// the home folder, or bridge.listen. from says where a URL not given on the
+// command line came from, for the error when nothing answers there.
+func statusURL(f *Factory, cfg *config.Config, flag string) (u, from string, err error) {
+	if flag != "" {
+		return flag, "", nil
+	}
+	home, err := f.Home()
+	if err != nil {
+		return "", "", err
+	}
+	rec, err := readBridgeRecord(home)
+	switch {
+	case err == nil:
+		return rec.URL, fmt.Sprintf(" (from %s, pid %d; a bridge that did not stop cleanly leaves it behind)", filepath.Join(home, bridgeFileName), rec.PID), nil
+	case errors.Is(err, fs.ErrNotExist):
+		return "http://" + cfg.Bridge.Listen, " (bridge.listen; no bridge.json in " + home + ")", nil
+	}
+	return "", "", usageErrorf("%v", err)
 }
 
 func statusRun(ctx context.Context, opts *statusOptions) error {
@@ -78,9 +106,9 @@ func statusRun(ctx context.Context, opts *statusOptions) error {
 	if err != nil {
 		return err
 	}
-	u := opts.URL
-	if u == "" {
-		u = "http://" + cfg.Bridge.Listen
+	u, from, err := statusURL(f, cfg, opts.URL)
+	if err != nil {
+		return err
 	}
 	tok, err := clientToken(f)
 	if err != nil {
@@ -95,7 +123,7 @@ func statusRun(ctx context.Context, opts *statusOptions) error {
 	req.Header.Set("Authorization", "Bearer "+tok.Reveal())
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("no bridge answering at %s: %v", u, errors.Unwrap(err))
+		return fmt.Errorf("no bridge answering at %s%s: %v", u, from, errors.Unwrap(err))
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<20))

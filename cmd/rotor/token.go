@@ -32,7 +32,7 @@ on a running bridge at its next request.`,
 			if !labelRE.MatchString(label) {
 				return usageErrorf("--label %q: use 1-64 letters, digits, '.', '_' or '-'", label)
 			}
-			store, err := f.Ledger(cmd.Context())
+			store, err := f.LedgerOrCreate(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"fmt"
-
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +13,7 @@ import (
 	"github.com/rotorhq/rotor/decisions"
 	"github.com/rotorhq/rotor/internal/clock"
 	"github.com/rotorhq/rotor/internal/secret"
+	"github.com/rotorhq/rotor/internal/tokenfile"
 	"github.com/rotorhq/rotor/learned"
 	"github.com/rotorhq/rotor/ledger"
 	"github.com/rotorhq/rotor/ledger/learnedstore"
@@ -28,32 +29,57 @@ type runtimeParts struct {
 	learner *learned.Learner
 }
 
+// keyState says where a credential's key comes from (source: "env NAME"
+// or "file PATH") and whether it is usable (state: "set", "not set",
+// "missing", "unreadable", "empty" or "readable by others"); never the key.
+type keyState struct{ source, state string }
+
+func (k keyState) usable() bool { return k.state == "set" }
+
+// String is the reason an unusable key is skipped: "env PROVIDER_KEY_A is
+// not set".
+func (k keyState) String() string { return k.source + " is " + k.state }
+
 // loadKey reads a credential's key from its environment variable or file.
-// It returns a zero secret (and a reason, never the key) when it cannot.
-func loadKey(lookup func(string) (string, bool), home string, cr config.Credential) (secret.Value, string) {
+// It returns a zero secret when the key is not usable; the state says why.
+func loadKey(lookup func(string) (string, bool), home string, cr config.Credential) (secret.Value, keyState) {
 	if cr.APIKeyEnv != "" {
+		k := keyState{source: "env " + cr.APIKeyEnv, state: "not set"}
 		v, ok := lookup(cr.APIKeyEnv)
 		if !ok || strings.TrimSpace(v) == "" {
-			return secret.Value{}, "environment variable " + cr.APIKeyEnv + " is not set"
+			return secret.Value{}, k
 		}
-		return secret.New(strings.TrimSpace(v)), ""
+		k.state = "set"
+		return secret.New(strings.TrimSpace(v)), k
 	}
 	p := cr.APIKeyFile
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(home, p)
 	}
+	k := keyState{source: "file " + p}
 	fi, err := os.Stat(p)
-	if err != nil {
-		return secret.Value{}, "key file " + p + " cannot be read"
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		k.state = "missing"
+	case err != nil:
+		k.state = "unreadable"
+	case tokenfile.OpenToOthers(fi):
+		k.state = "readable by others"
 	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		return secret.Value{}, fmt.Sprintf("key file %s has mode %04o; others can read it (chmod 600)", p, fi.Mode().Perm())
+	if k.state != "" {
+		return secret.Value{}, k
 	}
 	b, err := os.ReadFile(p)
-	if err != nil || strings.TrimSpace(string(b)) == "" {
-		return secret.Value{}, "key file " + p + " is empty or unreadable"
+	switch {
+	case err != nil:
+		k.state = "unreadable"
+	case strings.TrimSpace(string(b)) == "":
+		k.state = "empty"
+	default:
+		k.state = "set"
+		return secret.New(strings.TrimSpace(string(b))), k
 	}
-	return secret.New(strings.TrimSpace(string(b))), ""
+	return secret.Value{}, k
 }
 
 // buildRuntime wires pools, the learner, the Decisions route and the
@@ -83,10 +109,12 @@ func buildRuntime(f *Factory, cfg *config.Config, store *ledger.Store, metrics *
 		pc := cfg.Pools[name]
 		var dcreds []decisions.CredentialConfig
 		var pcreds []pool.Credential
+		var unusable []string
 		for _, cr := range pc.EnabledCredentials() {
-			key, why := loadKey(f.LookupEnv, home, cr)
-			if key.IsZero() {
-				log.Warn("credential skipped: no key", "pool", name, "credential", cr.Name, "reason", why)
+			key, ks := loadKey(f.LookupEnv, home, cr)
+			if !ks.usable() {
+				log.Warn("credential skipped: no key", "pool", name, "credential", cr.Name, "reason", ks.String())
+				unusable = append(unusable, "credential "+cr.Name+": "+ks.String())
 				continue
 			}
 			prof := map[string][]string{}
@@ -108,7 +136,7 @@ func buildRuntime(f *Factory, cfg *config.Config, store *ledger.Store, metrics *
 			Settings:    pool.Settings{ModelCooldownEnabled: cfg.ModelCooldown.Enabled, MaxSeconds: cfg.ModelCooldown.MaxSeconds},
 			Store:       pstore, Clock: clk, Learner: pl, Logger: log,
 		})
-		pools = append(pools, decisions.PoolConfig{Name: name, Credentials: dcreds, Pool: p})
+		pools = append(pools, decisions.PoolConfig{Name: name, Credentials: dcreds, Pool: p, Unusable: unusable})
 	}
 	router := decisions.New(decisions.Config{
 		Pools: pools, Ledger: store, Admitter: budgets.NewAdmitter(), Clock: clk, Logger: log,

@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/rotorhq/rotor/internal/secret"
 )
@@ -100,10 +99,10 @@ func Read(path string) (secret.Value, error) {
 	if !fi.Mode().IsRegular() {
 		return secret.Value{}, &UnsafeError{path, "is not a regular file"}
 	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return secret.Value{}, &UnsafeError{path, fmt.Sprintf("mode %04o lets others read it; run: chmod 600 %s", perm, path)}
+	if OpenToOthers(fi) {
+		return secret.Value{}, &UnsafeError{path, fmt.Sprintf("mode %04o lets others read it; run: chmod 600 %s", fi.Mode().Perm(), path)}
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
+	if !ownedByMe(fi) {
 		return secret.Value{}, &UnsafeError{path, "is owned by another user"}
 	}
 	if err := CheckDir(filepath.Dir(path)); err != nil {
@@ -126,8 +125,8 @@ func CheckDir(dir string) error {
 	if err != nil {
 		return fmt.Errorf("token folder: %w", err)
 	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return &UnsafeError{dir, fmt.Sprintf("folder mode %04o lets others in; run: chmod 700 %s", perm, dir)}
+	if OpenToOthers(fi) {
+		return &UnsafeError{dir, fmt.Sprintf("folder mode %04o lets others in; run: chmod 700 %s", fi.Mode().Perm(), dir)}
 	}
 	return nil
 }

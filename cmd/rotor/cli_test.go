@@ -1,0 +1,377 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+)
+
+// dirState lists a folder's files with their contents, to prove a command
+// left it as it was.
+func dirState(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	state := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		state[p] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return state
+}
+
+func sameState(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// Issue 14, item 13: the demo runs in a home of its own whatever --home,
+// ROTOR_HOME or ROTOR_DB say (an exhausted demo budget in the user's
+// ledger blocked their real bridge for an hour), and --keep DIR leaves its
+// files in a new DIR, never an existing one.
+func TestDemoNeverWritesIntoUsersLedger(t *testing.T) {
+	e := newE2E(t)
+	e.mustRun("init")
+	before := dirState(t, e.home)
+	env := e.env
+	e.env = append(e.env, "ROTOR_DB="+e.db())
+	r := e.mustRun("demo", "--requests", "3", "--home", e.home)
+	e.env = env
+	if !strings.Contains(r.stdout, "ledger report") {
+		t.Errorf("demo did not run to its report:\n%s", r.stdout)
+	}
+	if !sameState(before, dirState(t, e.home)) {
+		t.Error("demo --home changed the user's home folder")
+	}
+	if list := parseJSON(t, e.mustRun("budget", "list", "--format", "json").stdout); len(list) != 0 {
+		t.Errorf("user's ledger has budgets after the demo: %v", list)
+	}
+
+	existing := t.TempDir()
+	os.WriteFile(filepath.Join(existing, "notes.txt"), []byte("mine"), 0o600)
+	keptBefore := dirState(t, existing)
+	if r := e.run("demo", "--keep", existing); r.code != ExitUsage || !strings.Contains(r.stderr, existing) {
+		t.Errorf("demo --keep EXISTING: exit %d %q, want 2 naming it", r.code, r.stderr)
+	}
+	if !sameState(keptBefore, dirState(t, existing)) {
+		t.Error("demo --keep wrote into an existing folder")
+	}
+
+	kept := filepath.Join(t.TempDir(), "demo")
+	r = e.mustRun("demo", "--keep", kept)
+	if !strings.Contains(r.stdout, kept) {
+		t.Errorf("demo --keep does not say where its files are:\n%s", r.stdout)
+	}
+	rows := parseJSON(t, e.mustRun("ledger", "report", "--home", kept, "--by", "credential", "--format", "json").stdout)
+	if len(rows) < 2 {
+		t.Errorf("kept demo ledger has %d credentials, want more than one: %v", len(rows), rows)
+	}
+	if !sameState(before, dirState(t, e.home)) {
+		t.Error("demo --keep changed the user's home folder")
+	}
+}
+
+// userCommands lists every command a user can run, by its words after
+// "rotor", and whether it only groups subcommands.
+func userCommands(t *testing.T) (cmds [][]string, group []bool) {
+	t.Helper()
+	f, _, _ := testFactory(t)
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Hidden || c.Name() == "help" {
+			return
+		}
+		if c.HasParent() {
+			cmds = append(cmds, strings.Fields(strings.TrimPrefix(c.CommandPath(), "rotor ")))
+			group = append(group, c.HasSubCommands())
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(NewCmdRoot(f))
+	return cmds, group
+}
+
+// Issue 14, item 14: every usage error exits 2 naming what to change, and
+// changes nothing: an extra argument on every command (cobra called it an
+// "unknown command" and exited 1), a missing argument, a missing required
+// flag, an empty value, an unknown subcommand.
+func TestEveryUsageErrorExitsTwo(t *testing.T) {
+	e := newE2E(t)
+	cmds, group := userCommands(t)
+	if len(cmds) < 15 {
+		t.Fatalf("found only %d commands: %v", len(cmds), cmds)
+	}
+	type usageCase struct {
+		args    []string
+		message string
+	}
+	var cases []usageCase
+	for i, c := range cmds {
+		// A fixed argument first, so commands taking one NAME get two.
+		args := append(append([]string{}, c...), "first", "extra")
+		msg := `"extra"; usage: rotor ` + strings.Join(c, " ")
+		if group[i] {
+			msg = `unknown command "first"`
+		}
+		cases = append(cases, usageCase{args, msg})
+	}
+	cases = append(cases,
+		usageCase{[]string{"ledger", "report", "extra"}, `unexpected argument "extra"`},
+		usageCase{[]string{"budget", "remove"}, "missing argument"},
+		usageCase{[]string{"bridge", "token", "revoke"}, "missing argument"},
+		usageCase{[]string{"bridge", "token", "create"}, "--label is required"},
+		usageCase{[]string{"budget", "add", "--requests", "5", "--window", "day", "--name", ""}, "--name"},
+		usageCase{[]string{"bridge", "token", "create", "--label", ""}, "--label"},
+		usageCase{[]string{"--home", "", "budget", "list"}, "--home"},
+		usageCase{[]string{"ledger", "report", "--by", " "}, "--by"},
+		usageCase{[]string{"budget", "frob"}, `unknown command "frob"`},
+		usageCase{[]string{"frob"}, `unknown command "frob"`},
+	)
+	for _, tc := range cases {
+		r := e.run(tc.args...)
+		if r.code != ExitUsage || !strings.Contains(r.stderr, tc.message) {
+			t.Errorf("rotor %q: exit %d, stderr %q; want 2 mentioning %q", tc.args, r.code, r.stderr, tc.message)
+		}
+	}
+	if _, err := os.Stat(e.home); err == nil {
+		t.Error("a refused command created the home folder")
+	}
+	// Groups without a subcommand still print their help.
+	if r := e.run("budget"); r.code != ExitOK || !strings.Contains(r.stdout, "remove") {
+		t.Errorf("rotor budget: exit %d, stdout %q; want its help", r.code, r.stdout)
+	}
+}
+
+// Issue 14, item 15: a refused budget says why (errors.Unwrap left only
+// "invalid budget").
+func TestBudgetAddErrorsKeepTheirReason(t *testing.T) {
+	e := newE2E(t)
+	for _, tc := range []struct {
+		args   []string
+		reason string
+	}{
+		{[]string{"--cost", "1.1234567"}, "at most 6 decimals"},
+		{[]string{"--cost", "lots"}, "not a USD amount"},
+		{[]string{"--requests", "5", "--name", "a/b"}, "letters, digits"},
+	} {
+		r := e.run(append([]string{"budget", "add", "--window", "day"}, tc.args...)...)
+		if r.code != ExitUsage || !strings.Contains(r.stderr, tc.reason) {
+			t.Errorf("budget add %q: exit %d, stderr %q; want 2 saying %q", tc.args, r.code, r.stderr, tc.reason)
+		}
+	}
+}
+
+// Issue 14, item 16: a command that refuses creates nothing first: the
+// runtime checks its address before writing runtime.token, and a command
+// that reads or removes never creates a home or an empty ledger (a typo in
+// --home listed no budgets and exited 0).
+func TestRefusingCommandsCreateNothing(t *testing.T) {
+	e := newE2E(t)
+	if r := e.run("runtime", "start", "--listen", "[::]:0"); r.code != ExitUsage || !strings.Contains(r.stderr, "--allow-non-loopback") {
+		t.Errorf("runtime start on [::]: exit %d %q, want 2", r.code, r.stderr)
+	}
+	if _, err := os.Stat(e.home); err == nil {
+		t.Errorf("a refused runtime start created %s: %v", e.home, dirState(t, e.home))
+	}
+
+	typo := filepath.Join(t.TempDir(), "typo")
+	for _, args := range [][]string{
+		{"budget", "list"}, {"budget", "remove", "daily"}, {"ledger", "report"},
+		{"bridge", "token", "list"}, {"bridge", "token", "revoke", "ci"},
+	} {
+		r := e.run(append([]string{"--home", typo}, args...)...)
+		if r.code != ExitUsage || !strings.Contains(r.stderr, typo) {
+			t.Errorf("rotor --home TYPO %q: exit %d %q; want 2 naming the home", args, r.code, r.stderr)
+		}
+		if _, err := os.Stat(typo); err == nil {
+			t.Fatalf("rotor --home TYPO %q created it", args)
+		}
+	}
+
+	e.mustRun("init")
+	missing := filepath.Join(e.home, "other.db")
+	if r := e.run("--db", missing, "budget", "list"); r.code != ExitUsage || !strings.Contains(r.stderr, missing) {
+		t.Errorf("budget list --db MISSING: exit %d %q; want 2 naming it", r.code, r.stderr)
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Error("budget list created a database")
+	}
+}
+
+// Issue 14, item 17: config check exits 2 naming each enabled credential
+// whose key cannot be used (an empty pool is fine); a malformed spec
+// setting from the file is named by its YAML key, with no "ok" over it;
+// and the bridge's 503 no_credentials says which credentials and why.
+func TestUnusableCredentialsNamedByConfigCheckAndThe503(t *testing.T) {
+	e := newE2E(t)
+	e.mustRun("init")
+	write := func(cfg string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(e.home, "rotor.yaml"), []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("pools:\n  api:\n    credentials: []\n")
+	if r := e.run("config", "check"); r.code != ExitOK || !strings.Contains(r.stderr, "config ok") {
+		t.Errorf("empty pool: exit %d %q, want 0 and ok", r.code, r.stderr)
+	}
+
+	write(`pools:
+  api:
+    credentials:
+      - {name: team-a, base_url: "http://127.0.0.1:1", api_key_env: CLI_KEY_A, model_profiles: {decide-mini: {supported_endpoints: [/v1/decisions]}}}
+      - {name: team-b, base_url: "http://127.0.0.1:2", api_key_file: keys/team-b, model_profiles: {decide-mini: {supported_endpoints: [/v1/decisions]}}}
+      - {name: team-off, enabled: false, base_url: "http://127.0.0.1:3", api_key_env: CLI_KEY_OFF}
+`)
+	r := e.run("config", "check")
+	for _, want := range []string{"env CLI_KEY_A is not set", filepath.Join(e.home, "keys", "team-b") + " is missing", "team-a", "team-b"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("config check stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	if r.code != ExitUsage || strings.Contains(r.stderr, "CLI_KEY_OFF") || strings.Contains(r.stderr, "config ok") {
+		t.Errorf("config check: exit %d\n%s\nwant 2, naming only the enabled credentials, no ok", r.code, r.stderr)
+	}
+
+	// The bridge serves anyway and tells a caller why the pool is empty.
+	e.env = append(e.env, "CLI_KEY_A=")
+	b := e.start("bridge", "start", "--listen", "127.0.0.1:0")
+	reply := call(t, "POST", b.url+"/v1/decisions", e.token(), decideBody)
+	var body struct {
+		Error struct{ Code, Message string }
+	}
+	json.Unmarshal([]byte(reply.body), &body)
+	if reply.status != 503 || body.Error.Code != "no_credentials" ||
+		!strings.Contains(body.Error.Message, "team-a: env CLI_KEY_A is not set") || !strings.Contains(body.Error.Message, "team-b: file ") {
+		t.Errorf("no usable credential: %d %s; want 503 no_credentials naming why", reply.status, reply.body)
+	}
+	b.stop()
+
+	write("model_cooldown: {enabled: true, max_seconds: sk-pasted-by-mistake}\n")
+	r = e.run("config", "check")
+	if r.code != ExitOK || !strings.Contains(r.stderr, "model_cooldown.max_seconds") || strings.Contains(r.stderr, "MODEL_COOLDOWN_MAX_SECONDS") ||
+		strings.Contains(r.stderr, "config ok") || strings.Contains(r.stderr, "sk-pasted") || !strings.Contains(r.stderr, "model cooldown off") {
+		t.Errorf("malformed file setting: exit %d\n%s\nwant it named model_cooldown.max_seconds, without its value and without ok", r.code, r.stderr)
+	}
+	e.env = append(e.env, "ROTOR_MODEL_COOLDOWN_MAX_SECONDS=often")
+	if r := e.run("config", "check"); !strings.Contains(r.stderr, "setting=ROTOR_MODEL_COOLDOWN_MAX_SECONDS") {
+		t.Errorf("malformed ROTOR_ variable not named as set:\n%s", r.stderr)
+	}
+}
+
+// Issue 14, item 18: rotor status finds a bridge on a free port through
+// <home>/bridge.json, which the bridge removes at a clean stop; its help
+// says what its json is.
+func TestStatusFindsBridgeOnFreePort(t *testing.T) {
+	e := newE2E(t)
+	e.provider("")
+	b := e.start("bridge", "start", "--listen", "127.0.0.1:0")
+	raw, err := os.ReadFile(filepath.Join(e.home, "bridge.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		PID int
+		URL string
+	}
+	if err := json.Unmarshal(raw, &rec); err != nil || rec.URL != b.url || rec.PID != b.cmd.Process.Pid {
+		t.Errorf("bridge.json = %s (%v), want pid %d and url %s", raw, err, b.cmd.Process.Pid, b.url)
+	}
+	if r := e.run("status", "--format", "json"); r.code != ExitOK || !strings.Contains(r.stdout, `"pools"`) {
+		t.Errorf("status without --url: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if code := b.stop(); code != 0 {
+		t.Errorf("bridge exit %d", code)
+	}
+	if _, err := os.Stat(filepath.Join(e.home, "bridge.json")); err == nil {
+		t.Error("bridge.json left behind after a clean stop")
+	}
+	if r := e.run("status"); r.code != ExitError || !strings.Contains(r.stderr, "bridge.listen") {
+		t.Errorf("status with no bridge: exit %d %q", r.code, r.stderr)
+	}
+	help := e.mustRun("status", "--help").stdout
+	if !strings.Contains(help, "bridge.json") || !strings.Contains(help, "one object") || strings.Contains(help, "array of row objects") {
+		t.Errorf("status --help does not describe its json and URL truthfully:\n%s", help)
+	}
+}
+
+// Issue 14, item 19: without ldflags, rotor version says the module
+// version and VCS revision that Go stamped into the binary.
+func TestVersionFromBuildInfoWithoutLdflags(t *testing.T) {
+	info := &debug.BuildInfo{Main: debug.Module{Version: "v1.4.0"}, Settings: []debug.BuildSetting{
+		{Key: "vcs.revision", Value: "05e800e0c0ffee"}, {Key: "vcs.modified", Value: "true"}}}
+	for _, tc := range []struct {
+		ldflags string
+		info    *debug.BuildInfo
+		want    string
+	}{
+		{"", info, "v1.4.0 (revision 05e800e0c0ffee, modified)"},
+		{"v9", info, "v9 (revision 05e800e0c0ffee, modified)"},
+		{"", &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, "(devel)"},
+		{"", nil, "dev"},
+	} {
+		if got := versionFrom(tc.ldflags, tc.info).String(); got != tc.want {
+			t.Errorf("versionFrom(%q, %v) = %q, want %q", tc.ldflags, tc.info, got, tc.want)
+		}
+	}
+
+	// The real binary says what `go version -m` finds in it.
+	out, err := exec.Command("go", "version", "-m", rotorBin).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var modVersion, revision string
+	for _, line := range strings.Split(string(out), "\n") {
+		fields := strings.Fields(line)
+		switch {
+		case len(fields) >= 3 && fields[0] == "mod":
+			modVersion = fields[2]
+		case len(fields) >= 2 && fields[0] == "build" && strings.HasPrefix(fields[1], "vcs.revision="):
+			revision = strings.TrimPrefix(fields[1], "vcs.revision=")
+		}
+	}
+	e := newE2E(t)
+	got := e.mustRun("version").stdout
+	if modVersion == "" || !strings.HasPrefix(got, "rotor "+modVersion) || !strings.Contains(got, revision) {
+		t.Errorf("rotor version = %q; go version -m says module %q revision %q", got, modVersion, revision)
+	}
+	if r := e.mustRun("--version"); r.stdout != got {
+		t.Errorf("--version = %q, version = %q", r.stdout, got)
+	}
+}
+
+// Issue 14, item 22: the README warns that the first run compiles SQLite
+// for minutes, and says how to build once.
+func TestREADMESaysFirstRunCompilesSQLite(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, _, _ := bytes.Cut(b, []byte("## Quick start"))
+	for _, want := range []string{"go run ./cmd/rotor demo", "5 minutes", "SQLite", "go build -o rotor ./cmd/rotor"} {
+		if !bytes.Contains(top, []byte(want)) {
+			t.Errorf("README's opening lacks %q", want)
+		}
+	}
+}

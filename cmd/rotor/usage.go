@@ -1,0 +1,103 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// allowEmpty marks a string flag whose empty value means something (an
+// empty --runtime-url is the in-process runtime); every other string flag
+// given an empty value is a usage error.
+const allowEmpty = "rotor_allow_empty"
+
+// checkUsage makes every usage error of every command under root exit 2
+// with a message naming what to change: a wrong argument count (cobra's
+// own errors exit 1, and cobra.NoArgs calls an extra argument an "unknown
+// command"), a missing required flag, a string flag given an empty value, and an
+// unknown subcommand of a command that only groups others (cobra prints
+// help and exits 0). It runs before cobra's own checks, as the commands'
+// Args function.
+func checkUsage(root *cobra.Command) {
+	root.InitDefaultCompletionCmd()
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Name() == "help" {
+			return
+		}
+		if !c.Runnable() {
+			// A group: list its subcommands, or name the unknown one.
+			c.Args = cobra.ArbitraryArgs
+			c.RunE = func(c *cobra.Command, args []string) error {
+				if len(args) == 0 {
+					return c.Help()
+				}
+				msg := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
+				if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+					msg += "; did you mean " + strings.Join(s, " or ") + "?"
+				}
+				return &UsageError{Err: fmt.Errorf("%s", msg), showUsage: true}
+			}
+		}
+		check := c.Args
+		c.Args = func(c *cobra.Command, args []string) error {
+			if check != nil {
+				if err := check(c, args); err != nil {
+					return argsError(c, check, args)
+				}
+			}
+			return checkFlags(c)
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+}
+
+// argsError names the arguments that are missing or too many.
+func argsError(c *cobra.Command, check cobra.PositionalArgs, args []string) error {
+	what := "missing argument"
+	for n := len(args) - 1; n >= 0; n-- {
+		if check(c, args[:n]) == nil {
+			what = fmt.Sprintf("unexpected argument %s", strings.Join(quoteAll(args[n:]), " "))
+			break
+		}
+	}
+	return &UsageError{Err: fmt.Errorf("%s: %s; usage: %s", subcommand(c), what, c.UseLine()), showUsage: true}
+}
+
+// subcommand is c's path without the root's name: "budget remove". Errors
+// are printed after "rotor: ".
+func subcommand(c *cobra.Command) string {
+	return strings.TrimPrefix(c.CommandPath(), c.Root().Name()+" ")
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = fmt.Sprintf("%q", s)
+	}
+	return out
+}
+
+// checkFlags refuses a required flag that is not given and a string flag
+// given as ”.
+func checkFlags(c *cobra.Command) error {
+	var err error
+	c.Flags().VisitAll(func(fl *pflag.Flag) {
+		if err != nil {
+			return
+		}
+		if req := fl.Annotations[cobra.BashCompOneRequiredFlag]; len(req) > 0 && req[0] == "true" && !fl.Changed {
+			err = &UsageError{Err: fmt.Errorf("%s: --%s is required; usage: %s", subcommand(c), fl.Name, c.UseLine()), showUsage: true}
+			return
+		}
+		if fl.Changed && fl.Value.Type() == "string" && strings.TrimSpace(fl.Value.String()) == "" && fl.Annotations[allowEmpty] == nil {
+			err = &UsageError{Err: fmt.Errorf("--%s: give a value, not an empty string", fl.Name), showUsage: true}
+		}
+	})
+	return err
+}
