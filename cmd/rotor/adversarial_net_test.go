@@ -371,7 +371,10 @@ func TestAdversarialProviderNeverAnswersDeadlineOnTimeNoReplay(t *testing.T) {
 	if r.status != 504 || errCode(r.body) != httpx.CodeDeadlineExceeded {
 		t.Errorf("%d %s, want 504 deadline_exceeded", r.status, r.body)
 	}
-	if took < deadline || took > deadline+1500*time.Millisecond {
+	// On time: not before the deadline, and long before any other timer
+	// could answer (the write timeout is 75 s, the stall endless); the
+	// margin is for a loaded machine, the 504 code says which timer fired.
+	if took < deadline || took > deadline+5*time.Second {
 		t.Errorf("answered after %v, want at the %v deadline", took, deadline)
 	}
 	if got := prov.Hits(fp.PathDecisions) - hits; got != 1 {
