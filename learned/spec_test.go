@@ -79,7 +79,7 @@ var specRules = []spectest.Rule{
 	// rotor's departures, each in the README's Cooldowns section.
 	spectest.R("(rotor) A learned wait longer than the existing cooldown is used only while a refusal was seen in the last 15 minutes.", []string{"TestStaleLongerWaitIsRefreshedByExistingCooldown"}, ""),
 	spectest.R("(rotor) Observations less than a second out of order are concurrent, not a nonincreasing timestamp.", []string{"TestNonincreasingTimestampWidensIntervalAndRemovesConfidence", "TestConcurrentThrottlesAreOneObservation"}, ""),
-	spectest.R("(rotor) A write refused for a stale revision is retried once on fresh state.", []string{"TestStaleRevisionIsRefusedAndPreventsApplying"}, ""),
+	spectest.R("(rotor) A write refused for a stale revision is retried once on fresh state.", []string{"TestStaleRevisionIsRetriedOnce", "TestStaleRevisionIsRefusedAndPreventsApplying"}, ""),
 	spectest.R("(rotor) A trial needs an upper bound proven by a recovery, besides three consistent observations.", []string{"TestTrialNeedsARecovery"}, ""),
 }
 
