@@ -353,7 +353,18 @@ func TestTwoProcessesNeverExceedRequestsBudget(t *testing.T) {
 		}
 		cmds, outs = append(cmds, cmd), append(outs, out)
 	}
-	time.Sleep(200 * time.Millisecond)
+	// Both start at once, once each has opened the ledger and says so.
+	for p := range cmds {
+		ready := startFile + ".ready-p" + strconv.Itoa(p)
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			if _, err := os.Stat(ready); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("helper %d never opened the ledger", p)
+			}
+		}
+	}
 	os.WriteFile(startFile, nil, 0o600)
 	total := 0
 	for i, cmd := range cmds {
@@ -383,6 +394,9 @@ func TestHelperAdmitProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	if err := os.WriteFile(os.Getenv("ROTOR_HELPER_START")+".ready-"+os.Getenv("ROTOR_HELPER_PREFIX"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for {
 		if _, err := os.Stat(os.Getenv("ROTOR_HELPER_START")); err == nil {
 			break

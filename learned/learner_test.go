@@ -942,6 +942,43 @@ func TestStaleRevisionIsRefusedAndPreventsApplying(t *testing.T) {
 	}
 }
 
+// TestStaleRevisionIsRetriedOnce: rotor's departure from the spec (README,
+// "Cooldowns"). A put refused for a stale revision is retried once on the
+// fresh state, by Observe and by Suggest alike, and never more: against a
+// store that always loses the race each call makes exactly two puts.
+func TestStaleRevisionIsRetriedOnce(t *testing.T) {
+	inner := NewMemoryStore(0)
+	h := newHarness(t, ModeApply, withStore(inner))
+	h.becomeConfident(0)
+	puts := 0
+	racing := &funcStore{
+		get: func(ctx context.Context, id string, now time.Time) (Record, bool, error) {
+			rec, ok, err := inner.Get(ctx, id, now)
+			if ok {
+				_, _ = inner.Put(ctx, rec, rec.Revision, now) // another process writes first
+			}
+			return rec, ok, err
+		},
+		put: func(ctx context.Context, rec Record, rev int64, now time.Time) (int64, error) {
+			puts++
+			return inner.Put(ctx, rec, rev, now)
+		},
+	}
+	h.l = New(Config{Mode: ModeApply, Policy: mustPolicy(t, testPolicy), Store: racing, Logger: h.l.log, Clock: h.clk})
+	ev := h.event(pool.OutcomeThrottled, next)
+	h.l.Observe(ev)
+	if puts != 2 {
+		t.Errorf("Observe made %d puts against a store that always loses the race, want 2: one retry", puts)
+	}
+	puts = 0
+	if _, ok := h.l.Suggest(ev); ok {
+		t.Error("a suggestion whose writes were all refused")
+	}
+	if puts != 2 {
+		t.Errorf("Suggest made %d puts against a store that always loses the race, want 2: one retry", puts)
+	}
+}
+
 func TestInvalidStoredStatePreventsApplying(t *testing.T) {
 	for _, c := range []struct {
 		name    string

@@ -1,7 +1,6 @@
 package pool
 
 import (
-	"go/ast"
 	"testing"
 
 	"github.com/rotorhq/rotor/internal/spectest"
@@ -123,20 +122,5 @@ func TestPoolNeverWaitsCallsOrParses(t *testing.T) {
 		"clock.Sleep": true, "http.Get": true, "http.Post": true, "http.NewRequest": true, "http.NewRequestWithContext": true,
 		"http.DefaultClient": true, "http.Client": true, "httpx.ParseRetryAfter": true, "httpx.ProviderRetryAdvice": true,
 	}
-	for _, fd := range spectest.Funcs(t, false) {
-		ast.Inspect(fd, func(n ast.Node) bool {
-			switch n := n.(type) {
-			case *ast.GoStmt:
-				t.Errorf("%s starts a goroutine", fd.Name.Name)
-			case *ast.SelectorExpr:
-				if id, ok := n.X.(*ast.Ident); ok && forbidden[id.Name+"."+n.Sel.Name] {
-					t.Errorf("%s uses %s.%s", fd.Name.Name, id.Name, n.Sel.Name)
-				}
-				if n.Sel.Name == "NewTimer" || n.Sel.Name == "Header" {
-					t.Errorf("%s uses .%s", fd.Name.Name, n.Sel.Name)
-				}
-			}
-			return true
-		})
-	}
+	spectest.Forbid(t, forbidden, "NewTimer", "Header")
 }

@@ -92,7 +92,8 @@ func TestAdversarialDiskFullAdmissionFailsClosedAndRecovers(t *testing.T) {
 	}
 	// Space returns.
 	setFileSizeLimit(t, b.cmd.Process.Pid, ^uint64(0)) // RLIM_INFINITY
-	deadline := time.Now().Add(5 * time.Second)
+	// Until the bridge serves again; 30 s only bounds a failing run.
+	deadline := time.Now().Add(30 * time.Second)
 	r := advCall(t, "POST", b.url+"/v1/decisions", tok, decideBody)
 	for r.status != 200 && time.Now().Before(deadline) {
 		r = advCall(t, "POST", b.url+"/v1/decisions", tok, decideBody)

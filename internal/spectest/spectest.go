@@ -85,3 +85,29 @@ func Check(t *testing.T, rules []Rule) {
 func R(rule string, tests []string, owner string) Rule {
 	return Rule{Rule: rule, Tests: tests, Owner: owner}
 }
+
+// Forbid fails t for every goroutine the package's non-test functions
+// start, every use of a package-qualified name in forbidden ("time.Sleep"),
+// and every selection of a field or method named in fields (".Header"):
+// a package that must never wait, call out or parse headers says so once.
+func Forbid(t *testing.T, forbidden map[string]bool, fields ...string) {
+	t.Helper()
+	for _, fd := range Funcs(t, false) {
+		ast.Inspect(fd, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.GoStmt:
+				t.Errorf("%s starts a goroutine", fd.Name.Name)
+			case *ast.SelectorExpr:
+				if id, ok := n.X.(*ast.Ident); ok && forbidden[id.Name+"."+n.Sel.Name] {
+					t.Errorf("%s uses %s.%s", fd.Name.Name, id.Name, n.Sel.Name)
+				}
+				for _, f := range fields {
+					if n.Sel.Name == f {
+						t.Errorf("%s uses .%s", fd.Name.Name, f)
+					}
+				}
+			}
+			return true
+		})
+	}
+}

@@ -1,0 +1,152 @@
+package learned
+
+import (
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rotorhq/rotor/internal/spectest"
+)
+
+// specRules maps every rule of shared/spec/learned-cooldown.md, in the
+// spec's order, to the tests in this package that cover it. A rule this
+// package cannot hold (the pools' wiring, the SQLite store, the settings'
+// environment) names its owner. rotor's deliberate departures from the
+// spec close the table, marked "(rotor)"; the README's Cooldowns section
+// says why each one exists. TestSpecRuleMapIsComplete keeps the table
+// honest.
+var specRules = []spectest.Rule{
+	// Opening.
+	spectest.R("Cooldown tuning uses natural throttle and recovery outcomes already recorded by the credential pools.", nil, "pool: TestLearnerConsultedOnlyForInference"),
+	spectest.R("It sends no probes or extra provider requests.", []string{"TestLearnerSendsNoRequestsAndParsesNoHeaders"}, "pool: TestPoolNeverWaitsCallsOrParses"),
+	spectest.R("It adjusts only a cooldown duration; route order, credential preference and replay permission remain with their existing policies.", []string{"TestTuningOnlyAdjustsDurationAndDoesNotEnableModelCooldown"}, "pool: TestLearnerLearnsOnLegacyPath"),
+
+	// Configuration.
+	spectest.R("The default is disabled: LEARNED_COOLDOWN_MODE=off, LEARNED_COOLDOWN_POLICY_JSON='{}'.", []string{"TestDefaultModeIsOff"}, ""),
+	spectest.R("Empty values use these defaults.", []string{"TestEmptyValuesUseDefaults", "TestEmptyPolicyValuesUseDefault"}, ""),
+	spectest.R("A malformed mode or policy disables tuning and logs one warning without the supplied value.", []string{"TestMalformedModeOrPolicyDisablesTuningWithOneWarning", "TestPolicyErrorsNeverQuoteValues"}, ""),
+	spectest.R("Modes are off, shadow and apply.", []string{"TestModesAreOffShadowApply"}, ""),
+	spectest.R("Policies contain only a buckets array, with at most 128 entries and 32 KiB of JSON.", []string{"TestPolicyContainsOnlyBucketsArray", "TestPolicyAtMost128Entries", "TestPolicyAtMost32KiB"}, ""),
+	spectest.R("Each entry requires exactly provider, model and quota_bucket.", []string{"TestPolicyEntryRequiresExactlyProviderModelQuotaBucket"}, ""),
+	spectest.R("Provider must be a nonempty string;", []string{"TestPolicyProviderIsNonemptyString"}, ""),
+	spectest.R("model and quota bucket are nonempty strings or null, and at least one must be nonnull.", []string{"TestPolicyModelAndQuotaBucketAreNonemptyStringsOrNull", "TestPolicyNeedsModelOrQuotaBucket"}, ""),
+	spectest.R("Names match exactly, including null values.", []string{"TestPolicyNamesMatchExactlyIncludingNull", "TestConfiguredNameLearnsNothingUntilExactScopeObserved"}, ""),
+	spectest.R("Wildcards, duplicate fields, duplicate scopes, control characters and unknown fields are rejected.", []string{"TestPolicyRejectsWildcards", "TestPolicyRejectsDuplicateFields", "TestPolicyRejectsDuplicateScopes", "TestPolicyRejectsControlCharacters", "TestPolicyRejectsUnknownFields"}, ""),
+	spectest.R("Shadow logs the suggested seconds, opaque bucket digest, confidence and step count. It preserves existing cooldowns and selection.", []string{"TestShadowLogsSuggestionAndChangesNoCooldown"}, ""),
+	spectest.R("Apply uses a suggested duration after sufficient consistent evidence.", []string{"TestApplyUsesSuggestionAfterConsistentEvidence"}, ""),
+	spectest.R("For a named quota bucket, specify its exact name and the model recorded by the transport.", []string{"TestConfiguredNameLearnsNothingUntilExactScopeObserved", "TestSeparateEvidencePerCredentialProviderModelBucket"}, ""),
+	spectest.R("A quota-only observation uses model:null.", []string{"TestQuotaOnlyObservationUsesNullModel"}, ""),
+	spectest.R("A configured name learns nothing until a pool receives natural outcomes with that exact scope.", []string{"TestConfiguredNameLearnsNothingUntilExactScopeObserved"}, ""),
+	spectest.R("MODEL_COOLDOWN_ENABLED still controls the existing model-scoped admission policy. Tuning does not enable it.", []string{"TestTuningOnlyAdjustsDurationAndDoesNotEnableModelCooldown", "TestLearnerSendsNoRequestsAndParsesNoHeaders"}, "pool: TestLearnerLearnsOnLegacyPath"),
+	spectest.R("With model cooldowns disabled, the pool keeps its legacy credential-wide rest semantics while learning separate scope records.", nil, "pool: TestLearnerLearnsOnLegacyPath"),
+
+	// Evidence and bounds.
+	spectest.R("The interval starts at 1-3,600 seconds.", []string{"TestIntervalStartsAt1To3600Seconds"}, ""),
+	spectest.R("A later natural throttle in the same credential/model/quota bucket raises its lower bound from the failed wait.", []string{"TestLaterThrottleRaisesLowerBoundFromFailedWait"}, ""),
+	spectest.R("A genuine successful request after a throttle lowers its upper bound from the elapsed wait.", []string{"TestSuccessAfterThrottleLowersUpperBoundFromElapsedWait", "TestInFlightSuccessIsNotARecovery"}, ""),
+	spectest.R("Success without a preceding throttle provides no recovery sample.", []string{"TestSuccessWithoutPrecedingThrottleProvidesNoSample"}, ""),
+	spectest.R("Authentication rejection, caller errors, cancellation, transport errors and catalog validation probes provide no learning evidence.", []string{"TestNonLearningOutcomesProvideNoEvidence"}, "pool: TestLearnerConsultedOnlyForInference (catalog probes never reach the learner)"),
+	spectest.R("Three consistent directional observations allow a midpoint trial.", []string{"TestThreeConsistentObservationsAllowMidpointTrial"}, ""),
+	spectest.R("Each state allows at most 12 trial steps.", []string{"TestAtMost12TrialSteps"}, ""),
+	spectest.R("Contradictory observations or nonincreasing timestamps widen the interval and remove confidence.", []string{"TestContradictionWidensIntervalAndRemovesConfidence", "TestNonincreasingTimestampWidensIntervalAndRemovesConfidence"}, ""),
+	spectest.R("Apply uses the existing cooldown until confidence returns.", []string{"TestApplyUsesExistingCooldownUntilConfidenceReturns"}, ""),
+	spectest.R("The existing model cooldown cap also bounds an applied trial.", []string{"TestModelCooldownCapBoundsAppliedTrial"}, "pool: TestLearnerSuggestionBoundedByAdviceAndCap"),
+	spectest.R("Trusted Retry-After or reset seconds supplied by the transport are a hard minimum, even when longer than 3,600 seconds.", []string{"TestRetryAfterIsHardMinimumEvenAbove3600", "TestApplyNeverGoesUnderRetryAfterHint"}, ""),
+	spectest.R("Such hints can prevent any shortening.", []string{"TestHintsCanPreventShortening"}, ""),
+	spectest.R("Invalid or nonfinite hints are ignored.", []string{"TestInvalidOrNonfiniteHintsIgnored"}, ""),
+	spectest.R("No header is parsed or rewritten by the learner.", []string{"TestLearnerSendsNoRequestsAndParsesNoHeaders"}, ""),
+	spectest.R("Each credential, provider, model and quota bucket has separate evidence.", []string{"TestSeparateEvidencePerCredentialProviderModelBucket"}, ""),
+	spectest.R("Model and quota names are never stored.", []string{"TestModelAndQuotaNamesNeverStored"}, ""),
+	spectest.R("Credential-keyed HMAC digests provide stable opaque identities across processes; credentials and prefixes are never stored in learned state.", []string{"TestIdentitiesAreOpaqueDigests", "TestSharedStoreAcrossProcesses"}, "pool: TestLearnerIdentityIsCredentialKeyedAndUnambiguous"),
+	spectest.R("Rotating a credential creates a new identity.", []string{"TestRotatedCredentialStartsNewIdentity"}, "pool: TestLearnerIdentityIsCredentialKeyedAndUnambiguous"),
+
+	// Storage, errors and retention.
+	spectest.R("Standalone (rotor's default) uses process-local state, bounded to 1,024 entries.", []string{"TestProcessLocalStateBoundedTo1024", "TestMemoryStoreConformance"}, ""),
+	spectest.R("It resets on process restart and is not a distributed quota authority.", []string{"TestStateResetsOnRestart"}, ""),
+	spectest.R("State expires seven days after creation; observations do not extend its lifetime.", []string{"TestStateExpiresSevenDaysAfterCreationNotExtended", "TestMemoryStoreConformance"}, ""),
+	spectest.R("The shared backend (rotor: INTELLIGENCE_STORAGE_BACKEND=sqlite, the ledger database) is a private storage domain with the fixed operations get and put; puts use revision comparison and a transactional capacity check.", []string{"TestMemoryStoreConformance"}, "ledger/learnedstore: TestSQLiteStoreConformance"),
+	spectest.R("Storage is bounded to 1,024 rows. Reads ignore expired state; writes reclaim expired rows.", []string{"TestMemoryStoreConformance"}, "ledger/learnedstore: TestSQLiteStoreConformance"),
+	spectest.R("A missing table or unavailable store: the pool falls back to its existing cooldown with one warning and continues serving traffic.", []string{"TestUnavailableStoreFallsBackWithOneWarning"}, "ledger/learnedstore: TestMissingTableIsUnavailable (rotor has no storage route to answer 503)"),
+	spectest.R("A stale revision, invalid stored state or full capacity also prevents applying a suggestion.", []string{"TestStaleRevisionIsRefusedAndPreventsApplying", "TestInvalidStoredStatePreventsApplying", "TestFullStoreRefusesNewScopesButKeepsServing"}, ""),
+	spectest.R("No public route or new response header is introduced.", []string{"TestLearnerSendsNoRequestsAndParsesNoHeaders"}, "runtime"),
+	spectest.R("Default-off mode performs no learned-state storage operations or reports.", []string{"TestOffModePerformsNoStorageOperations"}, ""),
+	spectest.R("Shadow observation and storage writes add no provider usage; existing transport accounting and retry safety remain authoritative.", []string{"TestLearnerSendsNoRequestsAndParsesNoHeaders"}, "decisions"),
+
+	// rotor's departures, each in the README's Cooldowns section.
+	spectest.R("(rotor) A learned wait longer than the existing cooldown is used only while a refusal was seen in the last 15 minutes.", []string{"TestStaleLongerWaitIsRefreshedByExistingCooldown"}, ""),
+	spectest.R("(rotor) Observations less than a second out of order are concurrent, not a nonincreasing timestamp.", []string{"TestNonincreasingTimestampWidensIntervalAndRemovesConfidence", "TestConcurrentThrottlesAreOneObservation"}, ""),
+	spectest.R("(rotor) A write refused for a stale revision is retried once on fresh state.", []string{"TestStaleRevisionIsRetriedOnce", "TestStaleRevisionIsRefusedAndPreventsApplying"}, ""),
+	spectest.R("(rotor) A trial needs an upper bound proven by a recovery, besides three consistent observations.", []string{"TestTrialNeedsARecovery"}, ""),
+}
+
+// TestSpecRuleMapIsComplete checks that every rule names a test that exists
+// in this package, or an owner elsewhere.
+func TestSpecRuleMapIsComplete(t *testing.T) { spectest.Check(t, specRules) }
+
+// TestLearnerSendsNoRequestsAndParsesNoHeaders checks the package source:
+// the learner imports no network or HTTP package and no rotor package but
+// pool and internal helpers, so it can send no probe, parse or rewrite no
+// header, add no route, and enable no model cooldown (its only output is a
+// duration returned to the pool); nor does it start goroutines or timers of
+// its own.
+func TestLearnerSendsNoRequestsAndParsesNoHeaders(t *testing.T) {
+	names, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	checked := 0
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checked++
+		for _, imp := range f.Imports {
+			path, _ := strconv.Unquote(imp.Path.Value)
+			switch {
+			case path == "net" || strings.HasPrefix(path, "net/") || path == "os/exec":
+				t.Errorf("%s imports %s", name, path)
+			case strings.HasPrefix(path, "github.com/rotorhq/rotor/") &&
+				path != "github.com/rotorhq/rotor/pool" && !strings.HasPrefix(path, "github.com/rotorhq/rotor/internal/"):
+				t.Errorf("%s imports %s", name, path)
+			case strings.HasPrefix(path, "github.com/rotorhq/rotor/internal/httpx"):
+				t.Errorf("%s imports %s", name, path)
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no source files checked")
+	}
+	spectest.Forbid(t, map[string]bool{"time.Sleep": true, "time.After": true, "time.AfterFunc": true,
+		"time.NewTimer": true, "time.NewTicker": true, "time.Tick": true}, "Header")
+}
+
+// TestTrialNeedsARecovery: throttles alone, however many and however
+// consistent, never allow a trial; the upper bound must be proven by a
+// recovery first (hi stays at 3,600 s until a success sets it, and a
+// midpoint below an unproven bound would be a guess).
+func TestTrialNeedsARecovery(t *testing.T) {
+	h := newHarness(t, ModeApply)
+	// One long episode refused every minute: lo climbs, confidence grows.
+	for i := range 10 {
+		if d, ok := h.throttle(time.Duration(i) * time.Minute); ok {
+			t.Fatalf("throttle %d: a trial of %v without any recovery", i, d)
+		}
+	}
+	if st := h.mustState(); st.conf < confidentAt || st.hi != maxBoundMS {
+		t.Fatalf("after ten throttles: conf=%d hi=%d; want at least %d and %d", st.conf, st.hi, confidentAt, maxBoundMS)
+	}
+	// One recovery proves an upper bound: the next episode gets a trial.
+	h.success(10 * time.Minute)
+	if _, ok := h.throttle(20 * time.Minute); !ok {
+		t.Error("no trial after a recovery proved the upper bound")
+	}
+}
