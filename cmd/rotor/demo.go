@@ -24,7 +24,7 @@ import (
 	"github.com/rotorhq/rotor/internal/secret"
 	"github.com/rotorhq/rotor/internal/tokenfile"
 	"github.com/rotorhq/rotor/ledger"
-	"github.com/rotorhq/rotor/runtime"
+	"github.com/rotorhq/rotor/gateway"
 )
 
 type demoOptions struct {
@@ -136,7 +136,7 @@ func demoRun(ctx context.Context, opts *demoOptions) error {
 	df.LookupEnv = func(k string) (string, bool) { v, ok := keys[k]; return v, ok }
 	df.cfgOnce.Do(func() { df.cfg = &cfg })
 
-	metrics := runtime.NewMetrics()
+	metrics := gateway.NewMetrics()
 	store, err := openServingLedger(ctx, df, &cfg, metrics)
 	if err != nil {
 		return err
@@ -160,7 +160,7 @@ func demoRun(ctx context.Context, opts *demoOptions) error {
 	if err != nil {
 		return err
 	}
-	rtSrv := runtime.New(runtime.Config{Router: parts.router, Token: rtTok, Budgets: runtime.BudgetLister(store), Metrics: metrics, Logger: df.Logger(), Port: portOf(rtLn)})
+	rtSrv := gateway.New(gateway.Config{Router: parts.router, Token: rtTok, Budgets: gateway.BudgetLister(store), Metrics: metrics, Logger: df.Logger(), Port: portOf(rtLn)})
 	// The bridge in front of it, with a client token labelled "demo".
 	brLn, err := httpx.ListenLoopback("127.0.0.1:0", false)
 	if err != nil {
@@ -180,7 +180,7 @@ func demoRun(ctx context.Context, opts *demoOptions) error {
 		done <- struct{}{}
 	}()
 	go func() {
-		httpx.Serve(sctx, brLn, runtime.Chain("bridge", br.Handler(), df.Logger(), metrics, df.Clock, false), httpx.ServeOptions{Drain: 5 * time.Second})
+		httpx.Serve(sctx, brLn, gateway.Chain("bridge", br.Handler(), df.Logger(), metrics, df.Clock, false), httpx.ServeOptions{Drain: 5 * time.Second})
 		done <- struct{}{}
 	}()
 	defer func() { stop(); <-done; <-done }()

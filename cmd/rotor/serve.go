@@ -21,7 +21,7 @@ import (
 	"github.com/rotorhq/rotor/internal/secret"
 	"github.com/rotorhq/rotor/internal/tokenfile"
 	"github.com/rotorhq/rotor/ledger"
-	"github.com/rotorhq/rotor/runtime"
+	"github.com/rotorhq/rotor/gateway"
 )
 
 // listenErr maps a listen failure to the right exit status.
@@ -159,7 +159,7 @@ func runtimeStartRun(cmd *cobra.Command, opts *startOptions) error {
 	if err != nil {
 		return err
 	}
-	metrics := runtime.NewMetrics()
+	metrics := gateway.NewMetrics()
 	store, err := openServingLedger(ctx, f, cfg, metrics)
 	if err != nil {
 		return err
@@ -168,7 +168,7 @@ func runtimeStartRun(cmd *cobra.Command, opts *startOptions) error {
 	if err != nil {
 		return err
 	}
-	srv := runtime.New(runtime.Config{Router: parts.router, Token: tok, Budgets: runtime.BudgetLister(store), Metrics: metrics,
+	srv := gateway.New(gateway.Config{Router: parts.router, Token: tok, Budgets: gateway.BudgetLister(store), Metrics: metrics,
 		Logger: f.Logger(), Clock: f.Clock, Port: portOf(ln), ExtraHosts: extraHosts(cfg.Runtime.Listen), AllowedOrigins: cfg.Runtime.AllowedOrigins, Version: f.Version})
 	return serveUntilDone(ctx, f, cfg, "runtime", ln, srv.Handler())
 }
@@ -300,18 +300,18 @@ func bridgeStartRun(cmd *cobra.Command, opts *startOptions) error {
 		return err
 	}
 	defer removeRecord()
-	handler := runtime.Chain("bridge", br.Handler(), f.Logger(), metrics, f.Clock, false)
+	handler := gateway.Chain("bridge", br.Handler(), f.Logger(), metrics, f.Clock, false)
 	return serveUntilDone(ctx, f, cfg, "bridge", ln, handler, "runtime", runtimeMode(cfg))
 }
 
 // listenAndOpenLedger binds addr (loopback unless allowed otherwise) and
 // opens the ledger with commit metrics, the first steps of both servers.
-func listenAndOpenLedger(ctx context.Context, f *Factory, cfg *config.Config, addr string, allowNonLoopback bool) (net.Listener, *runtime.Metrics, *ledger.Store, error) {
+func listenAndOpenLedger(ctx context.Context, f *Factory, cfg *config.Config, addr string, allowNonLoopback bool) (net.Listener, *gateway.Metrics, *ledger.Store, error) {
 	ln, err := httpx.ListenLoopback(addr, allowNonLoopback)
 	if err != nil {
 		return nil, nil, nil, listenErr(err)
 	}
-	metrics := runtime.NewMetrics()
+	metrics := gateway.NewMetrics()
 	store, err := openServingLedger(ctx, f, cfg, metrics)
 	if err != nil {
 		ln.Close()

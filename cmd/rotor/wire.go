@@ -18,14 +18,14 @@ import (
 	"github.com/rotorhq/rotor/ledger"
 	"github.com/rotorhq/rotor/ledger/learnedstore"
 	"github.com/rotorhq/rotor/pool"
-	"github.com/rotorhq/rotor/runtime"
+	"github.com/rotorhq/rotor/gateway"
 )
 
 // runtimeParts is everything a runtime needs, built from the config.
 type runtimeParts struct {
-	server  *runtime.Server
+	server  *gateway.Server
 	router  *decisions.Router
-	metrics *runtime.Metrics
+	metrics *gateway.Metrics
 	learner *learned.Learner
 }
 
@@ -84,7 +84,7 @@ func loadKey(lookup func(string) (string, bool), home string, cr config.Credenti
 
 // buildRuntime wires pools, the learner, the Decisions route and the
 // runtime server from the configuration.
-func buildRuntime(f *Factory, cfg *config.Config, store *ledger.Store, metrics *runtime.Metrics, port int, origins []string) (*runtimeParts, error) {
+func buildRuntime(f *Factory, cfg *config.Config, store *ledger.Store, metrics *gateway.Metrics, port int, origins []string) (*runtimeParts, error) {
 	log := f.Logger()
 	home, err := f.Home()
 	if err != nil {
@@ -144,14 +144,14 @@ func buildRuntime(f *Factory, cfg *config.Config, store *ledger.Store, metrics *
 		ErrorBodyIdle: cfg.Runtime.ErrorBodyIdle, MaxBuffered: cfg.Runtime.MaxBufferedMB << 20,
 		ReservationGrace: cfg.Ledger.ReservationGrace, Metrics: metrics, UserAgent: "rotor/" + f.Version,
 	})
-	srv := runtime.New(runtime.Config{Router: router, Budgets: runtime.BudgetLister(store), Metrics: metrics, Logger: log, Clock: clk,
+	srv := gateway.New(gateway.Config{Router: router, Budgets: gateway.BudgetLister(store), Metrics: metrics, Logger: log, Clock: clk,
 		Port: port, AllowedOrigins: origins, Version: f.Version})
-	metrics.WatchBudgets(runtime.BudgetLister(store))
+	metrics.WatchBudgets(gateway.BudgetLister(store))
 	return &runtimeParts{server: srv, router: router, metrics: metrics, learner: learner}, nil
 }
 
 // openServingLedger opens the ledger with commit metrics.
-func openServingLedger(ctx context.Context, f *Factory, cfg *config.Config, m *runtime.Metrics) (*ledger.Store, error) {
+func openServingLedger(ctx context.Context, f *Factory, cfg *config.Config, m *gateway.Metrics) (*ledger.Store, error) {
 	f.storeMu.Lock()
 	defer f.storeMu.Unlock()
 	return f.openLedgerLocked(ctx, cfg, m.ObserveCommit)

@@ -1,4 +1,4 @@
-package runtime
+package gateway
 
 import (
 	"context"

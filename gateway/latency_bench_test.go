@@ -1,4 +1,4 @@
-package runtime
+package gateway
 
 import (
 	"bytes"
@@ -167,7 +167,7 @@ func (t *latencyTarget) run(tb testing.TB, n int) []time.Duration {
 // it. Provider, runtime and clients share one process here; scripts/bench.sh
 // measures the real binary in its own process. Run with, e.g.:
 //
-//	go test ./runtime -run '^$' -bench AddedLatency -benchtime 20000x
+//	go test ./gateway -run '^$' -bench AddedLatency -benchtime 20000x
 func BenchmarkAddedLatency(b *testing.B) {
 	direct, through := newLatencyTargets(b)
 	// Warm-up: open the connections, fetch the catalogs.
