@@ -19,12 +19,12 @@ import (
 	"github.com/rotorhq/rotor/bridge"
 	"github.com/rotorhq/rotor/budgets"
 	"github.com/rotorhq/rotor/config"
+	"github.com/rotorhq/rotor/gateway"
 	"github.com/rotorhq/rotor/internal/fakeprovider"
 	"github.com/rotorhq/rotor/internal/httpx"
 	"github.com/rotorhq/rotor/internal/secret"
 	"github.com/rotorhq/rotor/internal/tokenfile"
 	"github.com/rotorhq/rotor/ledger"
-	"github.com/rotorhq/rotor/gateway"
 )
 
 type demoOptions struct {

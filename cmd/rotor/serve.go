@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
-	goruntime "runtime"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -17,11 +17,11 @@ import (
 
 	"github.com/rotorhq/rotor/bridge"
 	"github.com/rotorhq/rotor/config"
+	"github.com/rotorhq/rotor/gateway"
 	"github.com/rotorhq/rotor/internal/httpx"
 	"github.com/rotorhq/rotor/internal/secret"
 	"github.com/rotorhq/rotor/internal/tokenfile"
 	"github.com/rotorhq/rotor/ledger"
-	"github.com/rotorhq/rotor/gateway"
 )
 
 // listenErr maps a listen failure to the right exit status.
@@ -341,12 +341,12 @@ func serveUntilDone(ctx context.Context, f *Factory, cfg *config.Config, name st
 // machine one thread cut the bridge's CPU per request by a quarter and its
 // one-client latency by a sixth (README, "Performance").
 func serverProcs(f *Factory) (procs, cpus int) {
-	cpus = goruntime.GOMAXPROCS(0)
+	cpus = runtime.GOMAXPROCS(0)
 	if v, ok := f.LookupEnv("GOMAXPROCS"); ok && v != "" {
 		return cpus, cpus
 	}
 	procs = max(1, cpus/2)
-	goruntime.GOMAXPROCS(procs)
+	runtime.GOMAXPROCS(procs)
 	return procs, cpus
 }
 

@@ -15,9 +15,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rotorhq/rotor/config"
+	"github.com/rotorhq/rotor/gateway"
 	"github.com/rotorhq/rotor/internal/secret"
 	"github.com/rotorhq/rotor/internal/tokenfile"
-	"github.com/rotorhq/rotor/gateway"
 )
 
 type statusOptions struct {

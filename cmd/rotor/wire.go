@@ -11,6 +11,7 @@ import (
 	"github.com/rotorhq/rotor/budgets"
 	"github.com/rotorhq/rotor/config"
 	"github.com/rotorhq/rotor/decisions"
+	"github.com/rotorhq/rotor/gateway"
 	"github.com/rotorhq/rotor/internal/clock"
 	"github.com/rotorhq/rotor/internal/secret"
 	"github.com/rotorhq/rotor/internal/tokenfile"
@@ -18,7 +19,6 @@ import (
 	"github.com/rotorhq/rotor/ledger"
 	"github.com/rotorhq/rotor/ledger/learnedstore"
 	"github.com/rotorhq/rotor/pool"
-	"github.com/rotorhq/rotor/gateway"
 )
 
 // runtimeParts is everything a runtime needs, built from the config.
