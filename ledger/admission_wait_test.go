@@ -98,7 +98,10 @@ func TestAdmissionHonoursDeadlineAndWaitsBusyTimeoutOnce(t *testing.T) {
 	})
 
 	t.Run("busy_timeout once", func(t *testing.T) {
-		const busy = 2 * time.Second
+		// Long enough that once (busy) and twice (2*busy) stay apart by
+		// more than a loaded machine's scheduling delay: the bound below
+		// leaves 2.5 s either way.
+		const busy = 5 * time.Second
 		s, _ := lockedLedger(t, busy)
 		a := reserveAsync(s, ctx, "a")
 		waitUntil(t, "a waits for the lock", queued(s.w, 0))
