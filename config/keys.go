@@ -123,7 +123,7 @@ var credentialFields = []field[Credential]{
 	// Never echo the value: it is a secret.
 	{key: "api_key", refuse: "inline keys are refused (line %d); name an environment variable with api_key_env or a file with api_key_file"},
 	{key: "visibility.allow", ptr: func(c *Credential) any { return &c.Visibility.Allow }, example: `["decide-*"]`, doc: "path.Match globs; empty allows every model"},
-	{key: "visibility.deny", ptr: func(c *Credential) any { return &c.Visibility.Deny }, example: "[]"},
+	{key: "visibility.deny", ptr: func(c *Credential) any { return &c.Visibility.Deny }, example: `["decide-old"]`},
 	{key: "model_profiles", ptr: func(c *Credential) any { return &c.ModelProfiles }, example: `{decide-mini: {supported_endpoints: ["/v1/decisions"]}}`},
 }
 
