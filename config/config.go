@@ -11,8 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/rotorhq/rotor/internal/dur"
 )
 
 // Pool names: each serves the model prefix of the same name.
@@ -140,34 +138,6 @@ type ModelProfile struct {
 	SupportedEndpoints []string
 }
 
-// Supports reports whether the profile lists endpoint.
-func (p ModelProfile) Supports(endpoint string) bool {
-	for _, e := range p.SupportedEndpoints {
-		if e == endpoint {
-			return true
-		}
-	}
-	return false
-}
-
-// Allows reports whether the visibility policy admits model.
-func (v Visibility) Allows(model string) bool {
-	for _, g := range v.Deny {
-		if ok, _ := path.Match(g, model); ok {
-			return false
-		}
-	}
-	if len(v.Allow) == 0 {
-		return true
-	}
-	for _, g := range v.Allow {
-		if ok, _ := path.Match(g, model); ok {
-			return true
-		}
-	}
-	return false
-}
-
 // Defaults.
 const (
 	DefaultBridgeListen      = "127.0.0.1:8787"
@@ -185,29 +155,6 @@ const (
 	DefaultBusyTimeout       = 5 * time.Second
 	DefaultRegion            = "default"
 )
-
-// Default returns the configuration used when no file sets anything.
-func Default() Config {
-	return Config{
-		CatalogTTL:     DefaultCatalogTTL,
-		CatalogTimeout: DefaultCatalogTimeout,
-		Log:            Log{Level: "info", Format: "text"},
-		Runtime: Runtime{
-			Listen:            DefaultRuntimeListen,
-			Deadline:          DefaultDeadline,
-			TokenFile:         "runtime.token",
-			ErrorBodyIdle:     DefaultErrorBodyIdle,
-			MaxBufferedMB:     DefaultMaxBufferedMB,
-			ReadHeaderTimeout: DefaultReadHeaderTimeout,
-			ReadTimeout:       DefaultReadTimeout,
-		},
-		Bridge:          Bridge{Listen: DefaultBridgeListen},
-		Ledger:          Ledger{Synchronous: "normal", ReservationGrace: DefaultReservationGrace, BusyTimeout: DefaultBusyTimeout},
-		ModelCooldown:   ModelCooldown{Enabled: false, MaxSeconds: DefaultMaxCooldown},
-		LearnedCooldown: LearnedCooldown{Mode: "off", PolicyJSON: "{}", Storage: "memory"},
-		Pools:           map[string]Pool{},
-	}
-}
 
 // ErrInvalid is the sentinel every FieldError unwraps to.
 var ErrInvalid = errors.New("invalid configuration")
@@ -234,103 +181,6 @@ func (e *FieldError) Unwrap() []error { return []error{ErrInvalid, e.Err} }
 
 func fieldErr(field string, format string, args ...any) *FieldError {
 	return &FieldError{Field: field, Err: fmt.Errorf(format, args...)}
-}
-
-// Keys lists the scalar keys that ROTOR_* variables and flags may set, with
-// the variable name cmd/rotor binds for each.
-var Keys = []string{
-	"catalog_ttl",
-	"catalog_timeout",
-	"log.level",
-	"log.format",
-	"runtime.listen",
-	"runtime.deadline",
-	"runtime.token_file",
-	"runtime.allowed_origins",
-	"runtime.error_body_idle",
-	"runtime.max_buffered_mb",
-	"runtime.read_header_timeout",
-	"runtime.read_timeout",
-	"bridge.listen",
-	"bridge.allowed_origins",
-	"bridge.runtime_url",
-	"ledger.synchronous",
-	"ledger.reservation_grace",
-	"ledger.busy_timeout",
-}
-
-// EnvName returns the ROTOR_* variable for a key: ROTOR_RUNTIME_LISTEN for
-// runtime.listen.
-func EnvName(key string) string {
-	return "ROTOR_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
-}
-
-// Set overrides one scalar key from a string. List keys take
-// comma-separated values. The error is a *FieldError naming the key.
-func (c *Config) Set(key, value string) error {
-	value = strings.TrimSpace(value)
-	durField := func(p *time.Duration) error {
-		d, err := dur.Parse(value)
-		if err != nil {
-			return &FieldError{Field: key, Err: err}
-		}
-		*p = d
-		return nil
-	}
-	list := func(p *[]string) error {
-		*p = nil
-		for _, s := range strings.Split(value, ",") {
-			if s = strings.TrimSpace(s); s != "" {
-				*p = append(*p, s)
-			}
-		}
-		return nil
-	}
-	switch key {
-	case "catalog_ttl":
-		return durField(&c.CatalogTTL)
-	case "catalog_timeout":
-		return durField(&c.CatalogTimeout)
-	case "log.level":
-		c.Log.Level = strings.ToLower(value)
-	case "log.format":
-		c.Log.Format = strings.ToLower(value)
-	case "runtime.listen":
-		c.Runtime.Listen = value
-	case "runtime.deadline":
-		return durField(&c.Runtime.Deadline)
-	case "runtime.token_file":
-		c.Runtime.TokenFile = value
-	case "runtime.allowed_origins":
-		return list(&c.Runtime.AllowedOrigins)
-	case "runtime.error_body_idle":
-		return durField(&c.Runtime.ErrorBodyIdle)
-	case "runtime.max_buffered_mb":
-		n, err := strconv.ParseInt(value, 10, 64)
-		if err != nil {
-			return fieldErr(key, "not an integer: %q", value)
-		}
-		c.Runtime.MaxBufferedMB = n
-	case "runtime.read_header_timeout":
-		return durField(&c.Runtime.ReadHeaderTimeout)
-	case "runtime.read_timeout":
-		return durField(&c.Runtime.ReadTimeout)
-	case "bridge.listen":
-		c.Bridge.Listen = value
-	case "bridge.allowed_origins":
-		return list(&c.Bridge.AllowedOrigins)
-	case "bridge.runtime_url":
-		c.Bridge.RuntimeURL = value
-	case "ledger.synchronous":
-		c.Ledger.Synchronous = strings.ToLower(value)
-	case "ledger.reservation_grace":
-		return durField(&c.Ledger.ReservationGrace)
-	case "ledger.busy_timeout":
-		return durField(&c.Ledger.BusyTimeout)
-	default:
-		return fieldErr(key, "unknown key")
-	}
-	return nil
 }
 
 var credentialName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
@@ -543,16 +393,4 @@ func (p Pool) EnabledCredentials() []Credential {
 		}
 	}
 	return out
-}
-
-// BucketOf returns the quota bucket configured for model, or "".
-func (p Pool) BucketOf(model string) string {
-	for b, ms := range p.QuotaBuckets {
-		for _, m := range ms {
-			if m == model {
-				return b
-			}
-		}
-	}
-	return ""
 }

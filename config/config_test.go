@@ -52,17 +52,19 @@ func TestParseFileGood(t *testing.T) {
 		t.Errorf("base_url trailing slash kept: %q", a.BaseURL)
 	}
 	// Model names keep their case and dots (viper would fold and split them).
-	if !a.ModelProfiles["Decide-Mini.v2"].Supports(DecisionsEndpoint) {
+	if got := a.ModelProfiles["Decide-Mini.v2"].SupportedEndpoints; !reflect.DeepEqual(got, []string{DecisionsEndpoint}) {
 		t.Errorf("model profile lost: %+v", a.ModelProfiles)
 	}
 	if !a.Enabled || api.Credentials[1].Enabled {
 		t.Errorf("enabled flags wrong: %v %v", a.Enabled, api.Credentials[1].Enabled)
 	}
-	if got := api.BucketOf("decide-large"); got != "shared" {
-		t.Errorf("BucketOf = %q, want shared", got)
+	// Packages pool and decisions apply them (TestQuotaBucketSharedByMemberModels,
+	// TestEligibilityRequiresCatalogVisibilityAndProfile).
+	if got := api.QuotaBuckets["shared"]; !reflect.DeepEqual(got, []string{"decide-mini", "decide-large"}) {
+		t.Errorf("quota bucket shared = %q", got)
 	}
-	if !a.Visibility.Allows("decide-mini") || a.Visibility.Allows("decide-old") || a.Visibility.Allows("other") {
-		t.Error("visibility globs misapplied")
+	if v := a.Visibility; !reflect.DeepEqual(v, Visibility{Allow: []string{"decide-*"}, Deny: []string{"decide-old"}}) {
+		t.Errorf("visibility = %+v", v)
 	}
 }
 

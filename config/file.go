@@ -34,8 +34,7 @@ func ParseFile(data []byte) (Config, error) {
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 {
 		return c, fieldErr("(file)", "want one YAML document")
 	}
-	p := parser{c: &c}
-	if err := p.top(doc.Content[0]); err != nil {
+	if err := decode(settings, doc.Content[0], "", &c); err != nil {
 		return c, err
 	}
 	return c, nil
@@ -44,8 +43,6 @@ func ParseFile(data []byte) (Config, error) {
 func cleanYAMLError(err error) error {
 	return errors.New(strings.TrimPrefix(err.Error(), "yaml: "))
 }
-
-type parser struct{ c *Config }
 
 type entry struct {
 	key  string
@@ -157,84 +154,43 @@ func strList(n *yaml.Node, field string) ([]string, error) {
 	return out, nil
 }
 
-func (p *parser) top(n *yaml.Node) error {
-	es, err := mapping(n, "")
+// decode reads the mapping n, found at path, into dst by the table fields.
+func decode[T any](fields []field[T], n *yaml.Node, path string, dst *T) error {
+	return decodeSection(fields, n, path, "", dst)
+}
+
+// decodeSection reads the mapping of section (a prefix of the fields'
+// dotted keys, "" for the top) at path.
+func decodeSection[T any](fields []field[T], n *yaml.Node, path, section string, dst *T) error {
+	at := path
+	if section != "" {
+		at = join(path, section)
+	}
+	es, err := mapping(n, at)
 	if err != nil {
 		return err
 	}
-	c := p.c
 	for _, e := range es {
-		var err error
-		switch e.key {
-		case "catalog_ttl":
-			err = durValue(e.val, e.key, &c.CatalogTTL)
-		case "catalog_timeout":
-			err = durValue(e.val, e.key, &c.CatalogTimeout)
-		case "log":
-			err = p.section(e, map[string]func(*yaml.Node, string) error{
-				"level":  func(n *yaml.Node, f string) error { return strValue(n, f, &c.Log.Level) },
-				"format": func(n *yaml.Node, f string) error { return strValue(n, f, &c.Log.Format) },
-			})
-		case "runtime":
-			err = p.section(e, map[string]func(*yaml.Node, string) error{
-				"listen":          func(n *yaml.Node, f string) error { return strValue(n, f, &c.Runtime.Listen) },
-				"deadline":        func(n *yaml.Node, f string) error { return durValue(n, f, &c.Runtime.Deadline) },
-				"token_file":      func(n *yaml.Node, f string) error { return strValue(n, f, &c.Runtime.TokenFile) },
-				"error_body_idle": func(n *yaml.Node, f string) error { return durValue(n, f, &c.Runtime.ErrorBodyIdle) },
-				"read_header_timeout": func(n *yaml.Node, f string) error {
-					return durValue(n, f, &c.Runtime.ReadHeaderTimeout)
-				},
-				"read_timeout": func(n *yaml.Node, f string) error { return durValue(n, f, &c.Runtime.ReadTimeout) },
-				"allowed_origins": func(n *yaml.Node, f string) (err error) {
-					c.Runtime.AllowedOrigins, err = strList(n, f)
-					return err
-				},
-				"max_buffered_mb": func(n *yaml.Node, f string) error {
-					s, err := scalar(n, f)
-					if err != nil {
-						return err
-					}
-					v, err := strconv.ParseInt(s, 10, 64)
-					if err != nil {
-						return fieldErr(f, "want an integer, not %q (line %d)", s, n.Line)
-					}
-					c.Runtime.MaxBufferedMB = v
-					return nil
-				},
-			})
-		case "bridge":
-			err = p.section(e, map[string]func(*yaml.Node, string) error{
-				"listen":      func(n *yaml.Node, f string) error { return strValue(n, f, &c.Bridge.Listen) },
-				"runtime_url": func(n *yaml.Node, f string) error { return strValue(n, f, &c.Bridge.RuntimeURL) },
-				"allowed_origins": func(n *yaml.Node, f string) (err error) {
-					c.Bridge.AllowedOrigins, err = strList(n, f)
-					return err
-				},
-			})
-		case "ledger":
-			err = p.section(e, map[string]func(*yaml.Node, string) error{
-				"synchronous":       func(n *yaml.Node, f string) error { return strValue(n, f, &c.Ledger.Synchronous) },
-				"reservation_grace": func(n *yaml.Node, f string) error { return durValue(n, f, &c.Ledger.ReservationGrace) },
-				"busy_timeout":      func(n *yaml.Node, f string) error { return durValue(n, f, &c.Ledger.BusyTimeout) },
-			})
-		case "model_cooldown":
-			// The spec's own settings: kept raw, resolved by ResolveSpec,
-			// where a malformed value disables the feature instead of
-			// failing the start.
-			err = p.section(e, map[string]func(*yaml.Node, string) error{
-				"enabled":     rawInto(&c.ModelCooldown.rawEnabled),
-				"max_seconds": rawInto(&c.ModelCooldown.rawMax),
-			})
-		case "learned_cooldown":
-			err = p.section(e, map[string]func(*yaml.Node, string) error{
-				"mode":        rawInto(&c.LearnedCooldown.rawMode),
-				"policy_json": rawInto(&c.LearnedCooldown.rawPolicy),
-				"storage":     rawInto(&c.LearnedCooldown.rawStorage),
-			})
-		case "pools":
-			err = p.pools(e.val)
+		key := join(section, e.key)
+		name := join(path, key)
+		f := lookup(fields, key)
+		switch {
+		case strings.Contains(e.key, "."):
+			// A dotted key is a path in the table, never a key in the file.
+			err = unknown(at, e)
+		case f != nil && f.refuse != "":
+			err = fieldErr(name, f.refuse, e.line)
+		case f != nil && f.raw != nil:
+			var s string
+			if s, err = scalar(e.val, name); err == nil {
+				*f.raw(dst) = &s
+			}
+		case f != nil:
+			err = decodeValue(e.val, name, f.ptr(dst), f.clean)
+		case isSection(fields, key):
+			err = decodeSection(fields, e.val, path, key, dst)
 		default:
-			err = unknown("", e)
+			err = unknown(at, e)
 		}
 		if err != nil {
 			return err
@@ -243,70 +199,79 @@ func (p *parser) top(n *yaml.Node) error {
 	return nil
 }
 
-func rawInto(p **string) func(*yaml.Node, string) error {
-	return func(n *yaml.Node, f string) error {
-		s, err := scalar(n, f)
-		if err != nil {
-			return err
-		}
-		*p = &s
-		return nil
-	}
-}
-
-func (p *parser) section(e entry, fields map[string]func(*yaml.Node, string) error) error {
-	es, err := mapping(e.val, e.key)
-	if err != nil {
-		return err
-	}
-	for _, f := range es {
-		set, ok := fields[f.key]
-		if !ok {
-			return unknown(e.key, f)
-		}
-		if err := set(f.val, join(e.key, f.key)); err != nil {
-			return err
+func lookup[T any](fields []field[T], key string) *field[T] {
+	for i := range fields {
+		if fields[i].key == key {
+			return &fields[i]
 		}
 	}
 	return nil
 }
 
-func (p *parser) pools(n *yaml.Node) error {
-	es, err := mapping(n, "pools")
+func isSection[T any](fields []field[T], key string) bool {
+	for _, f := range fields {
+		if strings.HasPrefix(f.key, key+".") {
+			return true
+		}
+	}
+	return false
+}
+
+// decodeValue reads n into p by p's type.
+func decodeValue(n *yaml.Node, field string, p any, clean func(string) string) (err error) {
+	switch p := p.(type) {
+	case *time.Duration:
+		return durValue(n, field, p)
+	case *bool:
+		return boolValue(n, field, p)
+	case *string:
+		if err := strValue(n, field, p); err != nil {
+			return err
+		}
+		if clean != nil {
+			*p = clean(*p)
+		}
+	case *int64:
+		s, err := scalar(n, field)
+		if err != nil {
+			return err
+		}
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return fieldErr(field, "want an integer, not %q (line %d)", s, n.Line)
+		}
+		*p = v
+	case *[]string:
+		*p, err = strList(n, field)
+	case *map[string]Pool:
+		return pools(n, field, *p)
+	case *map[string][]string:
+		*p, err = buckets(n, field)
+	case *[]Credential:
+		*p, err = credentials(n, field)
+	case *map[string]ModelProfile:
+		*p, err = profiles(n, field)
+	default:
+		panic(fmt.Sprintf("config: %s has a type the file walker does not read: %T", field, p))
+	}
+	return err
+}
+
+func pools(n *yaml.Node, field string, out map[string]Pool) error {
+	es, err := mapping(n, field)
 	if err != nil {
 		return err
 	}
 	for _, e := range es {
-		base := "pools." + e.key
+		base := join(field, e.key)
 		if e.key != PoolAPI && e.key != PoolZDR {
 			return fieldErr(base, "unknown pool (pools are api and zdr, one per model prefix) (line %d)", e.line)
 		}
-		pool := Pool{AuthRest: DefaultAuthRest}
-		fs, err := mapping(e.val, base)
-		if err != nil {
+		pool := defaults(poolFields)
+		if err := decode(poolFields, e.val, base, &pool); err != nil {
 			return err
 		}
-		for _, f := range fs {
-			field := join(base, f.key)
-			switch f.key {
-			case "first_key_fallback":
-				err = boolValue(f.val, field, &pool.FirstKeyFallback)
-			case "prefer_active":
-				err = boolValue(f.val, field, &pool.PreferActive)
-			case "auth_rest":
-				err = durValue(f.val, field, &pool.AuthRest)
-			case "quota_buckets":
-				pool.QuotaBuckets, err = buckets(f.val, field)
-			case "credentials":
-				pool.Credentials, err = credentials(f.val, field)
-			default:
-				err = unknown(base, f)
-			}
-			if err != nil {
-				return err
-			}
-		}
-		p.c.Pools[e.key] = pool
+		out[e.key] = pool
 	}
 	return nil
 }
@@ -336,66 +301,13 @@ func credentials(n *yaml.Node, field string) ([]Credential, error) {
 	}
 	var out []Credential
 	for i, item := range n.Content {
-		base := fmt.Sprintf("%s[%d]", field, i)
-		es, err := mapping(item, base)
-		if err != nil {
+		cr := defaults(credentialFields)
+		if err := decode(credentialFields, item, fmt.Sprintf("%s[%d]", field, i), &cr); err != nil {
 			return nil, err
-		}
-		cr := Credential{Enabled: true, Region: DefaultRegion}
-		for _, e := range es {
-			f := join(base, e.key)
-			switch e.key {
-			case "name":
-				err = strValue(e.val, f, &cr.Name)
-			case "enabled":
-				err = boolValue(e.val, f, &cr.Enabled)
-			case "region":
-				err = strValue(e.val, f, &cr.Region)
-			case "base_url":
-				err = strValue(e.val, f, &cr.BaseURL)
-				cr.BaseURL = strings.TrimRight(cr.BaseURL, "/")
-			case "api_key_env":
-				err = strValue(e.val, f, &cr.APIKeyEnv)
-			case "api_key_file":
-				err = strValue(e.val, f, &cr.APIKeyFile)
-			case "api_key":
-				// Never echo the value: it is a secret.
-				err = fieldErr(f, "inline keys are refused (line %d); name an environment variable with api_key_env or a file with api_key_file", e.line)
-			case "visibility":
-				err = visibility(e.val, f, &cr.Visibility)
-			case "model_profiles":
-				cr.ModelProfiles, err = profiles(e.val, f)
-			default:
-				err = unknown(base, e)
-			}
-			if err != nil {
-				return nil, err
-			}
 		}
 		out = append(out, cr)
 	}
 	return out, nil
-}
-
-func visibility(n *yaml.Node, field string, v *Visibility) error {
-	es, err := mapping(n, field)
-	if err != nil {
-		return err
-	}
-	for _, e := range es {
-		switch e.key {
-		case "allow":
-			v.Allow, err = strList(e.val, join(field, e.key))
-		case "deny":
-			v.Deny, err = strList(e.val, join(field, e.key))
-		default:
-			err = unknown(field, e)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func profiles(n *yaml.Node, field string) (map[string]ModelProfile, error) {
@@ -405,19 +317,9 @@ func profiles(n *yaml.Node, field string) (map[string]ModelProfile, error) {
 	}
 	out := map[string]ModelProfile{}
 	for _, e := range es {
-		base := join(field, e.key)
-		fs, err := mapping(e.val, base)
-		if err != nil {
+		prof := defaults(profileFields)
+		if err := decode(profileFields, e.val, join(field, e.key), &prof); err != nil {
 			return nil, err
-		}
-		var prof ModelProfile
-		for _, f := range fs {
-			if f.key != "supported_endpoints" {
-				return nil, unknown(base, f)
-			}
-			if prof.SupportedEndpoints, err = strList(f.val, join(base, f.key)); err != nil {
-				return nil, err
-			}
 		}
 		out[e.key] = prof
 	}

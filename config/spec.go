@@ -27,15 +27,6 @@ const (
 // MaxCooldownSeconds is the largest MODEL_COOLDOWN_MAX_SECONDS.
 const MaxCooldownSeconds = 2147483647
 
-// fileKeys are the rotor.yaml keys of the spec's settings.
-var fileKeys = map[string]string{
-	EnvModelCooldownEnabled: "model_cooldown.enabled",
-	EnvModelCooldownMax:     "model_cooldown.max_seconds",
-	EnvLearnedMode:          "learned_cooldown.mode",
-	EnvLearnedPolicy:        "learned_cooldown.policy_json",
-	EnvStorageBackend:       "learned_cooldown.storage",
-}
-
 // specValue finds a spec setting by precedence: the spec's name, then the
 // ROTOR_-prefixed name, then the file; source is the name it was found
 // under. A variable set to an empty (or blank) value means the default, and
@@ -49,7 +40,7 @@ func specValue(env Lookup, name string, file *string) (v string, set bool, sourc
 	}
 	if file != nil {
 		v := strings.TrimSpace(*file)
-		return v, v != "", fileKeys[name]
+		return v, v != "", specFileKey(name)
 	}
 	return "", false, ""
 }
@@ -66,7 +57,7 @@ func (c *Config) ResolveSpec(env Lookup, warn Warn) {
 // ResolveModelCooldown parses the model cooldown settings. fileEnabled and
 // fileMax are the file's raw values or nil.
 func ResolveModelCooldown(env Lookup, fileEnabled, fileMax *string, warn Warn) ModelCooldown {
-	out := ModelCooldown{Enabled: false, MaxSeconds: DefaultMaxCooldown}
+	out := Default().ModelCooldown
 	malformed := false
 	if v, set, src := specValue(env, EnvModelCooldownEnabled, fileEnabled); set {
 		b, ok := parseBool(v)
@@ -94,7 +85,7 @@ func ResolveModelCooldown(env Lookup, fileEnabled, fileMax *string, warn Warn) M
 // ResolveLearned parses the learned cooldown settings. The policy JSON is
 // passed through for package learned to validate.
 func ResolveLearned(env Lookup, fileMode, filePolicy, fileStorage *string, warn Warn) LearnedCooldown {
-	out := LearnedCooldown{Mode: "off", PolicyJSON: "{}", Storage: "memory"}
+	out := Default().LearnedCooldown
 	malformed := false
 	if v, set, src := specValue(env, EnvLearnedMode, fileMode); set {
 		switch v {
