@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bufio"
@@ -46,7 +46,7 @@ func (e *e2e) start(args ...string) *proc {
 }
 
 func (e *e2e) tryStart(args ...string) (*proc, error) {
-	cmd := exec.Command(rotorBin, args...)
+	cmd := exec.Command(e.bin, args...)
 	cmd.Env = e.env
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -355,7 +355,7 @@ func TestBridgeUpAndDecideScripts(t *testing.T) {
 	script := func(name string, args ...string) result {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, "bash", append([]string{filepath.Join("..", "..", "scripts", name)}, args...)...)
+		cmd := exec.CommandContext(ctx, "bash", append([]string{filepath.Join("..", "scripts", name)}, args...)...)
 		cmd.Env = e.env
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
