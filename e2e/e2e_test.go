@@ -44,10 +44,17 @@ type result struct {
 
 func (e *e2e) run(args ...string) result {
 	e.t.Helper()
+	return e.exec(e.env, e.bin, args...)
+}
+
+// exec runs name with args in env, for at most a minute, and returns its
+// output and exit code; a command that cannot run fails the test.
+func (e *e2e) exec(env []string, name string, args ...string) result {
+	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, e.bin, args...)
-	cmd.Env = e.env
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = env
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -55,7 +62,7 @@ func (e *e2e) run(args ...string) result {
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
 	} else if err != nil {
-		e.t.Fatalf("run rotor %v: %v", args, err)
+		e.t.Fatalf("run %s %v: %v", filepath.Base(name), args, err)
 	}
 	return result{out.String(), errb.String(), code}
 }
@@ -382,16 +389,7 @@ func TestScripts(t *testing.T) {
 	e := newE2E(t)
 	e.mustRun("init")
 	script := func(name string, env ...string) result {
-		cmd := exec.Command("bash", filepath.Join("..", "scripts", name))
-		cmd.Env = append(append([]string{}, e.env...), env...)
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		}
-		return result{out.String(), errb.String(), code}
+		return e.exec(append(append([]string{}, e.env...), env...), "bash", filepath.Join("..", "scripts", name))
 	}
 	for i := 0; i < 2; i++ {
 		if r := script("daily-budget.sh", "ROTOR_DAILY_TOKENS=750000"); r.code != 0 {
