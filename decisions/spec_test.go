@@ -19,7 +19,7 @@ import (
 var specRules = []spectest.Rule{
 	spectest.R("The runtime accepts POST /v1/decisions and POST /decisions.", []string{"TestBothRoutesForwardToRegionalDecisionsEndpoint"}, "runtime: TestRuntimeServesBothDecisionsPaths"),
 	spectest.R("(DESIGN) Another method on /v1/decisions answers 405 method_not_allowed with Allow: POST, on runtime and bridge.", []string{"TestMethodOtherThanPost"}, "runtime, bridge: TestNonPostOnDecisionsIs405WithAllow"),
-	spectest.R("The authenticated local bridge also forwards /v1/decisions to the runtime.", nil, "bridge: TestForwardStripsIdentityHeadersAndSetsLabel, TestStandaloneRuntimeGetsRuntimeToken; cmd/rotor: TestBridgeToStandaloneRuntimeAnswersLikeInProcess"),
+	spectest.R("The authenticated local bridge also forwards /v1/decisions to the runtime.", nil, "bridge: TestForwardStripsIdentityHeadersAndSetsLabel, TestStandaloneRuntimeGetsRuntimeToken; e2e: TestBridgeToStandaloneRuntimeAnswersLikeInProcess"),
 	spectest.R("Requests go to the selected credential's regional /v1/decisions endpoint; never translated.", []string{"TestBothRoutesForwardToRegionalDecisionsEndpoint", "TestRequestStaysInItsRegion"}, ""),
 	spectest.R("Select api/<model> or zdr/<model> explicitly.", []string{"TestBareModelsRejectedBeforeDiscoveryOrInference", "TestZDRSelectionUsesOnlyZDRCredentials"}, ""),
 	spectest.R("Bare subscription models, PSP routes, and speed-tier aliases are rejected before discovery or inference.", []string{"TestBareModelsRejectedBeforeDiscoveryOrInference"}, ""),
@@ -56,7 +56,7 @@ var specRules = []spectest.Rule{
 	spectest.R("(DESIGN) x-should-retry: false on a 502, 503 or 504 after a provider call may have run, and on 503 no_credentials.", []string{"TestNoRetryHintAfterAProviderCallMayHaveRun"}, ""),
 	spectest.R("The ledger records the decisions operation and actual token counts, also for answers larger than a stream scanner's cap.", []string{"TestLedgerRecordsDecisionsOperationRealTokensAndUnknownCost", "TestUsageRecordedForLargeAnswers"}, ""),
 	spectest.R("The full provider usage object is returned to the caller.", []string{"TestAnswersRefusalsAndUsageReturnedIntact"}, ""),
-	spectest.R("Estimated cost remains unknown (null), never zero.", []string{"TestLedgerRecordsDecisionsOperationRealTokensAndUnknownCost"}, "cmd/rotor: TestLedgerReportFormats"),
+	spectest.R("Estimated cost remains unknown (null), never zero.", []string{"TestLedgerRecordsDecisionsOperationRealTokensAndUnknownCost"}, "e2e: TestLedgerReportFormats"),
 	spectest.R("Every budget window counts all ledger rows, whatever the budget's key.", nil, "budgets: TestRequestsBudgetExhaustedFreesWhenOldestRowLeaves; ledger: TestRollupWindowsMatchRawRows, TestHourRollupWrittenAnHourBehind, TestFoldCountsEveryRowOnce"),
 	spectest.R("A cost budget whose window holds unknown cost fails closed until the window ends.", nil, "budgets: TestCostBudgetWithUnknownCostRowFailsClosedUntilItLeaves, TestCostSumNeverReadsNullAsZero"),
 	spectest.R("While any --cost budget exists, Decisions requests get 403 policy_blocked before discovery or inference, naming the cost budgets.", []string{"TestCostBudgetRefusesBeforeDiscovery"}, "budgets: TestAnyCostBudgetBlocksDecisionsNamingIt"),

@@ -94,7 +94,7 @@ var specRules = []spectest.Rule{
 	spectest.R("Preserve cooldown exceptions through route wrappers rather than treating them as generic candidate failures.", nil,
 		"decisions: TestCooldownStoreFullGives503ModelCooldownCapacity, TestWaitsForEarliestReleaseInsideDeadline"),
 	spectest.R("Forward MODEL_COOLDOWN_* through the environment; expose Retry-After through CORS.", nil,
-		"config: TestModelCooldownSettings; cmd/rotor: TestAdversarialBrowserRequestsRefusedWithoutCORS"),
+		"config: TestModelCooldownSettings; e2e: TestAdversarialBrowserRequestsRefusedWithoutCORS"),
 	spectest.R("Tests cover pool selection and recording plus a registered error adapter with fake dispatch.", []string{"TestConcurrentSelectAndRecord", "TestAdapterCodes"},
 		"decisions: TestCooldownStoreFullGives503ModelCooldownCapacity, TestRouteScopesCooldownsByUpstreamModelAndBucket"),
 

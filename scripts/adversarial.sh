@@ -30,7 +30,7 @@ done
 # Every TestAdversarial* test, and the unit-level cases that live beside
 # the code they test (see each test's comment for its case number).
 tests=(
-  "./cmd/rotor ^TestAdversarial"
+  "./e2e ^TestAdversarial"
   "./ledger ^TestAdversarial"
   "./internal/failpoint ^TestHitKillsOnlyAtTheArmedPoint$"
   "./internal/httpx ^(TestGuardClosesConnectionAfterTransferEncodedRequest|FuzzRetryAfter)$"

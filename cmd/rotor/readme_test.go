@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"strings"
 	"testing"
@@ -66,6 +67,21 @@ func TestREADMEIsComplete(t *testing.T) {
 		"ROTOR_HOME", "ROTOR_CONFIG", "ROTOR_DB", "ROTOR_RUNTIME_TOKEN", "ROTOR_TOKEN"} {
 		if !strings.Contains(readme, v) {
 			t.Errorf("README does not list %s", v)
+		}
+	}
+}
+
+// Issue 14, item 22: the README warns that the first run compiles SQLite
+// for minutes, and says how to build once.
+func TestREADMESaysFirstRunCompilesSQLite(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, _, _ := bytes.Cut(b, []byte("## Quick start"))
+	for _, want := range []string{"go run ./cmd/rotor demo", "5 minutes", "SQLite", "go build -o rotor ./cmd/rotor"} {
+		if !bytes.Contains(top, []byte(want)) {
+			t.Errorf("README's opening lacks %q", want)
 		}
 	}
 }

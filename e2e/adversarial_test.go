@@ -1,9 +1,10 @@
-package main
+package e2e
 
 // The adversarial suite (issue 8): faults, crashes, hostile input and
 // secrets, each case a test named TestAdversarial... that drives the real
-// binary (rotorBin) the way an attacker, a broken provider or a crash would,
-// and checks what the fake provider received and what the ledger holds.
+// binary (main_test.go builds it) the way an attacker, a broken provider or
+// a crash would, and checks what the fake provider received and what the
+// ledger holds.
 // scripts/adversarial.sh runs the suite; ROTOR_ADVERSARIAL_LONG=1 (or -long)
 // selects the long variant. shared/research/reliability-anchors.md (beside
 // the repository), section 6, explains each case.
@@ -536,7 +537,7 @@ func TestAdversarialUnsafeTokenFileOrBindRefusesStart(t *testing.T) {
 // waits for its URL line.
 func (e *e2e) startUmask000(args ...string) *proc {
 	e.t.Helper()
-	cmd := exec.Command("bash", append([]string{"-c", `umask 000 && exec "$0" "$@"`, rotorBin}, args...)...)
+	cmd := exec.Command("bash", append([]string{"-c", `umask 000 && exec "$0" "$@"`, e.bin}, args...)...)
 	cmd.Env = e.env
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -592,7 +593,7 @@ func TestAdversarialNewFilesArePrivateUnderUmask000(t *testing.T) {
 	}
 	t.Run("init", func(t *testing.T) {
 		e := newE2E(t)
-		cmd := exec.Command("bash", "-c", `umask 000 && exec "$0" init`, rotorBin)
+		cmd := exec.Command("bash", "-c", `umask 000 && exec "$0" init`, e.bin)
 		cmd.Env = e.env
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("init: %v\n%s", err, out)

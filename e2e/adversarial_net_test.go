@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // The adversarial suite, network faults (issue 8, cases 5-9): garbage on
 // the socket, slowloris, slow and oversized bodies, a provider that never

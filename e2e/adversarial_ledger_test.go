@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // The adversarial suite, the ledger under faults (issue 8): its lock held
 // by another connection (case 10) and kill -9 at random moments and at the
@@ -143,7 +143,8 @@ func TestAdversarialKill9CrashLoopNoUsageLostOrCountedTwice(t *testing.T) {
 	t.Logf("kill moments seed %d (ROTOR_ADVERSARIAL_SEED=%d repeats them)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 
-	e := newE2E(t)
+	// Built with the failpoints, which release binaries leave out.
+	e := newE2E(t, failpointTag)
 	prov, _ := advProvider(e, "deadline: 5s", "")
 	// A provider that takes a moment, so that kills land while requests
 	// are in flight.

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -17,37 +17,24 @@ import (
 	"github.com/rotorhq/rotor/ledger"
 )
 
-// rotorBin is the real binary, built once for the end-to-end tests.
-var rotorBin string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "rotor-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	rotorBin = filepath.Join(dir, "rotor")
-	build := exec.Command("go", "build", "-o", rotorBin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build rotor: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
 // e2e is a temp home for one test and a way to run the binary in it.
 type e2e struct {
 	t    *testing.T
+	bin  string // the rotor binary; its folder is first on PATH
 	home string
 	env  []string
 }
 
-func newE2E(t *testing.T) *e2e {
+// newE2E gives a test a temp home and the rotor binary built with tags
+// (none: the release binary).
+func newE2E(t *testing.T, tags ...string) *e2e {
 	t.Helper()
+	bin, err := rotorBinary(strings.Join(tags, ","))
+	if err != nil {
+		t.Fatal(err)
+	}
 	home := filepath.Join(t.TempDir(), "home")
-	return &e2e{t: t, home: home, env: []string{"ROTOR_HOME=" + home, "PATH=" + filepath.Dir(rotorBin) + ":" + os.Getenv("PATH"), "HOME=" + t.TempDir()}}
+	return &e2e{t: t, bin: bin, home: home, env: []string{"ROTOR_HOME=" + home, "PATH=" + filepath.Dir(bin) + ":" + os.Getenv("PATH"), "HOME=" + t.TempDir()}}
 }
 
 type result struct {
@@ -57,10 +44,17 @@ type result struct {
 
 func (e *e2e) run(args ...string) result {
 	e.t.Helper()
+	return e.exec(e.env, e.bin, args...)
+}
+
+// exec runs name with args in env, for at most a minute, and returns its
+// output and exit code; a command that cannot run fails the test.
+func (e *e2e) exec(env []string, name string, args ...string) result {
+	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, rotorBin, args...)
-	cmd.Env = e.env
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = env
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -68,7 +62,7 @@ func (e *e2e) run(args ...string) result {
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
 	} else if err != nil {
-		e.t.Fatalf("run rotor %v: %v", args, err)
+		e.t.Fatalf("run %s %v: %v", filepath.Base(name), args, err)
 	}
 	return result{out.String(), errb.String(), code}
 }
@@ -395,16 +389,7 @@ func TestScripts(t *testing.T) {
 	e := newE2E(t)
 	e.mustRun("init")
 	script := func(name string, env ...string) result {
-		cmd := exec.Command("bash", filepath.Join("..", "..", "scripts", name))
-		cmd.Env = append(append([]string{}, e.env...), env...)
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		}
-		return result{out.String(), errb.String(), code}
+		return e.exec(append(append([]string{}, e.env...), env...), "bash", filepath.Join("..", "scripts", name))
 	}
 	for i := 0; i < 2; i++ {
 		if r := script("daily-budget.sh", "ROTOR_DAILY_TOKENS=750000"); r.code != 0 {

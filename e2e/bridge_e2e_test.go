@@ -1,8 +1,7 @@
-package main
+package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -46,7 +45,7 @@ func (e *e2e) start(args ...string) *proc {
 }
 
 func (e *e2e) tryStart(args ...string) (*proc, error) {
-	cmd := exec.Command(rotorBin, args...)
+	cmd := exec.Command(e.bin, args...)
 	cmd.Env = e.env
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -353,18 +352,7 @@ func TestBridgeUpAndDecideScripts(t *testing.T) {
 	e := newE2E(t)
 	e.provider("")
 	script := func(name string, args ...string) result {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "bash", append([]string{filepath.Join("..", "..", "scripts", name)}, args...)...)
-		cmd.Env = e.env
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		}
-		return result{out.String(), errb.String(), code}
+		return e.exec(e.env, "bash", append([]string{filepath.Join("..", "scripts", name)}, args...)...)
 	}
 	r := script("bridge-up.sh", "--listen", "127.0.0.1:0")
 	if r.code != 0 || !strings.HasPrefix(r.stdout, "http://127.0.0.1:") {

@@ -1,16 +1,13 @@
-package main
+package e2e
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
-
-	"github.com/spf13/cobra"
 )
 
 // dirState lists a folder's files with their contents, to prove a command
@@ -91,24 +88,34 @@ func TestDemoNeverWritesIntoUsersLedger(t *testing.T) {
 }
 
 // userCommands lists every command a user can run, by its words after
-// "rotor", and whether it only groups subcommands.
-func userCommands(t *testing.T) (cmds [][]string, group []bool) {
-	t.Helper()
-	f, _, _ := testFactory(t)
-	var walk func(c *cobra.Command)
-	walk = func(c *cobra.Command) {
-		if c.Hidden || c.Name() == "help" {
-			return
+// "rotor", and whether it only groups subcommands: what each --help lists
+// under "Available Commands", but help.
+func userCommands(e *e2e) (cmds [][]string, group []bool) {
+	e.t.Helper()
+	var walk func(path []string)
+	walk = func(path []string) {
+		help := e.mustRun(append(slices.Clone(path), "--help")...).stdout
+		var subs []string
+		if _, list, ok := strings.Cut(help, "\nAvailable Commands:\n"); ok {
+			for _, line := range strings.Split(list, "\n") {
+				f := strings.Fields(line)
+				if !strings.HasPrefix(line, "  ") || len(f) == 0 {
+					break
+				}
+				if f[0] != "help" {
+					subs = append(subs, f[0])
+				}
+			}
 		}
-		if c.HasParent() {
-			cmds = append(cmds, strings.Fields(strings.TrimPrefix(c.CommandPath(), "rotor ")))
-			group = append(group, c.HasSubCommands())
+		if len(path) > 0 {
+			cmds = append(cmds, path)
+			group = append(group, len(subs) > 0)
 		}
-		for _, sub := range c.Commands() {
-			walk(sub)
+		for _, sub := range subs {
+			walk(append(slices.Clone(path), sub))
 		}
 	}
-	walk(NewCmdRoot(f))
+	walk(nil)
 	return cmds, group
 }
 
@@ -118,7 +125,7 @@ func userCommands(t *testing.T) (cmds [][]string, group []bool) {
 // flag, an empty value, an unknown subcommand.
 func TestEveryUsageErrorExitsTwo(t *testing.T) {
 	e := newE2E(t)
-	cmds, group := userCommands(t)
+	cmds, group := userCommands(e)
 	if len(cmds) < 15 {
 		t.Fatalf("found only %d commands: %v", len(cmds), cmds)
 	}
@@ -317,27 +324,12 @@ func TestStatusFindsBridgeOnFreePort(t *testing.T) {
 }
 
 // Issue 14, item 19: without ldflags, rotor version says the module
-// version and VCS revision that Go stamped into the binary.
+// version and VCS revision that Go stamped into the binary (the
+// versionFrom table is in cmd/rotor/version_test.go).
 func TestVersionFromBuildInfoWithoutLdflags(t *testing.T) {
-	info := &debug.BuildInfo{Main: debug.Module{Version: "v1.4.0"}, Settings: []debug.BuildSetting{
-		{Key: "vcs.revision", Value: "05e800e0c0ffee"}, {Key: "vcs.modified", Value: "true"}}}
-	for _, tc := range []struct {
-		ldflags string
-		info    *debug.BuildInfo
-		want    string
-	}{
-		{"", info, "v1.4.0 (revision 05e800e0c0ffee, modified)"},
-		{"v9", info, "v9 (revision 05e800e0c0ffee, modified)"},
-		{"", &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, "(devel)"},
-		{"", nil, "dev"},
-	} {
-		if got := versionFrom(tc.ldflags, tc.info).String(); got != tc.want {
-			t.Errorf("versionFrom(%q, %v) = %q, want %q", tc.ldflags, tc.info, got, tc.want)
-		}
-	}
-
+	e := newE2E(t)
 	// The real binary says what `go version -m` finds in it.
-	out, err := exec.Command("go", "version", "-m", rotorBin).Output()
+	out, err := exec.Command("go", "version", "-m", e.bin).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,27 +343,11 @@ func TestVersionFromBuildInfoWithoutLdflags(t *testing.T) {
 			revision = strings.TrimPrefix(fields[1], "vcs.revision=")
 		}
 	}
-	e := newE2E(t)
 	got := e.mustRun("version").stdout
 	if modVersion == "" || !strings.HasPrefix(got, "rotor "+modVersion) || !strings.Contains(got, revision) {
 		t.Errorf("rotor version = %q; go version -m says module %q revision %q", got, modVersion, revision)
 	}
 	if r := e.mustRun("--version"); r.stdout != got {
 		t.Errorf("--version = %q, version = %q", r.stdout, got)
-	}
-}
-
-// Issue 14, item 22: the README warns that the first run compiles SQLite
-// for minutes, and says how to build once.
-func TestREADMESaysFirstRunCompilesSQLite(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	top, _, _ := bytes.Cut(b, []byte("## Quick start"))
-	for _, want := range []string{"go run ./cmd/rotor demo", "5 minutes", "SQLite", "go build -o rotor ./cmd/rotor"} {
-		if !bytes.Contains(top, []byte(want)) {
-			t.Errorf("README's opening lacks %q", want)
-		}
 	}
 }

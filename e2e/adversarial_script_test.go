@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bufio"
@@ -16,7 +16,7 @@ import (
 // names exists, and it refuses an unknown argument. (It does not run the
 // suite: that is the suite's own job.)
 func TestAdversarialScriptRunsEveryCase(t *testing.T) {
-	script := filepath.Join("..", "..", "scripts", "adversarial.sh")
+	script := filepath.Join("..", "scripts", "adversarial.sh")
 	src, err := os.ReadFile(script)
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +51,7 @@ func TestAdversarialScriptRunsEveryCase(t *testing.T) {
 		}
 	}
 	// Every test function of the repository, by package.
-	root := filepath.Join("..", "..")
+	root := ".."
 	decl := regexp.MustCompile(`(?m)^func ((?:Test|Fuzz)\w+)\(`)
 	funcs := map[string]map[string]bool{}
 	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
