@@ -196,22 +196,31 @@ func TestStatusRun(t *testing.T) {
 		`"credentials":[{"name":"team-a","resting_until":"2026-11-30T12:05:00Z","scoped_observations":2},{"name":"team-b","scoped_observations":0}],` +
 		`"catalogs":[{"credential":"team-a","region":"eu","fetched":"2026-11-30T11:59:00Z","fresh":true}]}],` +
 		`"budgets":[{"name":"daily","kind":"requests","window":"day","limit":10,"used":3,"remaining":7,"unknown_rows":0,"state":"ok"}]}`
-	bridgeSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/v1/status" || r.Header.Get("Authorization") != "Bearer "+token {
+	// The factory's HTTPClient is the seam: a fake bridge answers in
+	// process, at a URL no real client could reach.
+	bridge := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Host != "bridge.invalid" || r.URL.Path != "/v1/status" || r.Header.Get("Authorization") != "Bearer "+token {
 			http.Error(w, `{"error":{"code":"unauthorized"}}`, http.StatusUnauthorized)
 			return
 		}
 		w.Write([]byte(doc))
-	}))
-	defer bridgeSrv.Close()
+	})
+	const bridgeURL = "http://bridge.invalid"
+	fakeClient := func() *http.Client {
+		return &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			rec := httptest.NewRecorder()
+			bridge.ServeHTTP(rec, r)
+			return rec.Result(), nil
+		})}
+	}
 
 	tests := []struct {
 		name, format, url string
 		env               map[string]string
 		want              string
 	}{
-		{"json is the bridge's document", FormatJSON, bridgeSrv.URL, map[string]string{"ROTOR_TOKEN": token}, doc},
-		{"csv is the credentials table", FormatCSV, bridgeSrv.URL, map[string]string{"ROTOR_TOKEN": token},
+		{"json is the bridge's document", FormatJSON, bridgeURL, map[string]string{"ROTOR_TOKEN": token}, doc},
+		{"csv is the credentials table", FormatCSV, bridgeURL, map[string]string{"ROTOR_TOKEN": token},
 			"pool,credential,region,catalog,resting_until,auth_cooling_until,model_cooldowns,next_release\n" +
 				"api,team-a,eu,fresh,2026-11-30T12:05:00Z,,2,\napi,team-b,,never fetched,,,0,\n"},
 		{"url from bridge.json", FormatJSON, "", map[string]string{"ROTOR_TOKEN": token}, doc},
@@ -221,11 +230,11 @@ func TestStatusRun(t *testing.T) {
 			f, out, _ := fakeFactory(t, nil, tt.env)
 			if tt.url == "" {
 				home, _ := f.EnsureHome()
-				if _, err := writeBridgeRecord(home, bridgeSrv.URL); err != nil {
+				if _, err := writeBridgeRecord(home, bridgeURL); err != nil {
 					t.Fatal(err)
 				}
 			}
-			opts := &statusOptions{IO: f.IO, Config: f.Config, Home: f.Home, LookupEnv: f.LookupEnv, HTTPClient: f.HTTPClient, URL: tt.url, Format: tt.format}
+			opts := &statusOptions{IO: f.IO, Config: f.Config, Home: f.Home, LookupEnv: f.LookupEnv, HTTPClient: fakeClient, URL: tt.url, Format: tt.format}
 			if err := statusRun(context.Background(), opts); err != nil {
 				t.Fatal(err)
 			}
@@ -237,15 +246,19 @@ func TestStatusRun(t *testing.T) {
 
 	t.Run("no token", func(t *testing.T) {
 		f, _, _ := fakeFactory(t, nil, nil)
-		opts := &statusOptions{IO: f.IO, Config: f.Config, Home: f.Home, LookupEnv: f.LookupEnv, HTTPClient: f.HTTPClient, URL: bridgeSrv.URL, Format: FormatJSON}
+		opts := &statusOptions{IO: f.IO, Config: f.Config, Home: f.Home, LookupEnv: f.LookupEnv, HTTPClient: fakeClient, URL: bridgeURL, Format: FormatJSON}
 		wantUsageError(t, "status without a token", statusRun(context.Background(), opts), "set ROTOR_TOKEN")
 	})
 	t.Run("refused", func(t *testing.T) {
 		f, _, _ := fakeFactory(t, nil, map[string]string{"ROTOR_TOKEN": "wrong-token-0123456789abcdef0123456789"})
-		opts := &statusOptions{IO: f.IO, Config: f.Config, Home: f.Home, LookupEnv: f.LookupEnv, HTTPClient: f.HTTPClient, URL: bridgeSrv.URL, Format: FormatJSON}
+		opts := &statusOptions{IO: f.IO, Config: f.Config, Home: f.Home, LookupEnv: f.LookupEnv, HTTPClient: fakeClient, URL: bridgeURL, Format: FormatJSON}
 		err := statusRun(context.Background(), opts)
 		if exitCode(err) != ExitError || !strings.Contains(err.Error(), "answered 401") {
 			t.Errorf("wrong token: %v (exit %d), want exit 1 saying the bridge answered 401", err, exitCode(err))
 		}
 	})
 }
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
