@@ -28,8 +28,9 @@ budget's name. Budgets bind a running bridge at its next request.`,
 }
 
 type budgetAddOptions struct {
-	IO       *IOStreams
-	Clock    clock.Clock
+	IO    *IOStreams
+	Clock clock.Clock
+	// Ledger opens the ledger, creating it if it is missing: add writes.
 	Ledger   func(context.Context) (*ledger.Store, error)
 	Budget   budgets.Budget
 	Replace  bool

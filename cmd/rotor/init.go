@@ -20,8 +20,9 @@ type initOptions struct {
 	// EnsureHome returns the home folder, creating it if it is missing.
 	EnsureHome func() (string, error)
 	ConfigPath func() (string, bool, error)
-	Ledger     func(context.Context) (*ledger.Store, error)
-	Force      bool
+	// Ledger opens the ledger, creating it if it is missing.
+	Ledger func(context.Context) (*ledger.Store, error)
+	Force  bool
 }
 
 // DefaultTokenLabel is the label of the token in bridge.token.

@@ -29,7 +29,8 @@ on a running bridge at its next request.`,
 }
 
 type tokenCreateOptions struct {
-	IO     *IOStreams
+	IO *IOStreams
+	// Ledger opens the ledger, creating it if it is missing: create writes.
 	Ledger func(context.Context) (*ledger.Store, error)
 	Label  string
 }
