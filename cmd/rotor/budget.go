@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rotorhq/rotor/budgets"
+	"github.com/rotorhq/rotor/internal/clock"
 	"github.com/rotorhq/rotor/ledger"
 )
 
@@ -26,7 +28,10 @@ budget's name. Budgets bind a running bridge at its next request.`,
 }
 
 type budgetAddOptions struct {
-	f        *Factory
+	IO    *IOStreams
+	Clock clock.Clock
+	// Ledger opens the ledger, creating it if it is missing: add writes.
+	Ledger   func(context.Context) (*ledger.Store, error)
 	Budget   budgets.Budget
 	Replace  bool
 	requests int64
@@ -37,7 +42,7 @@ type budgetAddOptions struct {
 }
 
 func newCmdBudgetAdd(f *Factory, runF func(*budgetAddOptions) error) *cobra.Command {
-	opts := &budgetAddOptions{f: f}
+	opts := &budgetAddOptions{IO: f.IO, Clock: f.Clock, Ledger: f.LedgerOrCreate}
 	cmd := &cobra.Command{
 		Use:   "add (--requests N | --tokens N | --cost USD) --window WINDOW [--name NAME] [--replace]",
 		Short: "Add a budget with exactly one limit",
@@ -64,7 +69,7 @@ of the same name atomically, so cron jobs can run the same command daily.`,
 			if runF != nil {
 				return runF(opts)
 			}
-			return budgetAddRun(cmd, opts)
+			return budgetAddRun(cmd.Context(), opts)
 		},
 	}
 	fl := cmd.Flags()
@@ -125,15 +130,14 @@ func (o *budgetAddOptions) parse(cmd *cobra.Command) error {
 	return nil
 }
 
-func budgetAddRun(cmd *cobra.Command, opts *budgetAddOptions) error {
-	f := opts.f
-	store, err := f.LedgerOrCreate(cmd.Context())
+func budgetAddRun(ctx context.Context, opts *budgetAddOptions) error {
+	store, err := opts.Ledger(ctx)
 	if err != nil {
 		return err
 	}
 	b := opts.Budget
-	b.CreatedAt = f.Clock.Now()
-	if err := store.PutBudget(cmd.Context(), b.Record(), opts.Replace); err != nil {
+	b.CreatedAt = opts.Clock.Now()
+	if err := store.PutBudget(ctx, b.Record(), opts.Replace); err != nil {
 		if errors.Is(err, ledger.ErrExists) {
 			return usageErrorf("budget %q already exists; add --replace to replace it", b.Name)
 		}
@@ -143,9 +147,9 @@ func budgetAddRun(cmd *cobra.Command, opts *budgetAddOptions) error {
 	if opts.Replace {
 		verb = "set"
 	}
-	fmt.Fprintf(f.IO.Out, "%s budget %s: at most %s %s per %s window\n", verb, b.Name, b.FormatLimit(), unitWord(b.Kind), b.Window.Describe())
+	fmt.Fprintf(opts.IO.Out, "%s budget %s: at most %s %s per %s window\n", verb, b.Name, b.FormatLimit(), unitWord(b.Kind), b.Window.Describe())
 	if b.Kind == budgets.KindCost {
-		fmt.Fprintln(f.IO.ErrOut, "warning: while a cost budget exists, Decisions requests are refused with 403 policy_blocked: their cost is unknown. Budget on --requests or --tokens to allow Decisions.")
+		fmt.Fprintln(opts.IO.ErrOut, "warning: while a cost budget exists, Decisions requests are refused with 403 policy_blocked: their cost is unknown. Budget on --requests or --tokens to allow Decisions.")
 	}
 	return nil
 }
@@ -158,12 +162,13 @@ func unitWord(k budgets.Kind) string {
 }
 
 type budgetListOptions struct {
-	f      *Factory
+	IO     *IOStreams
+	Ledger func(context.Context) (*ledger.Store, error)
 	Format string
 }
 
 func newCmdBudgetList(f *Factory, runF func(*budgetListOptions) error) *cobra.Command {
-	opts := &budgetListOptions{f: f}
+	opts := &budgetListOptions{IO: f.IO, Ledger: f.Ledger}
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List budgets with their use, state and when they free",
@@ -184,21 +189,21 @@ json): the window holds usage of unknown cost.`,
 			if runF != nil {
 				return runF(opts)
 			}
-			return budgetListRun(cmd, opts)
+			return budgetListRun(cmd.Context(), opts)
 		},
 	}
 	addFormatFlag(cmd, &opts.Format)
 	return cmd
 }
 
-func budgetListRun(cmd *cobra.Command, opts *budgetListOptions) error {
-	store, err := opts.f.Ledger(cmd.Context())
+func budgetListRun(ctx context.Context, opts *budgetListOptions) error {
+	store, err := opts.Ledger(ctx)
 	if err != nil {
 		return err
 	}
 	var statuses []budgets.Status
 	var bad error
-	err = store.View(cmd.Context(), func(r ledger.WindowReader) error {
+	err = store.View(ctx, func(r ledger.WindowReader) error {
 		var bs []budgets.Budget
 		bs, bad = budgets.Records(r.Budgets())
 		for _, b := range bs {
@@ -214,9 +219,9 @@ func budgetListRun(cmd *cobra.Command, opts *budgetListOptions) error {
 		return err
 	}
 	if bad != nil {
-		fmt.Fprintf(opts.f.IO.ErrOut, "warning: %v\n", bad)
+		fmt.Fprintf(opts.IO.ErrOut, "warning: %v\n", bad)
 	}
-	return budgetRecords(statuses).write(opts.f.IO.Out, opts.Format)
+	return budgetRecords(statuses).write(opts.IO.Out, opts.Format)
 }
 
 func budgetRecords(statuses []budgets.Status) records {
@@ -248,12 +253,13 @@ func budgetRecords(statuses []budgets.Status) records {
 }
 
 type budgetRemoveOptions struct {
-	f    *Factory
-	Name string
+	IO     *IOStreams
+	Ledger func(context.Context) (*ledger.Store, error)
+	Name   string
 }
 
 func newCmdBudgetRemove(f *Factory, runF func(*budgetRemoveOptions) error) *cobra.Command {
-	opts := &budgetRemoveOptions{f: f}
+	opts := &budgetRemoveOptions{IO: f.IO, Ledger: f.Ledger}
 	cmd := &cobra.Command{
 		Use:   "remove NAME",
 		Short: "Remove a budget",
@@ -263,19 +269,23 @@ func newCmdBudgetRemove(f *Factory, runF func(*budgetRemoveOptions) error) *cobr
 			if runF != nil {
 				return runF(opts)
 			}
-			store, err := f.Ledger(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if err := store.RemoveBudget(cmd.Context(), opts.Name); err != nil {
-				if errors.Is(err, ledger.ErrNotFound) {
-					return usageErrorf("no budget named %q (see rotor budget list)", opts.Name)
-				}
-				return err
-			}
-			fmt.Fprintf(f.IO.Out, "removed budget %s\n", opts.Name)
-			return nil
+			return budgetRemoveRun(cmd.Context(), opts)
 		},
 	}
 	return cmd
+}
+
+func budgetRemoveRun(ctx context.Context, opts *budgetRemoveOptions) error {
+	store, err := opts.Ledger(ctx)
+	if err != nil {
+		return err
+	}
+	if err := store.RemoveBudget(ctx, opts.Name); err != nil {
+		if errors.Is(err, ledger.ErrNotFound) {
+			return usageErrorf("no budget named %q (see rotor budget list)", opts.Name)
+		}
+		return err
+	}
+	fmt.Fprintf(opts.IO.Out, "removed budget %s\n", opts.Name)
+	return nil
 }

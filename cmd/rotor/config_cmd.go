@@ -6,11 +6,18 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/rotorhq/rotor/config"
 )
 
 type configCheckOptions struct {
-	f      *Factory
-	Format string
+	IO         *IOStreams
+	Config     func() (*config.Config, error)
+	Malformed  func() []string
+	Home       func() (string, error)
+	ConfigPath func() (string, bool, error)
+	LookupEnv  func(string) (string, bool)
+	Format     string
 }
 
 func newCmdConfig(f *Factory) *cobra.Command {
@@ -23,7 +30,7 @@ func newCmdConfig(f *Factory) *cobra.Command {
 }
 
 func newCmdConfigCheck(f *Factory, runF func(*configCheckOptions) error) *cobra.Command {
-	opts := &configCheckOptions{f: f}
+	opts := &configCheckOptions{IO: f.IO, Config: f.Config, Malformed: f.Malformed, Home: f.Home, ConfigPath: f.ConfigPath, LookupEnv: f.LookupEnv}
 	cmd := &cobra.Command{
 		Use:   "check",
 		Short: "Validate the configuration and report each credential's key source",
@@ -51,21 +58,20 @@ key it came from; it disables its feature, as it would in a running bridge.`,
 }
 
 func configCheckRun(opts *configCheckOptions) error {
-	f := opts.f
-	cfg, err := f.Config()
+	cfg, err := opts.Config()
 	if err != nil {
 		return err
 	}
-	home, err := f.Home()
+	home, err := opts.Home()
 	if err != nil {
 		return err
 	}
-	path, _, _ := f.ConfigPath()
+	path, _, _ := opts.ConfigPath()
 	recs := records{Columns: []string{"pool", "credential", "enabled", "region", "base_url", "key_source", "key"}}
 	var unusable []string
 	for _, pn := range cfg.PoolNames() {
 		for _, cr := range cfg.Pools[pn].Credentials {
-			_, ks := loadKey(f.LookupEnv, home, cr)
+			_, ks := loadKey(opts.LookupEnv, home, cr)
 			if cr.Enabled && !ks.usable() {
 				unusable = append(unusable, fmt.Sprintf("pools.%s credential %s: %s", pn, cr.Name, ks))
 			}
@@ -73,22 +79,22 @@ func configCheckRun(opts *configCheckOptions) error {
 				textCell(cr.Region), textCell(cr.BaseURL), textCell(ks.source), textCell(ks.state)})
 		}
 	}
-	if err := recs.write(f.IO.Out, opts.Format); err != nil {
+	if err := recs.write(opts.IO.Out, opts.Format); err != nil {
 		return err
 	}
 	if len(unusable) > 0 {
 		return usageErrorf("%s: %d enabled credential(s) cannot be used (set the key, or enabled: false):\n  %s", path, len(unusable), strings.Join(unusable, "\n  "))
 	}
-	if len(f.malformed) > 0 {
+	if malformed := opts.Malformed(); len(malformed) > 0 {
 		// The warnings above named each setting once; the value is never shown.
-		fmt.Fprintf(f.IO.ErrOut, "config %s loads with %d malformed setting(s), warned about above: each is ignored and disables its feature (model cooldown %s, learned cooldown %s)\n",
-			path, len(f.malformed), onOff(cfg.ModelCooldown.Enabled), cfg.LearnedCooldown.Mode)
+		fmt.Fprintf(opts.IO.ErrOut, "config %s loads with %d malformed setting(s), warned about above: each is ignored and disables its feature (model cooldown %s, learned cooldown %s)\n",
+			path, len(malformed), onOff(cfg.ModelCooldown.Enabled), cfg.LearnedCooldown.Mode)
 		return nil
 	}
 	if _, err := os.Stat(path); err != nil {
 		path = "no " + path + ", defaults" // a typo in --home shows here
 	}
-	fmt.Fprintf(f.IO.ErrOut, "config ok: %s (model cooldown %s, learned cooldown %s)\n", path, onOff(cfg.ModelCooldown.Enabled), cfg.LearnedCooldown.Mode)
+	fmt.Fprintf(opts.IO.ErrOut, "config ok: %s (model cooldown %s, learned cooldown %s)\n", path, onOff(cfg.ModelCooldown.Enabled), cfg.LearnedCooldown.Mode)
 	return nil
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/rotorhq/rotor/budgets"
 	"github.com/rotorhq/rotor/config"
 	"github.com/rotorhq/rotor/gateway"
+	"github.com/rotorhq/rotor/internal/clock"
 	"github.com/rotorhq/rotor/internal/fakeprovider"
 	"github.com/rotorhq/rotor/internal/httpx"
 	"github.com/rotorhq/rotor/internal/secret"
@@ -28,15 +29,20 @@ import (
 )
 
 type demoOptions struct {
-	f        *Factory
-	Requests int
+	IO      *IOStreams
+	Clock   clock.Clock
+	Version string
+	// HomeIgnored is set when --home or --db was given: the demo says it
+	// ignores them.
+	HomeIgnored bool
+	Requests    int
 	// Keep is a new folder to run in and leave behind; empty means a
 	// temporary folder removed at the end.
 	Keep string
 }
 
-func newCmdDemo(f *Factory) *cobra.Command {
-	opts := &demoOptions{f: f}
+func newCmdDemo(f *Factory, runF func(*demoOptions) error) *cobra.Command {
+	opts := &demoOptions{IO: f.IO, Clock: f.Clock, Version: f.Version}
 	cmd := &cobra.Command{
 		Use:   "demo [--keep DIR]",
 		Short: "Run rotor end to end against a built-in fake provider",
@@ -56,6 +62,10 @@ end, or with --keep DIR a new folder DIR that stays for a look afterwards
 			if opts.Requests < 1 || opts.Requests > 1000 {
 				return usageErrorf("--requests must be from 1 to 1000, not %d", opts.Requests)
 			}
+			opts.HomeIgnored = cmd.Flags().Changed("home") || cmd.Flags().Changed("db")
+			if runF != nil {
+				return runF(opts)
+			}
 			return demoRun(cmd.Context(), opts)
 		},
 	}
@@ -72,12 +82,11 @@ var demoCredentials = []struct {
 }{{"team-a", 3}, {"team-b", 3}, {"team-c", 0}}
 
 func demoRun(ctx context.Context, opts *demoOptions) error {
-	f := opts.f
-	out := f.IO.Out
+	out := opts.IO.Out
 	// Never the user's home or ledger: an exhausted demo budget and demo
 	// tokens there would block their real bridge.
-	if f.home != "" || f.dbFlag != "" {
-		fmt.Fprintln(f.IO.ErrOut, "note: the demo runs in a home folder of its own; --home and --db are ignored (--keep DIR keeps its files)")
+	if opts.HomeIgnored {
+		fmt.Fprintln(opts.IO.ErrOut, "note: the demo runs in a home folder of its own; --home and --db are ignored (--keep DIR keeps its files)")
 	}
 	if opts.Keep != "" {
 		if abs, err := filepath.Abs(opts.Keep); err == nil {
@@ -103,14 +112,6 @@ func demoRun(ctx context.Context, opts *demoOptions) error {
 			return usageErrorf("--keep %s: %v", home, err)
 		}
 	}
-	// The demo's own factory: its own home and database whatever --home,
-	// --db or ROTOR_* say, and keys that exist only in this process.
-	df := NewFactory(f.IO)
-	df.home, df.dbFlag, df.Clock, df.Version = home, filepath.Join(home, "rotor.db"), f.Clock, f.Version
-	df.logger = NewLogger(f.IO.ErrOut, "warn", "text")
-	df.logOnce.Do(func() {})
-	defer df.Close()
-
 	fp, err := fakeprovider.Start(fakeprovider.Options{})
 	if err != nil {
 		return err
@@ -133,8 +134,11 @@ func demoRun(ctx context.Context, opts *demoOptions) error {
 			ModelProfiles: map[string]config.ModelProfile{"decide-mini": {SupportedEndpoints: []string{"/v1/decisions"}}}})
 	}
 	cfg.Pools["api"] = api
-	df.LookupEnv = func(k string) (string, bool) { v, ok := keys[k]; return v, ok }
-	df.cfgOnce.Do(func() { df.cfg = &cfg })
+	// The demo's own factory: its own home and database whatever --home,
+	// --db or ROTOR_* say, and keys that exist only in this process.
+	df := newFixedFactory(opts.IO, home, &cfg, keys, opts.Clock, NewLogger(opts.IO.ErrOut, "warn", "text"))
+	df.Version = opts.Version
+	defer df.Close()
 
 	metrics := gateway.NewMetrics()
 	store, err := openServingLedger(ctx, df, &cfg, metrics)
@@ -145,7 +149,7 @@ func demoRun(ctx context.Context, opts *demoOptions) error {
 	if budgetLimit < 1 {
 		budgetLimit = 1
 	}
-	b := budgets.Budget{Name: "demo-requests", Kind: budgets.KindRequests, Limit: budgetLimit, Window: budgets.Window{Rolling: time.Hour}, CreatedAt: time.Now()}
+	b := budgets.Budget{Name: "demo-requests", Kind: budgets.KindRequests, Limit: budgetLimit, Window: budgets.Window{Rolling: time.Hour}, CreatedAt: opts.Clock.Now()}
 	if err := store.PutBudget(ctx, b.Record(), true); err != nil {
 		return err
 	}
@@ -209,7 +213,7 @@ func demoRun(ctx context.Context, opts *demoOptions) error {
 	if err := recs.write(out, FormatTable); err != nil {
 		return err
 	}
-	rows, err := store.Report(ctx, ledger.ReportQuery{From: time.Now().Add(-time.Hour), To: time.Now().Add(time.Second), By: []string{ledger.KeyCredential, ledger.KeyStatus}})
+	rows, err := store.Report(ctx, ledger.ReportQuery{From: opts.Clock.Now().Add(-time.Hour), To: opts.Clock.Now().Add(time.Second), By: []string{ledger.KeyCredential, ledger.KeyStatus}})
 	if err != nil {
 		return err
 	}

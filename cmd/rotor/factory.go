@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,13 +23,37 @@ import (
 )
 
 // Factory builds the dependencies commands need, lazily and once. Commands
-// never read the environment, the clock or the database themselves.
+// never read the environment, the clock or the database themselves: they
+// take these funcs into their options, and tests fill them with fakes
+// (newFixedFactory) without building the binary.
 type Factory struct {
 	IO      *IOStreams
 	Clock   clock.Clock
 	Version string
 	// LookupEnv reads the environment (os.LookupEnv).
 	LookupEnv func(string) (string, bool)
+	// Home returns the home folder; it does not create it.
+	Home func() (string, error)
+	// ConfigPath returns the configuration file and whether the user named
+	// it explicitly.
+	ConfigPath func() (path string, explicit bool, err error)
+	// DBPath returns the ledger's file.
+	DBPath func() (string, error)
+	// Config loads, overrides and validates the configuration once.
+	Config func() (*config.Config, error)
+	// Malformed names the spec settings the configuration ignored, by the
+	// variable or file key they were read under (after Config).
+	Malformed func() []string
+	// Logger is the one logger, configured by log.level and log.format.
+	Logger func() *slog.Logger
+	// Ledger opens an existing ledger once: a missing one is a usage error,
+	// for commands that only read or remove.
+	Ledger func(context.Context) (*ledger.Store, error)
+	// LedgerOrCreate opens the ledger once, creating it if it is missing:
+	// for commands that write.
+	LedgerOrCreate func(context.Context) (*ledger.Store, error)
+	// HTTPClient is the client that asks a running bridge (rotor status).
+	HTTPClient func() *http.Client
 
 	v *viper.Viper
 	// flag sources, to name them in errors
@@ -36,11 +61,9 @@ type Factory struct {
 
 	home, configFlag, dbFlag string
 
-	cfgOnce sync.Once
-	cfg     *config.Config
-	cfgErr  error
-	// malformed names the spec settings the configuration ignored, by the
-	// variable or file key they were read under.
+	cfgOnce   sync.Once
+	cfg       *config.Config
+	cfgErr    error
 	malformed []string
 
 	logOnce sync.Once
@@ -61,7 +84,39 @@ func NewFactory(io *IOStreams) *Factory {
 	_ = v.BindEnv("home")
 	_ = v.BindEnv("config")
 	_ = v.BindEnv("db")
-	return &Factory{IO: io, Clock: clock.Real(), Version: readBuildInfo().Version, LookupEnv: os.LookupEnv, v: v, flagKeys: map[string]*pflag.Flag{}}
+	f := &Factory{IO: io, Clock: clock.Real(), Version: readBuildInfo().Version, LookupEnv: os.LookupEnv, v: v, flagKeys: map[string]*pflag.Flag{}}
+	f.Home, f.ConfigPath, f.DBPath = f.defaultHome, f.defaultConfigPath, f.defaultDBPath
+	f.Config = func() (*config.Config, error) {
+		f.cfgOnce.Do(func() { f.cfg, f.cfgErr = f.loadConfig() })
+		return f.cfg, f.cfgErr
+	}
+	f.Malformed = func() []string { return f.malformed }
+	f.Logger = f.defaultLogger
+	f.HTTPClient = func() *http.Client { return http.DefaultClient }
+	f.setLedgerFuncs()
+	return f
+}
+
+// newFixedFactory returns a Factory over fixed parts: a home folder, a
+// validated configuration, an environment and a logger; its ledger is
+// <home>/rotor.db. The demo runs on one, and so do the commands' tests.
+func newFixedFactory(io *IOStreams, home string, cfg *config.Config, env map[string]string, clk clock.Clock, log *slog.Logger) *Factory {
+	f := &Factory{IO: io, Clock: clk, Version: readBuildInfo().Version}
+	f.LookupEnv = func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	f.Home = func() (string, error) { return home, nil }
+	f.ConfigPath = func() (string, bool, error) { return filepath.Join(home, "rotor.yaml"), false, nil }
+	f.DBPath = func() (string, error) { return filepath.Join(home, "rotor.db"), nil }
+	f.Config = func() (*config.Config, error) { return cfg, nil }
+	f.Malformed = func() []string { return nil }
+	f.Logger = func() *slog.Logger { return log }
+	f.HTTPClient = func() *http.Client { return http.DefaultClient }
+	f.setLedgerFuncs()
+	return f
+}
+
+func (f *Factory) setLedgerFuncs() {
+	f.Ledger = func(ctx context.Context) (*ledger.Store, error) { return f.ledger(ctx, false) }
+	f.LedgerOrCreate = func(ctx context.Context) (*ledger.Store, error) { return f.ledger(ctx, true) }
 }
 
 // bindFlag makes a flag set a config key (flag > ROTOR_* env > file >
@@ -71,9 +126,9 @@ func (f *Factory) bindFlag(key string, fl *pflag.Flag) {
 	f.flagKeys[key] = fl
 }
 
-// Home returns the home folder: --home, ROTOR_HOME, $XDG_CONFIG_HOME/rotor,
-// or ~/.config/rotor. It does not create it.
-func (f *Factory) Home() (string, error) {
+// defaultHome returns the home folder: --home, ROTOR_HOME,
+// $XDG_CONFIG_HOME/rotor, or ~/.config/rotor. It does not create it.
+func (f *Factory) defaultHome() (string, error) {
 	if f.home != "" {
 		return filepath.Abs(f.home)
 	}
@@ -102,9 +157,9 @@ func (f *Factory) EnsureHome() (string, error) {
 	return home, nil
 }
 
-// ConfigPath returns the configuration file path and whether the user named
-// it explicitly.
-func (f *Factory) ConfigPath() (string, bool, error) {
+// defaultConfigPath returns --config, ROTOR_CONFIG or <home>/rotor.yaml,
+// and whether the user named it explicitly.
+func (f *Factory) defaultConfigPath() (string, bool, error) {
 	if f.configFlag != "" {
 		return f.configFlag, true, nil
 	}
@@ -118,8 +173,8 @@ func (f *Factory) ConfigPath() (string, bool, error) {
 	return filepath.Join(home, "rotor.yaml"), false, nil
 }
 
-// DBPath returns the ledger path: --db, ROTOR_DB or <home>/rotor.db.
-func (f *Factory) DBPath() (string, error) {
+// defaultDBPath returns the ledger path: --db, ROTOR_DB or <home>/rotor.db.
+func (f *Factory) defaultDBPath() (string, error) {
 	if f.dbFlag != "" {
 		return f.dbFlag, nil
 	}
@@ -131,12 +186,6 @@ func (f *Factory) DBPath() (string, error) {
 		return "", err
 	}
 	return filepath.Join(home, "rotor.db"), nil
-}
-
-// Config loads, overrides and validates the configuration once.
-func (f *Factory) Config() (*config.Config, error) {
-	f.cfgOnce.Do(func() { f.cfg, f.cfgErr = f.loadConfig() })
-	return f.cfg, f.cfgErr
 }
 
 func (f *Factory) loadConfig() (*config.Config, error) {
@@ -198,9 +247,9 @@ func (f *Factory) loadConfig() (*config.Config, error) {
 	return &c, nil
 }
 
-// Logger returns the logger configured by log.level and log.format; before
-// the configuration loads (or when it fails) a text logger at info.
-func (f *Factory) Logger() *slog.Logger {
+// defaultLogger returns the logger configured by log.level and log.format;
+// before the configuration loads (or when it fails) a text logger at info.
+func (f *Factory) defaultLogger() *slog.Logger {
 	f.logOnce.Do(func() {
 		c, err := f.Config()
 		if err != nil {
@@ -239,20 +288,11 @@ func redactAttr(_ []string, a slog.Attr) slog.Attr {
 	return a
 }
 
-// Ledger opens an existing ledger once. A missing database is a usage
-// error naming the home folder when that is missing too (a typo in --home),
-// else the database: commands that only read or remove never create a home
-// or an empty ledger.
-func (f *Factory) Ledger(ctx context.Context) (*ledger.Store, error) {
-	return f.ledger(ctx, false)
-}
-
-// LedgerOrCreate opens the ledger once, creating it (and the home folder
-// when the database lives there) if it is missing: for commands that write.
-func (f *Factory) LedgerOrCreate(ctx context.Context) (*ledger.Store, error) {
-	return f.ledger(ctx, true)
-}
-
+// ledger opens the ledger once. Unless create is set, a missing database
+// is a usage error naming the home folder when that is missing too (a typo
+// in --home), else the database: commands that only read or remove never
+// create a home or an empty ledger. With create, the home folder is
+// created too when the database lives there.
 func (f *Factory) ledger(ctx context.Context, create bool) (*ledger.Store, error) {
 	f.storeMu.Lock()
 	defer f.storeMu.Unlock()
@@ -293,9 +333,9 @@ func (f *Factory) ledgerExists() error {
 }
 
 // dbInHome reports whether the ledger is <home>/rotor.db (no --db, no
-// ROTOR_DB).
+// ROTOR_DB; always for a fixed factory, which reads no flags).
 func (f *Factory) dbInHome() bool {
-	return f.dbFlag == "" && f.v.GetString("db") == ""
+	return f.dbFlag == "" && (f.v == nil || f.v.GetString("db") == "")
 }
 
 // openLedgerLocked opens the ledger at DBPath (creating the home folder

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,18 +12,24 @@ import (
 
 	"github.com/rotorhq/rotor/config"
 	"github.com/rotorhq/rotor/internal/tokenfile"
+	"github.com/rotorhq/rotor/ledger"
 )
 
 type initOptions struct {
-	f     *Factory
-	Force bool
+	IO *IOStreams
+	// EnsureHome returns the home folder, creating it if it is missing.
+	EnsureHome func() (string, error)
+	ConfigPath func() (string, bool, error)
+	// Ledger opens the ledger, creating it if it is missing.
+	Ledger func(context.Context) (*ledger.Store, error)
+	Force  bool
 }
 
 // DefaultTokenLabel is the label of the token in bridge.token.
 const DefaultTokenLabel = "default"
 
 func newCmdInit(f *Factory, runF func(*initOptions) error) *cobra.Command {
-	opts := &initOptions{f: f}
+	opts := &initOptions{IO: f.IO, EnsureHome: f.EnsureHome, ConfigPath: f.ConfigPath, Ledger: f.LedgerOrCreate}
 	cmd := &cobra.Command{
 		Use:   "init",
 		Short: "Write a starter rotor.yaml and a bridge token",
@@ -37,20 +44,19 @@ new token replaces the old one, which stops working.`,
 			if runF != nil {
 				return runF(opts)
 			}
-			return initRun(cmd, opts)
+			return initRun(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "overwrite an existing rotor.yaml and bridge.token")
 	return cmd
 }
 
-func initRun(cmd *cobra.Command, opts *initOptions) error {
-	f := opts.f
-	home, err := f.EnsureHome()
+func initRun(ctx context.Context, opts *initOptions) error {
+	home, err := opts.EnsureHome()
 	if err != nil {
 		return err
 	}
-	cfgPath, _, err := f.ConfigPath()
+	cfgPath, _, err := opts.ConfigPath()
 	if err != nil {
 		return err
 	}
@@ -65,19 +71,19 @@ func initRun(cmd *cobra.Command, opts *initOptions) error {
 	if err := writeFileAtomic(cfgPath, config.Starter, 0o600); err != nil {
 		return err
 	}
-	fmt.Fprintf(f.IO.Out, "wrote %s\n", cfgPath)
-	if err := createDefaultToken(cmd, f, tokPath, opts.Force); err != nil {
+	fmt.Fprintf(opts.IO.Out, "wrote %s\n", cfgPath)
+	if err := createDefaultToken(ctx, opts.Ledger, tokPath, opts.Force); err != nil {
 		return err
 	}
-	fmt.Fprintf(f.IO.Out, "wrote %s (the default client token, mode 0600)\n", tokPath)
+	fmt.Fprintf(opts.IO.Out, "wrote %s (the default client token, mode 0600)\n", tokPath)
 	return nil
 }
 
 // createDefaultToken writes a new bridge.token and stores its hash under
 // the label default.
-func createDefaultToken(cmd *cobra.Command, f *Factory, path string, overwrite bool) error {
+func createDefaultToken(ctx context.Context, ledgerOrCreate func(context.Context) (*ledger.Store, error), path string, overwrite bool) error {
 	tok := tokenfile.Generate()
-	store, err := f.LedgerOrCreate(cmd.Context())
+	store, err := ledgerOrCreate(ctx)
 	if err != nil {
 		return err
 	}
@@ -87,7 +93,7 @@ func createDefaultToken(cmd *cobra.Command, f *Factory, path string, overwrite b
 		}
 		return err
 	}
-	if err := store.AddClientToken(cmd.Context(), DefaultTokenLabel, tok.Hash(), true); err != nil {
+	if err := store.AddClientToken(ctx, DefaultTokenLabel, tok.Hash(), true); err != nil {
 		return fmt.Errorf("store token hash: %w", err)
 	}
 	return nil

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rotorhq/rotor/budgets"
+	"github.com/rotorhq/rotor/internal/clock"
 	"github.com/rotorhq/rotor/internal/dur"
 	"github.com/rotorhq/rotor/ledger"
 )
@@ -22,7 +24,9 @@ func newCmdLedger(f *Factory) *cobra.Command {
 }
 
 type reportOptions struct {
-	f      *Factory
+	IO     *IOStreams
+	Clock  clock.Clock
+	Ledger func(context.Context) (*ledger.Store, error)
 	Query  ledger.ReportQuery
 	Format string
 	since  string
@@ -32,7 +36,7 @@ type reportOptions struct {
 }
 
 func newCmdLedgerReport(f *Factory, runF func(*reportOptions) error) *cobra.Command {
-	opts := &reportOptions{f: f}
+	opts := &reportOptions{IO: f.IO, Clock: f.Clock, Ledger: f.Ledger}
 	cmd := &cobra.Command{
 		Use:   "report [--since DUR | --from T [--to T]] [--by KEYS]",
 		Short: "Summarize usage by operation, model, day, credential, client or status",
@@ -64,7 +68,7 @@ half-open, [from, to), and --to defaults to now. Days are UTC days.`,
 			if runF != nil {
 				return runF(opts)
 			}
-			return reportRun(cmd, opts)
+			return reportRun(cmd.Context(), opts)
 		},
 	}
 	fl := cmd.Flags()
@@ -100,7 +104,7 @@ func (o *reportOptions) parse(cmd *cobra.Command) error {
 	if err := checkFormat(o.Format); err != nil {
 		return err
 	}
-	now := o.f.Clock.Now()
+	now := o.Clock.Now()
 	fl := cmd.Flags()
 	if fl.Changed("since") && (fl.Changed("from") || fl.Changed("to")) {
 		return usageErrorf("give either --since or --from/--to, not both")
@@ -156,25 +160,25 @@ func (o *reportOptions) parse(cmd *cobra.Command) error {
 	return nil
 }
 
-func reportRun(cmd *cobra.Command, opts *reportOptions) error {
-	store, err := opts.f.Ledger(cmd.Context())
+func reportRun(ctx context.Context, opts *reportOptions) error {
+	store, err := opts.Ledger(ctx)
 	if err != nil {
 		return err
 	}
-	rows, err := store.Report(cmd.Context(), opts.Query)
+	rows, err := store.Report(ctx, opts.Query)
 	if err != nil {
 		return err
 	}
-	aside, err := store.SetAside(cmd.Context())
+	aside, err := store.SetAside(ctx)
 	if err != nil {
 		return err
 	}
-	if err := reportRecords(opts.Query.By, rows).write(opts.f.IO.Out, opts.Format); err != nil {
+	if err := reportRecords(opts.Query.By, rows).write(opts.IO.Out, opts.Format); err != nil {
 		return err
 	}
 	if aside > 0 {
 		// On stderr, so that json and csv stay whole for scripts.
-		fmt.Fprintf(opts.f.IO.ErrOut, "note: %d usage rows in the ledger were set aside because their usage was unreadable; each counts as one request of unknown tokens and cost\n", aside)
+		fmt.Fprintf(opts.IO.ErrOut, "note: %d usage rows in the ledger were set aside because their usage was unreadable; each counts as one request of unknown tokens and cost\n", aside)
 	}
 	return nil
 }

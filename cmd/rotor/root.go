@@ -71,27 +71,40 @@ while a bridge runs (where rotor status finds it).`,
 
 	root.AddCommand(
 		newCmdInit(f, nil),
-		newCmdVersion(f),
+		newCmdVersion(f, nil),
 		newCmdConfig(f),
 		newCmdBudget(f),
 		newCmdLedger(f),
 		newCmdBridge(f),
 		newCmdRuntime(f),
-		newCmdStatus(f),
-		newCmdDemo(f),
+		newCmdStatus(f, nil),
+		newCmdDemo(f, nil),
 	)
 	checkUsage(root)
 	return root
 }
 
-func newCmdVersion(f *Factory) *cobra.Command {
+type versionOptions struct {
+	IO   *IOStreams
+	Info buildInfo
+}
+
+func newCmdVersion(f *Factory, runF func(*versionOptions) error) *cobra.Command {
+	opts := &versionOptions{IO: f.IO, Info: readBuildInfo()}
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print rotor's version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			fmt.Fprintf(f.IO.Out, "rotor %s\n", readBuildInfo())
-			return nil
+			if runF != nil {
+				return runF(opts)
+			}
+			return versionRun(opts)
 		},
 	}
+}
+
+func versionRun(opts *versionOptions) error {
+	fmt.Fprintf(opts.IO.Out, "rotor %s\n", opts.Info)
+	return nil
 }

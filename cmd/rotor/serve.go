@@ -70,7 +70,9 @@ func extraHosts(addr string) []string {
 	return []string{h}
 }
 
-// startOptions are the flags shared by 'runtime start' and 'bridge start'.
+// startOptions are the options of 'runtime start' and 'bridge start'. The
+// wiring takes the whole factory: a server needs every dependency. --listen
+// and --runtime-url set config keys, so they arrive through f.Config.
 type startOptions struct {
 	f                *Factory
 	AllowNonLoopback bool
@@ -81,6 +83,11 @@ func newCmdRuntime(f *Factory) *cobra.Command {
 		Use:   "runtime",
 		Short: "Run the runtime alone (the bridge runs it in-process by default)",
 	}
+	cmd.AddCommand(newCmdRuntimeStart(f, nil))
+	return cmd
+}
+
+func newCmdRuntimeStart(f *Factory, runF func(*startOptions) error) *cobra.Command {
 	opts := &startOptions{f: f}
 	start := &cobra.Command{
 		Use:   "start",
@@ -95,13 +102,17 @@ On start it prints one line to stdout: the URL it serves, with the real port
 (--listen 127.0.0.1:0 picks a free one). SIGINT or SIGTERM stop it after
 requests in flight finish (up to the deadline) and the ledger is flushed.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error { return runtimeStartRun(cmd, opts) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(opts)
+			}
+			return runtimeStartRun(cmd.Context(), opts)
+		},
 	}
 	start.Flags().String("listen", "", "listen address (config runtime.listen)")
 	start.Flags().BoolVar(&opts.AllowNonLoopback, "allow-non-loopback", false, "allow listening on a non-loopback address")
 	f.bindFlag("runtime.listen", start.Flags().Lookup("listen"))
-	cmd.AddCommand(start)
-	return cmd
+	return start
 }
 
 // runtimeToken reads ROTOR_RUNTIME_TOKEN or the token file, creating the
@@ -142,9 +153,8 @@ func runtimeToken(f *Factory, cfg *config.Config, create bool) (secret.Value, st
 	return tok, path, nil
 }
 
-func runtimeStartRun(cmd *cobra.Command, opts *startOptions) error {
+func runtimeStartRun(ctx context.Context, opts *startOptions) error {
 	f := opts.f
-	ctx := cmd.Context()
 	cfg, err := f.Config()
 	if err != nil {
 		return err
@@ -178,6 +188,11 @@ func newCmdBridge(f *Factory) *cobra.Command {
 		Use:   "bridge",
 		Short: "Run the authenticated localhost bridge and manage its client tokens",
 	}
+	cmd.AddCommand(newCmdBridgeStart(f, nil), newCmdBridgeToken(f))
+	return cmd
+}
+
+func newCmdBridgeStart(f *Factory, runF func(*startOptions) error) *cobra.Command {
 	opts := &startOptions{f: f}
 	start := &cobra.Command{
 		Use:   "start",
@@ -201,7 +216,12 @@ accepting, let requests in flight finish (up to the deadline), flush the
 ledger, remove bridge.json and exit 0. A taken port, an unsafe token file or
 a bad config exit 2.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error { return bridgeStartRun(cmd, opts) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(opts)
+			}
+			return bridgeStartRun(cmd.Context(), opts)
+		},
 	}
 	start.Flags().String("listen", "", "listen address (config bridge.listen)")
 	start.Flags().String("runtime-url", "", "forward to a standalone runtime at this URL (config bridge.runtime_url)")
@@ -209,8 +229,7 @@ a bad config exit 2.`,
 	f.bindFlag("bridge.listen", start.Flags().Lookup("listen"))
 	f.bindFlag("bridge.runtime_url", start.Flags().Lookup("runtime-url"))
 	_ = start.Flags().SetAnnotation("runtime-url", allowEmpty, []string{"true"})
-	cmd.AddCommand(start, newCmdBridgeToken(f))
-	return cmd
+	return start
 }
 
 // ensureBridgeToken checks (or creates and registers) bridge.token.
@@ -252,9 +271,8 @@ func ensureBridgeToken(ctx context.Context, f *Factory) error {
 	return nil
 }
 
-func bridgeStartRun(cmd *cobra.Command, opts *startOptions) error {
+func bridgeStartRun(ctx context.Context, opts *startOptions) error {
 	f := opts.f
-	ctx := cmd.Context()
 	cfg, err := f.Config()
 	if err != nil {
 		return err

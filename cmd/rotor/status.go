@@ -21,13 +21,17 @@ import (
 )
 
 type statusOptions struct {
-	f      *Factory
-	URL    string
-	Format string
+	IO         *IOStreams
+	Config     func() (*config.Config, error)
+	Home       func() (string, error)
+	LookupEnv  func(string) (string, bool)
+	HTTPClient func() *http.Client
+	URL        string
+	Format     string
 }
 
-func newCmdStatus(f *Factory) *cobra.Command {
-	opts := &statusOptions{f: f}
+func newCmdStatus(f *Factory, runF func(*statusOptions) error) *cobra.Command {
+	opts := &statusOptions{IO: f.IO, Config: f.Config, Home: f.Home, LookupEnv: f.LookupEnv, HTTPClient: f.HTTPClient}
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Ask a running bridge for its pools, cooldowns and budgets",
@@ -50,6 +54,9 @@ with its credentials, cooldowns and catalogs) and budgets.`,
 			if err := checkFormat(opts.Format); err != nil {
 				return err
 			}
+			if runF != nil {
+				return runF(opts)
+			}
 			return statusRun(cmd.Context(), opts)
 		},
 	}
@@ -60,11 +67,11 @@ with its credentials, cooldowns and catalogs) and budgets.`,
 }
 
 // clientToken is the token scripts use: ROTOR_TOKEN or bridge.token.
-func clientToken(f *Factory) (secret.Value, error) {
-	if v, ok := f.LookupEnv("ROTOR_TOKEN"); ok && v != "" {
+func clientToken(lookupEnv func(string) (string, bool), homeDir func() (string, error)) (secret.Value, error) {
+	if v, ok := lookupEnv("ROTOR_TOKEN"); ok && v != "" {
 		return secret.New(strings.TrimSpace(v)), nil
 	}
-	home, err := f.Home()
+	home, err := homeDir()
 	if err != nil {
 		return secret.Value{}, err
 	}
@@ -82,11 +89,11 @@ func clientToken(f *Factory) (secret.Value, error) {
 // statusURL is the bridge to ask: --url, the record of a running bridge in
 // the home folder, or bridge.listen. from says where a URL not given on the
 // command line came from, for the error when nothing answers there.
-func statusURL(f *Factory, cfg *config.Config, flag string) (u, from string, err error) {
+func statusURL(homeDir func() (string, error), cfg *config.Config, flag string) (u, from string, err error) {
 	if flag != "" {
 		return flag, "", nil
 	}
-	home, err := f.Home()
+	home, err := homeDir()
 	if err != nil {
 		return "", "", err
 	}
@@ -101,16 +108,15 @@ func statusURL(f *Factory, cfg *config.Config, flag string) (u, from string, err
 }
 
 func statusRun(ctx context.Context, opts *statusOptions) error {
-	f := opts.f
-	cfg, err := f.Config()
+	cfg, err := opts.Config()
 	if err != nil {
 		return err
 	}
-	u, from, err := statusURL(f, cfg, opts.URL)
+	u, from, err := statusURL(opts.Home, cfg, opts.URL)
 	if err != nil {
 		return err
 	}
-	tok, err := clientToken(f)
+	tok, err := clientToken(opts.LookupEnv, opts.Home)
 	if err != nil {
 		return err
 	}
@@ -121,7 +127,7 @@ func statusRun(ctx context.Context, opts *statusOptions) error {
 		return usageErrorf("--url: %v", err)
 	}
 	req.Header.Set("Authorization", "Bearer "+tok.Reveal())
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := opts.HTTPClient().Do(req)
 	if err != nil {
 		return fmt.Errorf("no bridge answering at %s%s: %v", u, from, errors.Unwrap(err))
 	}
@@ -131,7 +137,7 @@ func statusRun(ctx context.Context, opts *statusOptions) error {
 		return fmt.Errorf("bridge at %s answered %d: %s", u, resp.StatusCode, strings.TrimSpace(string(body)))
 	}
 	if opts.Format == FormatJSON {
-		_, err := f.IO.Out.Write(body)
+		_, err := opts.IO.Out.Write(body)
 		return err
 	}
 	var st gateway.Status
@@ -162,12 +168,12 @@ func statusRun(ctx context.Context, opts *statusOptions) error {
 				textCell(ts(c.RestingUntil)), textCell(ts(c.AuthCoolingUntil)), intCell(int64(c.ScopedObservations)), textCell(ts(c.EarliestRelease))})
 		}
 	}
-	if err := creds.write(f.IO.Out, opts.Format); err != nil || opts.Format == FormatCSV {
+	if err := creds.write(opts.IO.Out, opts.Format); err != nil || opts.Format == FormatCSV {
 		return err
 	}
 	bud := records{Columns: []string{"budget", "kind", "window", "used", "limit", "state", "frees_at"}}
 	for _, b := range st.Budgets {
 		bud.Rows = append(bud.Rows, []cell{textCell(b.Name), textCell(b.Kind), textCell(b.Window), intCell(b.Used), intCell(b.Limit), textCell(b.State), textCell(ts(b.FreesAt))})
 	}
-	return bud.write(f.IO.Out, opts.Format)
+	return bud.write(opts.IO.Out, opts.Format)
 }

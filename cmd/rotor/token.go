@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"regexp"
@@ -23,84 +24,135 @@ SHA-256 hashes in the ledger; each usage row records the label of the token
 that sent it (rotor ledger report --by client). A revoked token stops working
 on a running bridge at its next request.`,
 	}
-	var label string
-	create := &cobra.Command{
+	cmd.AddCommand(newCmdTokenCreate(f, nil), newCmdTokenList(f, nil), newCmdTokenRevoke(f, nil))
+	return cmd
+}
+
+type tokenCreateOptions struct {
+	IO *IOStreams
+	// Ledger opens the ledger, creating it if it is missing: create writes.
+	Ledger func(context.Context) (*ledger.Store, error)
+	Label  string
+}
+
+func newCmdTokenCreate(f *Factory, runF func(*tokenCreateOptions) error) *cobra.Command {
+	opts := &tokenCreateOptions{IO: f.IO, Ledger: f.LedgerOrCreate}
+	cmd := &cobra.Command{
 		Use:   "create --label NAME",
 		Short: "Create a client token and print it once",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !labelRE.MatchString(label) {
-				return usageErrorf("--label %q: use 1-64 letters, digits, '.', '_' or '-'", label)
+			if !labelRE.MatchString(opts.Label) {
+				return usageErrorf("--label %q: use 1-64 letters, digits, '.', '_' or '-'", opts.Label)
 			}
-			store, err := f.LedgerOrCreate(cmd.Context())
-			if err != nil {
-				return err
+			if runF != nil {
+				return runF(opts)
 			}
-			tok := tokenfile.Generate()
-			if err := store.AddClientToken(cmd.Context(), label, tok.Hash(), false); err != nil {
-				if errors.Is(err, ledger.ErrExists) {
-					return usageErrorf("a token labelled %q exists; revoke it first", label)
-				}
-				return err
-			}
-			// The only time the token is shown.
-			fmt.Fprintln(f.IO.Out, tok.Reveal())
-			fmt.Fprintf(f.IO.ErrOut, "created token %q; it is shown once and stored only as a hash\n", label)
-			return nil
+			return tokenCreateRun(cmd.Context(), opts)
 		},
 	}
-	create.Flags().StringVar(&label, "label", "", "the token's label, recorded in each usage row (required)")
-	_ = create.MarkFlagRequired("label")
+	cmd.Flags().StringVar(&opts.Label, "label", "", "the token's label, recorded in each usage row (required)")
+	_ = cmd.MarkFlagRequired("label")
+	return cmd
+}
 
-	var format string
-	list := &cobra.Command{
+func tokenCreateRun(ctx context.Context, opts *tokenCreateOptions) error {
+	store, err := opts.Ledger(ctx)
+	if err != nil {
+		return err
+	}
+	tok := tokenfile.Generate()
+	if err := store.AddClientToken(ctx, opts.Label, tok.Hash(), false); err != nil {
+		if errors.Is(err, ledger.ErrExists) {
+			return usageErrorf("a token labelled %q exists; revoke it first", opts.Label)
+		}
+		return err
+	}
+	// The only time the token is shown.
+	fmt.Fprintln(opts.IO.Out, tok.Reveal())
+	fmt.Fprintf(opts.IO.ErrOut, "created token %q; it is shown once and stored only as a hash\n", opts.Label)
+	return nil
+}
+
+type tokenListOptions struct {
+	IO     *IOStreams
+	Ledger func(context.Context) (*ledger.Store, error)
+	Format string
+}
+
+func newCmdTokenList(f *Factory, runF func(*tokenListOptions) error) *cobra.Command {
+	opts := &tokenListOptions{IO: f.IO, Ledger: f.Ledger}
+	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List client tokens: labels, created, last used (never the tokens)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(format); err != nil {
+			if err := checkFormat(opts.Format); err != nil {
 				return err
 			}
-			store, err := f.Ledger(cmd.Context())
-			if err != nil {
-				return err
+			if runF != nil {
+				return runF(opts)
 			}
-			toks, err := store.ClientTokens(cmd.Context())
-			if err != nil {
-				return err
-			}
-			recs := records{Columns: []string{"label", "created", "last_used"}}
-			for _, t := range toks {
-				last := cell{JSON: nil, Text: "never"}
-				if !t.LastUsed.IsZero() {
-					last = textCell(t.LastUsed.UTC().Format(time.RFC3339))
-				}
-				recs.Rows = append(recs.Rows, []cell{textCell(t.Label), textCell(t.CreatedAt.UTC().Format(time.RFC3339)), last})
-			}
-			return recs.write(f.IO.Out, format)
+			return tokenListRun(cmd.Context(), opts)
 		},
 	}
-	addFormatFlag(list, &format)
+	addFormatFlag(cmd, &opts.Format)
+	return cmd
+}
 
-	revoke := &cobra.Command{
+func tokenListRun(ctx context.Context, opts *tokenListOptions) error {
+	store, err := opts.Ledger(ctx)
+	if err != nil {
+		return err
+	}
+	toks, err := store.ClientTokens(ctx)
+	if err != nil {
+		return err
+	}
+	recs := records{Columns: []string{"label", "created", "last_used"}}
+	for _, t := range toks {
+		last := cell{JSON: nil, Text: "never"}
+		if !t.LastUsed.IsZero() {
+			last = textCell(t.LastUsed.UTC().Format(time.RFC3339))
+		}
+		recs.Rows = append(recs.Rows, []cell{textCell(t.Label), textCell(t.CreatedAt.UTC().Format(time.RFC3339)), last})
+	}
+	return recs.write(opts.IO.Out, opts.Format)
+}
+
+type tokenRevokeOptions struct {
+	IO     *IOStreams
+	Ledger func(context.Context) (*ledger.Store, error)
+	Label  string
+}
+
+func newCmdTokenRevoke(f *Factory, runF func(*tokenRevokeOptions) error) *cobra.Command {
+	opts := &tokenRevokeOptions{IO: f.IO, Ledger: f.Ledger}
+	return &cobra.Command{
 		Use:   "revoke NAME",
 		Short: "Revoke a client token",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			store, err := f.Ledger(cmd.Context())
-			if err != nil {
-				return err
+			opts.Label = args[0]
+			if runF != nil {
+				return runF(opts)
 			}
-			if err := store.RevokeClientToken(cmd.Context(), args[0]); err != nil {
-				if errors.Is(err, ledger.ErrNotFound) {
-					return usageErrorf("no token labelled %q (see rotor bridge token list)", args[0])
-				}
-				return err
-			}
-			fmt.Fprintf(f.IO.Out, "revoked token %s\n", args[0])
-			return nil
+			return tokenRevokeRun(cmd.Context(), opts)
 		},
 	}
-	cmd.AddCommand(create, list, revoke)
-	return cmd
+}
+
+func tokenRevokeRun(ctx context.Context, opts *tokenRevokeOptions) error {
+	store, err := opts.Ledger(ctx)
+	if err != nil {
+		return err
+	}
+	if err := store.RevokeClientToken(ctx, opts.Label); err != nil {
+		if errors.Is(err, ledger.ErrNotFound) {
+			return usageErrorf("no token labelled %q (see rotor bridge token list)", opts.Label)
+		}
+		return err
+	}
+	fmt.Fprintf(opts.IO.Out, "revoked token %s\n", opts.Label)
+	return nil
 }

@@ -3,10 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/rotorhq/rotor/budgets"
+	"github.com/rotorhq/rotor/config"
 	"github.com/rotorhq/rotor/internal/clock"
 )
 
@@ -108,5 +116,210 @@ func TestExitCodes(t *testing.T) {
 	}
 	if code := run(context.Background(), f, []string{"version"}); code != ExitOK {
 		t.Errorf("version exit %d", code)
+	}
+}
+
+// fakeFactory is a Factory over fixed parts, without flags or the process
+// environment: a home folder in t.TempDir (not created yet), the default configuration (or
+// cfg), env as the environment, a fake clock and buffers for the streams.
+func fakeFactory(t *testing.T, cfg *config.Config, env map[string]string) (*Factory, *bytes.Buffer, *bytes.Buffer) {
+	t.Helper()
+	if cfg == nil {
+		d := config.Default()
+		cfg = &d
+	}
+	out, errOut := &bytes.Buffer{}, &bytes.Buffer{}
+	f := newFixedFactory(&IOStreams{In: &bytes.Buffer{}, Out: out, ErrOut: errOut}, filepath.Join(t.TempDir(), "home"), cfg, env,
+		clock.NewFake(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)), slog.New(slog.DiscardHandler))
+	t.Cleanup(f.Close)
+	return f, out, errOut
+}
+
+// flagsToOptions runs newCmd with args and a runF that captures the
+// options, so nothing runs.
+func flagsToOptions[T any](t *testing.T, f *Factory, newCmd func(*Factory, func(*T) error) *cobra.Command, args ...string) *T {
+	t.Helper()
+	var got *T
+	cmd := newCmd(f, func(o *T) error { got = o; return nil })
+	cmd.SetArgs(args)
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	if err := cmd.ExecuteContext(context.Background()); err != nil {
+		t.Fatalf("%s %q: %v", cmd.Name(), args, err)
+	}
+	if got == nil {
+		t.Fatalf("%s %q: runF was not called", cmd.Name(), args)
+	}
+	return got
+}
+
+// wantUsageError fails unless err is a usage error (exit 2) containing
+// want.
+func wantUsageError(t *testing.T, what string, err error, want string) {
+	t.Helper()
+	if exitCode(err) != ExitUsage || !strings.Contains(fmt.Sprint(err), want) {
+		t.Errorf("%s: error %v (exit %d), want a usage error mentioning %q", what, err, exitCode(err), want)
+	}
+}
+
+// refused runs newCmd with args and fails unless it exits 2 mentioning
+// want before calling runF.
+func refused[T any](t *testing.T, f *Factory, newCmd func(*Factory, func(*T) error) *cobra.Command, want string, args ...string) {
+	t.Helper()
+	cmd := newCmd(f, func(*T) error { t.Errorf("%s %q: runF called", want, args); return nil })
+	cmd.SetArgs(args)
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	wantUsageError(t, fmt.Sprintf("%q", args), cmd.Execute(), want)
+}
+
+// runFTests are the flags -> options tests of every verb, by command path;
+// TestEveryVerbHasRunFTest checks that none is missing. Budget add and
+// ledger report have their own tables above.
+var runFTests = map[string]func(t *testing.T){
+	"budget add":    TestBudgetAddFlagsToOptions,
+	"ledger report": TestReportFlagsToQuery,
+	"version": func(t *testing.T) {
+		f, _, _ := testFactory(t)
+		got := flagsToOptions(t, f, newCmdVersion)
+		if got.Info != readBuildInfo() || got.IO != f.IO {
+			t.Errorf("options %+v, want the build info and the factory's streams", got)
+		}
+	},
+	"init": func(t *testing.T) {
+		f, _, _ := testFactory(t)
+		if got := flagsToOptions(t, f, newCmdInit); got.Force {
+			t.Error("init: Force set without --force")
+		}
+		got := flagsToOptions(t, f, newCmdInit, "--force")
+		if !got.Force {
+			t.Error("init --force: Force not set")
+		}
+		// init writes: its ledger func creates the ledger.
+		if _, err := got.Ledger(context.Background()); err != nil {
+			t.Errorf("init's Ledger does not create the ledger: %v", err)
+		}
+	},
+	"config check": func(t *testing.T) {
+		f, _, _ := testFactory(t)
+		got := flagsToOptions(t, f, newCmdConfigCheck, "--format", "json")
+		if got.Format != FormatJSON {
+			t.Errorf("Format %q, want json", got.Format)
+		}
+		home, _ := f.Home()
+		if h, err := got.Home(); err != nil || h != home {
+			t.Errorf("Home() = %q, %v; want %q", h, err, home)
+		}
+	},
+	"budget list": func(t *testing.T) {
+		f, _, _ := testFactory(t)
+		got := flagsToOptions(t, f, newCmdBudgetList, "--format", "csv")
+		if got.Format != FormatCSV {
+			t.Errorf("Format %q, want csv", got.Format)
+		}
+		// list only reads: its ledger func never creates one.
+		_, err := got.Ledger(context.Background())
+		wantUsageError(t, "budget list's Ledger on an empty home", err, "no ledger at")
+	},
+	"budget remove": func(t *testing.T) {
+		f, _, _ := testFactory(t)
+		got := flagsToOptions(t, f, newCmdBudgetRemove, "daily")
+		if got.Name != "daily" {
+			t.Errorf("Name %q, want daily", got.Name)
+		}
+		_, err := got.Ledger(context.Background())
+		wantUsageError(t, "budget remove's Ledger on an empty home", err, "no ledger at")
+	},
+	"bridge token create": func(t *testing.T) {
+		f, _, _ := testFactory(t)
+		got := flagsToOptions(t, f, newCmdTokenCreate, "--label", "ci.bot-1")
+		if got.Label != "ci.bot-1" {
+			t.Errorf("Label %q, want ci.bot-1", got.Label)
+		}
+		if _, err := got.Ledger(context.Background()); err != nil {
+			t.Errorf("token create's Ledger does not create the ledger: %v", err)
+		}
+		refused(t, f, newCmdTokenCreate, "--label", "--label", "a b")
+	},
+	"bridge token list": func(t *testing.T) {
+		f, _, _ := testFactory(t)
+		if got := flagsToOptions(t, f, newCmdTokenList); got.Format != FormatTable {
+			t.Errorf("Format %q, want table", got.Format)
+		}
+		refused(t, f, newCmdTokenList, "--format", "--format", "xml")
+	},
+	"bridge token revoke": func(t *testing.T) {
+		f, _, _ := testFactory(t)
+		if got := flagsToOptions(t, f, newCmdTokenRevoke, "ci"); got.Label != "ci" {
+			t.Errorf("Label %q, want ci", got.Label)
+		}
+	},
+	"status": func(t *testing.T) {
+		f, _, _ := testFactory(t)
+		got := flagsToOptions(t, f, newCmdStatus, "--url", "http://127.0.0.1:9", "--format", "csv")
+		if got.URL != "http://127.0.0.1:9" || got.Format != FormatCSV || got.HTTPClient() == nil {
+			t.Errorf("options %+v, want the url, csv and a client", got)
+		}
+	},
+	"bridge start": func(t *testing.T) {
+		f, _, _ := testFactory(t)
+		got := flagsToOptions(t, f, newCmdBridgeStart, "--listen", "127.0.0.1:0", "--runtime-url", "http://127.0.0.1:9", "--allow-non-loopback")
+		if !got.AllowNonLoopback {
+			t.Error("AllowNonLoopback not set")
+		}
+		// --listen and --runtime-url set config keys.
+		cfg, err := got.f.Config()
+		if err != nil || cfg.Bridge.Listen != "127.0.0.1:0" || cfg.Bridge.RuntimeURL != "http://127.0.0.1:9" {
+			t.Errorf("config %+v, %v; want the flags' listen and runtime_url", cfg.Bridge, err)
+		}
+	},
+	"runtime start": func(t *testing.T) {
+		f, _, _ := testFactory(t)
+		got := flagsToOptions(t, f, newCmdRuntimeStart, "--listen", "127.0.0.1:0")
+		if got.AllowNonLoopback {
+			t.Error("AllowNonLoopback set without the flag")
+		}
+		cfg, err := got.f.Config()
+		if err != nil || cfg.Runtime.Listen != "127.0.0.1:0" {
+			t.Errorf("runtime.listen %q, %v; want the flag's", cfg.Runtime.Listen, err)
+		}
+	},
+	"demo": func(t *testing.T) {
+		f, _, _ := testFactory(t)
+		got := flagsToOptions(t, f, newCmdDemo, "--requests", "5", "--keep", "kept")
+		if got.Requests != 5 || got.Keep != "kept" || got.HomeIgnored {
+			t.Errorf("options %+v, want 5 requests, kept, home not ignored", got)
+		}
+		// Under a root with --home, the demo notes that it ignores it.
+		root := &cobra.Command{Use: "rotor"}
+		root.PersistentFlags().String("home", "", "")
+		var under *demoOptions
+		root.AddCommand(newCmdDemo(f, func(o *demoOptions) error { under = o; return nil }))
+		root.SetArgs([]string{"--home", "mine", "demo"})
+		if err := root.Execute(); err != nil || under == nil || !under.HomeIgnored || under.Requests != 12 {
+			t.Errorf("rotor --home mine demo: %v, options %+v; want HomeIgnored and 12 requests", err, under)
+		}
+		refused(t, f, newCmdDemo, "--requests", "--requests", "0")
+	},
+}
+
+func TestVerbFlagsToOptions(t *testing.T) {
+	for verb, test := range runFTests {
+		t.Run(strings.ReplaceAll(verb, " ", "_"), test)
+	}
+}
+
+// Every runnable command has a flags -> options test: a verb added without
+// one fails here.
+func TestEveryVerbHasRunFTest(t *testing.T) {
+	cmds, group := userCommands(t)
+	for i, c := range cmds {
+		verb := strings.Join(c, " ")
+		if group[i] || verb == "completion" || (len(c) > 1 && c[0] == "completion") {
+			continue
+		}
+		if _, ok := runFTests[verb]; !ok {
+			t.Errorf("%q has no flags -> options test in runFTests", verb)
+		}
 	}
 }

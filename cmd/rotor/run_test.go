@@ -1,0 +1,264 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rotorhq/rotor/budgets"
+	"github.com/rotorhq/rotor/config"
+	"github.com/rotorhq/rotor/internal/secret"
+	"github.com/rotorhq/rotor/internal/tokenfile"
+)
+
+// The xRun tests run each verb with a fake Factory (newFixedFactory over
+// t.TempDir) and buffers, without building the binary.
+
+func TestVersionRun(t *testing.T) {
+	f, out, _ := fakeFactory(t, nil, nil)
+	if err := versionRun(&versionOptions{IO: f.IO, Info: buildInfo{Version: "v1.2.3", Revision: "abc"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := out.String(), "rotor v1.2.3 (revision abc)\n"; got != want {
+		t.Errorf("version printed %q, want %q", got, want)
+	}
+}
+
+func TestInitRun(t *testing.T) {
+	ctx := context.Background()
+	f, out, _ := fakeFactory(t, nil, nil)
+	home, _ := f.Home()
+	opts := &initOptions{IO: f.IO, EnsureHome: f.EnsureHome, ConfigPath: f.ConfigPath, Ledger: f.LedgerOrCreate}
+	if err := initRun(ctx, opts); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath, tokPath := filepath.Join(home, "rotor.yaml"), filepath.Join(home, "bridge.token")
+	if want := "wrote " + cfgPath + "\nwrote " + tokPath + " (the default client token, mode 0600)\n"; out.String() != want {
+		t.Errorf("init printed %q, want %q", out, want)
+	}
+	if b, err := os.ReadFile(cfgPath); err != nil || !bytes.Equal(b, config.Starter) {
+		t.Errorf("rotor.yaml is not the starter file: %v", err)
+	}
+	tok, err := tokenfile.Read(tokPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, _ := f.Ledger(ctx)
+	if label, ok, err := store.LookupToken(ctx, tok.Hash()); err != nil || !ok || label != DefaultTokenLabel {
+		t.Errorf("bridge.token in the ledger: %q %v %v, want label default", label, ok, err)
+	}
+
+	// A second init refuses, naming the file, and changes nothing.
+	err = initRun(ctx, opts)
+	wantUsageError(t, "init again", err, cfgPath)
+	if again, _ := tokenfile.Read(tokPath); !again.Equal(tok) {
+		t.Error("a refused init replaced bridge.token")
+	}
+	opts.Force = true
+	if err := initRun(ctx, opts); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := store.LookupToken(ctx, tok.Hash()); ok {
+		t.Error("init --force kept the old token working")
+	}
+}
+
+func TestConfigCheckRun(t *testing.T) {
+	cred := func(name, env string) config.Credential {
+		return config.Credential{Name: name, Enabled: true, Region: "eu", BaseURL: "http://127.0.0.1:1", APIKeyEnv: env}
+	}
+	cfg := config.Default()
+	cfg.Pools["api"] = config.Pool{Credentials: []config.Credential{cred("team-a", "KEY_A"), cred("team-b", "KEY_B")}}
+	tests := []struct {
+		name      string
+		env       map[string]string
+		malformed []string
+		wantErr   string // a usage error mentioning it; "" for none
+		stderr    string
+	}{
+		{"keys set", map[string]string{"KEY_A": "a", "KEY_B": "b"}, nil, "", "config ok: no "},
+		{"key missing", map[string]string{"KEY_A": "a"}, nil, "pools.api credential team-b: env KEY_B is not set", ""},
+		{"malformed setting", map[string]string{"KEY_A": "a", "KEY_B": "b"}, []string{"ROTOR_MODEL_COOLDOWN_MAX_SECONDS"}, "", "loads with 1 malformed setting(s)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, out, errOut := fakeFactory(t, &cfg, tt.env)
+			opts := &configCheckOptions{IO: f.IO, Config: f.Config, Home: f.Home, ConfigPath: f.ConfigPath, LookupEnv: f.LookupEnv,
+				Malformed: func() []string { return tt.malformed }, Format: FormatCSV}
+			err := configCheckRun(opts)
+			if tt.wantErr != "" {
+				wantUsageError(t, "config check", err, tt.wantErr)
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			want := "pool,credential,enabled,region,base_url,key_source,key\n"
+			for _, c := range []string{"team-a", "team-b"} {
+				state := "set"
+				if _, ok := tt.env["KEY_"+strings.ToUpper(c[5:])]; !ok {
+					state = "not set"
+				}
+				want += "api," + c + ",true,eu,http://127.0.0.1:1,env KEY_" + strings.ToUpper(c[5:]) + "," + state + "\n"
+			}
+			if out.String() != want {
+				t.Errorf("stdout %q, want %q", out, want)
+			}
+			if !strings.Contains(errOut.String(), tt.stderr) {
+				t.Errorf("stderr %q, want %q", errOut, tt.stderr)
+			}
+		})
+	}
+}
+
+func TestBudgetRemoveRun(t *testing.T) {
+	ctx := context.Background()
+	f, out, _ := fakeFactory(t, nil, nil)
+	store, err := f.LedgerOrCreate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := budgets.Budget{Name: "daily", Kind: budgets.KindRequests, Limit: 3, Window: budgets.Window{Calendar: "day"}, CreatedAt: f.Clock.Now()}
+	if err := store.PutBudget(ctx, b.Record(), false); err != nil {
+		t.Fatal(err)
+	}
+	opts := &budgetRemoveOptions{IO: f.IO, Ledger: f.Ledger, Name: "daily"}
+	if err := budgetRemoveRun(ctx, opts); err != nil || out.String() != "removed budget daily\n" {
+		t.Errorf("remove: %v, printed %q", err, out)
+	}
+	if bs, _ := store.Budgets(ctx); len(bs) != 0 {
+		t.Errorf("budgets after remove: %v", bs)
+	}
+	wantUsageError(t, "remove again", budgetRemoveRun(ctx, opts), `no budget named "daily"`)
+}
+
+func TestReportRun(t *testing.T) {
+	ctx := context.Background()
+	f, out, errOut := fakeFactory(t, nil, nil)
+	if _, err := f.LedgerOrCreate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	now := f.Clock.Now()
+	opts := &reportOptions{IO: f.IO, Clock: f.Clock, Ledger: f.Ledger, Format: FormatCSV}
+	opts.Query.From, opts.Query.To, opts.Query.By = now.Add(-24*time.Hour), now, []string{"model", "day"}
+	if err := reportRun(ctx, opts); err != nil {
+		t.Fatal(err)
+	}
+	if want := "model,day,requests,input_tokens,output_tokens,total_tokens,cost_usd,errors\n"; out.String() != want || errOut.Len() != 0 {
+		t.Errorf("empty report: stdout %q stderr %q, want only %q", out, errOut, want)
+	}
+}
+
+func TestTokenCreateListRevokeRun(t *testing.T) {
+	ctx := context.Background()
+	f, out, errOut := fakeFactory(t, nil, nil)
+	create := &tokenCreateOptions{IO: f.IO, Ledger: f.LedgerOrCreate, Label: "ci"}
+	if err := tokenCreateRun(ctx, create); err != nil {
+		t.Fatal(err)
+	}
+	printed := strings.TrimSpace(out.String())
+	if !strings.Contains(errOut.String(), `created token "ci"`) || strings.Contains(errOut.String(), printed) {
+		t.Errorf("stderr %q: want the label and never the token", errOut)
+	}
+	store, _ := f.Ledger(ctx)
+	tok := secret.New(printed)
+	if label, ok, err := store.LookupToken(ctx, tok.Hash()); err != nil || !ok || label != "ci" {
+		t.Errorf("printed token in the ledger: %q %v %v, want ci", label, ok, err)
+	}
+	wantUsageError(t, "create ci again", tokenCreateRun(ctx, create), `a token labelled "ci" exists`)
+
+	out.Reset()
+	if err := tokenListRun(ctx, &tokenListOptions{IO: f.IO, Ledger: f.Ledger, Format: FormatCSV}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "label,created,last_used\nci,2026-11-30T12:00:00Z,never\n"; out.String() != want {
+		t.Errorf("list csv %q, want %q", out, want)
+	}
+
+	out.Reset()
+	revoke := &tokenRevokeOptions{IO: f.IO, Ledger: f.Ledger, Label: "ci"}
+	if err := tokenRevokeRun(ctx, revoke); err != nil || out.String() != "revoked token ci\n" {
+		t.Errorf("revoke: %v, printed %q", err, out)
+	}
+	if _, ok, _ := store.LookupToken(ctx, tok.Hash()); ok {
+		t.Error("a revoked token still works")
+	}
+	wantUsageError(t, "revoke again", tokenRevokeRun(ctx, revoke), `no token labelled "ci"`)
+}
+
+func TestStatusRun(t *testing.T) {
+	const token = "status-test-token-0123456789abcdef0123456789"
+	const doc = `{"version":"t","time":"2026-11-30T12:00:00Z","pools":[{"pool":"api","model_cooldown_enabled":true,` +
+		`"credentials":[{"name":"team-a","resting_until":"2026-11-30T12:05:00Z","scoped_observations":2},{"name":"team-b","scoped_observations":0}],` +
+		`"catalogs":[{"credential":"team-a","region":"eu","fetched":"2026-11-30T11:59:00Z","fresh":true}]}],` +
+		`"budgets":[{"name":"daily","kind":"requests","window":"day","limit":10,"used":3,"remaining":7,"unknown_rows":0,"state":"ok"}]}`
+	// The factory's HTTPClient is the seam: a fake bridge answers in
+	// process, at a URL no real client could reach.
+	bridge := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Host != "bridge.invalid" || r.URL.Path != "/v1/status" || r.Header.Get("Authorization") != "Bearer "+token {
+			http.Error(w, `{"error":{"code":"unauthorized"}}`, http.StatusUnauthorized)
+			return
+		}
+		w.Write([]byte(doc))
+	})
+	const bridgeURL = "http://bridge.invalid"
+	fakeClient := func() *http.Client {
+		return &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			rec := httptest.NewRecorder()
+			bridge.ServeHTTP(rec, r)
+			return rec.Result(), nil
+		})}
+	}
+
+	tests := []struct {
+		name, format, url string
+		env               map[string]string
+		want              string
+	}{
+		{"json is the bridge's document", FormatJSON, bridgeURL, map[string]string{"ROTOR_TOKEN": token}, doc},
+		{"csv is the credentials table", FormatCSV, bridgeURL, map[string]string{"ROTOR_TOKEN": token},
+			"pool,credential,region,catalog,resting_until,auth_cooling_until,model_cooldowns,next_release\n" +
+				"api,team-a,eu,fresh,2026-11-30T12:05:00Z,,2,\napi,team-b,,never fetched,,,0,\n"},
+		{"url from bridge.json", FormatJSON, "", map[string]string{"ROTOR_TOKEN": token}, doc},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, out, _ := fakeFactory(t, nil, tt.env)
+			if tt.url == "" {
+				home, _ := f.EnsureHome()
+				if _, err := writeBridgeRecord(home, bridgeURL); err != nil {
+					t.Fatal(err)
+				}
+			}
+			opts := &statusOptions{IO: f.IO, Config: f.Config, Home: f.Home, LookupEnv: f.LookupEnv, HTTPClient: fakeClient, URL: tt.url, Format: tt.format}
+			if err := statusRun(context.Background(), opts); err != nil {
+				t.Fatal(err)
+			}
+			if out.String() != tt.want {
+				t.Errorf("stdout %q, want %q", out, tt.want)
+			}
+		})
+	}
+
+	t.Run("no token", func(t *testing.T) {
+		f, _, _ := fakeFactory(t, nil, nil)
+		opts := &statusOptions{IO: f.IO, Config: f.Config, Home: f.Home, LookupEnv: f.LookupEnv, HTTPClient: fakeClient, URL: bridgeURL, Format: FormatJSON}
+		wantUsageError(t, "status without a token", statusRun(context.Background(), opts), "set ROTOR_TOKEN")
+	})
+	t.Run("refused", func(t *testing.T) {
+		f, _, _ := fakeFactory(t, nil, map[string]string{"ROTOR_TOKEN": "wrong-token-0123456789abcdef0123456789"})
+		opts := &statusOptions{IO: f.IO, Config: f.Config, Home: f.Home, LookupEnv: f.LookupEnv, HTTPClient: fakeClient, URL: bridgeURL, Format: FormatJSON}
+		err := statusRun(context.Background(), opts)
+		if exitCode(err) != ExitError || !strings.Contains(err.Error(), "answered 401") {
+			t.Errorf("wrong token: %v (exit %d), want exit 1 saying the bridge answered 401", err, exitCode(err))
+		}
+	})
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

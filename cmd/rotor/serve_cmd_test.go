@@ -1,0 +1,162 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rotorhq/rotor/config"
+)
+
+// startServer runs a start command's xRun until the test ends, and returns
+// the URL it printed.
+func startServer(t *testing.T, f *Factory, run func(context.Context, *startOptions) error) (url string, stop func() error) {
+	t.Helper()
+	pr, pw := io.Pipe()
+	f.IO.Out = pw
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		err := run(ctx, &startOptions{f: f})
+		pw.CloseWithError(io.EOF)
+		done <- err
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		cancel()
+		t.Fatalf("no URL line: %v (run: %v)", err, <-done)
+	}
+	go io.Copy(io.Discard, pr)
+	var stopped bool
+	stop = func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		return <-done
+	}
+	t.Cleanup(func() { stop() })
+	return strings.TrimSpace(line), stop
+}
+
+// serverEnv keeps serverProcs from changing GOMAXPROCS for the test binary.
+func serverEnv(kv ...string) map[string]string {
+	env := map[string]string{"GOMAXPROCS": "0"}
+	for i := 0; i+1 < len(kv); i += 2 {
+		env[kv[i]] = kv[i+1]
+	}
+	return env
+}
+
+func get(t *testing.T, url, token string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func TestBridgeStartRun(t *testing.T) {
+	cfg := config.Default()
+	cfg.Bridge.Listen = "127.0.0.1:0"
+	f, _, _ := fakeFactory(t, &cfg, serverEnv())
+	url, stop := startServer(t, f, bridgeStartRun)
+	home, _ := f.Home()
+	if rec, err := readBridgeRecord(home); err != nil || rec.URL != url || rec.PID != os.Getpid() {
+		t.Errorf("bridge.json = %+v, %v; want this process serving %s", rec, err, url)
+	}
+
+	// rotor status finds it through bridge.json, with bridge.token.
+	var out bytes.Buffer
+	st := &statusOptions{IO: &IOStreams{Out: &out, ErrOut: io.Discard}, Config: f.Config, Home: f.Home, LookupEnv: f.LookupEnv, HTTPClient: f.HTTPClient, Format: FormatJSON}
+	if err := statusRun(context.Background(), st); err != nil || !strings.Contains(out.String(), `"pools"`) {
+		t.Errorf("status of the started bridge: %v\n%s", err, out.String())
+	}
+	if code := get(t, url+"/v1/status", "not-a-token"); code != http.StatusUnauthorized {
+		t.Errorf("status with a wrong token: %d, want 401", code)
+	}
+
+	if err := stop(); err != nil {
+		t.Errorf("bridge stopped with %v, want nil", err)
+	}
+	if _, err := os.Stat(filepath.Join(home, bridgeFileName)); err == nil {
+		t.Error("bridge.json left behind after a clean stop")
+	}
+}
+
+func TestRuntimeStartRun(t *testing.T) {
+	const token = "runtime-test-token-0123456789abcdef0123456789"
+	cfg := config.Default()
+	cfg.Runtime.Listen = "127.0.0.1:0"
+	f, _, _ := fakeFactory(t, &cfg, serverEnv("ROTOR_RUNTIME_TOKEN", token))
+	url, stop := startServer(t, f, runtimeStartRun)
+	for _, tc := range []struct {
+		path, token string
+		want        int
+	}{
+		{"/healthz", "", http.StatusOK},
+		{"/v1/status", token, http.StatusOK},
+		{"/v1/status", "", http.StatusUnauthorized},
+	} {
+		if code := get(t, url+tc.path, tc.token); code != tc.want {
+			t.Errorf("GET %s (token %v): %d, want %d", tc.path, tc.token != "", code, tc.want)
+		}
+	}
+	if err := stop(); err != nil {
+		t.Errorf("runtime stopped with %v, want nil", err)
+	}
+
+	// A refused address creates nothing: not even the home folder.
+	cfg.Runtime.Listen = "[::]:0"
+	f, _, _ = fakeFactory(t, &cfg, serverEnv())
+	wantUsageError(t, "runtime start on [::]", runtimeStartRun(context.Background(), &startOptions{f: f}), "--allow-non-loopback")
+	if home, _ := f.Home(); dirExists(home) {
+		t.Error("a refused runtime start created the home folder")
+	}
+}
+
+func dirExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+func TestDemoRun(t *testing.T) {
+	f, out, errOut := fakeFactory(t, nil, nil)
+	kept := filepath.Join(t.TempDir(), "demo")
+	opts := &demoOptions{IO: f.IO, Clock: f.Clock, Version: "test", HomeIgnored: true, Requests: 3, Keep: kept}
+	if err := demoRun(context.Background(), opts); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"rotor demo", "ledger report --by credential,status", "team-a", "The demo's files stay in " + kept} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+	// The report reads the ledger over the demo's clock, which wrote it.
+	if _, report, _ := strings.Cut(out.String(), "ledger report --by"); !strings.Contains(report, "team-a") {
+		t.Errorf("the demo's ledger report lists no credential:\n%s", report)
+	}
+	if !strings.Contains(errOut.String(), "--home and --db are ignored") {
+		t.Errorf("stderr %q: want the note that --home is ignored", errOut)
+	}
+	if home, _ := f.Home(); dirExists(home) {
+		t.Error("the demo created the factory's home folder")
+	}
+	if !dirExists(filepath.Join(kept, "rotor.db")) {
+		t.Error("demo --keep left no ledger")
+	}
+	wantUsageError(t, "demo --keep EXISTING", demoRun(context.Background(), opts), "it exists")
+}
