@@ -323,3 +323,26 @@ func TestEveryVerbHasRunFTest(t *testing.T) {
 		}
 	}
 }
+
+// userCommands lists every command a user can run, by its words after
+// "rotor", and whether it is a group (a noun with verbs under it). e2e has
+// its own, read from the built binary's --help.
+func userCommands(t *testing.T) (cmds [][]string, group []bool) {
+	t.Helper()
+	f, _, _ := testFactory(t)
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Hidden || c.Name() == "help" {
+			return
+		}
+		if c.HasParent() {
+			cmds = append(cmds, strings.Fields(strings.TrimPrefix(c.CommandPath(), "rotor ")))
+			group = append(group, c.HasSubCommands())
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(NewCmdRoot(f))
+	return cmds, group
+}
