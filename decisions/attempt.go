@@ -24,7 +24,7 @@ type attempt struct {
 	upstream string
 	region   string
 	id       string
-	info     *Info
+	info     *httpx.AccessInfo
 	scope    pool.Scope
 
 	// discovered: catalogs fetched during this request (warm ones are

@@ -8,10 +8,13 @@ import (
 	"net/http"
 	"os"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/rotorhq/rotor/budgets"
+	"github.com/rotorhq/rotor/config"
 	"github.com/rotorhq/rotor/internal/clock"
 	"github.com/rotorhq/rotor/internal/failpoint"
 	"github.com/rotorhq/rotor/internal/httpx"
@@ -25,7 +28,11 @@ import (
 const Endpoint = "/v1/decisions"
 
 // Operation is the ledger operation of this route.
-const Operation = "decisions"
+const Operation = budgets.OperationDecisions
+
+// PoolNames are the pools a model prefix selects (api/<model>,
+// zdr/<model>), in status order.
+var PoolNames = []string{config.PoolAPI, config.PoolZDR}
 
 // Defaults.
 const (
@@ -200,62 +207,12 @@ func New(cfg Config) *Router {
 
 var _ http.Handler = (*Router)(nil)
 
-// Info is what the route learned about a request, for the access log.
-type Info struct {
-	Pool, Model, Region string
-	Credential          string
-	CredentialDigest    string
-	Attempts            int
-	Code                string
-	Recorded            bool
-	// Ran says a provider call may have run the request: one that did
-	// not end in a classified rejection (401, 403, a classified 429, an
-	// unsupported endpoint), which no provider bills.
-	Ran bool
-}
-
-type infoKey struct{}
-type clientKey struct{}
-type tokenKey struct{}
-
-// WithTokenHash returns ctx carrying the SHA-256 of the client token that
-// authenticated the request; admission then re-checks that the token is
-// still stored.
-func WithTokenHash(ctx context.Context, hash [32]byte) context.Context {
-	return context.WithValue(ctx, tokenKey{}, hash)
-}
-
-// WithInfo returns ctx carrying a fresh *Info the route fills in.
-func WithInfo(ctx context.Context) (context.Context, *Info) {
-	i := &Info{}
-	return context.WithValue(ctx, infoKey{}, i), i
-}
-
-func infoFrom(ctx context.Context) *Info {
-	if i, ok := ctx.Value(infoKey{}).(*Info); ok {
-		return i
-	}
-	return &Info{}
-}
-
-// WithClient returns ctx carrying the client label (the bridge token's
-// label) that usage rows record.
-func WithClient(ctx context.Context, label string) context.Context {
-	return context.WithValue(ctx, clientKey{}, label)
-}
-
-// ClientFrom returns the client label in ctx.
-func ClientFrom(ctx context.Context) string {
-	s, _ := ctx.Value(clientKey{}).(string)
-	return s
-}
-
 // RegionHeader names the region a request stays in.
 const RegionHeader = "X-Rotor-Region"
 
 // ServeHTTP handles one Decisions request.
 func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	info := infoFrom(r.Context())
+	info := httpx.AccessInfoFrom(r.Context())
 	if r.Method != http.MethodPost {
 		httpx.MethodNotAllowed(w, http.MethodPost)
 		return
@@ -275,15 +232,7 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		return
 	}
-	var he *httpx.Error
-	switch {
-	case errors.As(err, &he):
-		// An answer the route chose; a gone client does not change it.
-	case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil:
-		err = ErrDeadline
-	case r.Context().Err() != nil && !errors.Is(err, ErrResponseTooLarge):
-		err = ErrClientGone
-	}
+	err = callerView(err, r.Context())
 	e := ErrorResponse(err)
 	info.Code = e.Code
 	if info.Ran && (e.Status == http.StatusBadGateway || e.Status == http.StatusServiceUnavailable || e.Status == http.StatusGatewayTimeout) {
@@ -298,7 +247,7 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // serve returns nil when it wrote an answer itself.
-func (rt *Router) serve(ctx context.Context, w http.ResponseWriter, r *http.Request, info *Info) error {
+func (rt *Router) serve(ctx context.Context, w http.ResponseWriter, r *http.Request, info *httpx.AccessInfo) error {
 	// 1. Size cap (an announced one is refused in ServeHTTP), then 2.
 	// JSON, then 3. model prefix: all before anything else, and before
 	// budgets.
@@ -339,7 +288,7 @@ func (rt *Router) serve(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	}
 	prefix, upstream, ok := strings.Cut(req.model, "/")
 	ps := rt.pools[prefix]
-	if !ok || (prefix != "api" && prefix != "zdr") || upstream == "" {
+	if !ok || !slices.Contains(PoolNames, prefix) || upstream == "" {
 		rt.refused("invalid_model_prefix")
 		return httpx.NewError(httpx.CodeInvalidModelPrefix).WithParam("model").
 			WithMessage("model must be api/<model> or zdr/<model>; bare models, PSP routes and speed-tier aliases are not routed")
@@ -375,10 +324,11 @@ func (rt *Router) serve(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		id = httpx.NewRequestID()
 	}
 	start := rt.cfg.Clock.Now()
+	caller := httpx.CallerFrom(r.Context())
 	res := ledger.Reservation{RequestID: id, Expires: start.Add(rt.cfg.Deadline + rt.cfg.ReservationGrace),
-		Operation: Operation, Pool: prefix, Model: upstream, Region: region, Client: ClientFrom(r.Context())}
-	if h, ok := r.Context().Value(tokenKey{}).([32]byte); ok {
-		res.Token, res.CheckToken = h, true
+		Operation: Operation, Pool: prefix, Model: upstream, Region: region, Client: caller.Label}
+	if caller.CheckToken {
+		res.Token, res.CheckToken = caller.TokenHash, true
 	}
 	if err := rt.cfg.Ledger.Reserve(ctx, res, rt.cfg.Admitter); err != nil {
 		rt.refused(refusalReason(err))
@@ -409,13 +359,7 @@ func (rt *Router) serve(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	st := ledger.Settlement{RequestID: id, Model: upstream, Credential: a.lastCred, Region: region, Attempts: a.sent,
 		Latency: rt.cfg.Clock.Now().Sub(start)}
 	if err != nil {
-		ctxErr := err
-		if errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil {
-			ctxErr = ErrDeadline
-		} else if r.Context().Err() != nil && !errors.Is(err, ErrResponseTooLarge) {
-			ctxErr = ErrClientGone
-		}
-		e := ErrorResponse(ctxErr)
+		e := ErrorResponse(callerView(err, r.Context()))
 		st.Status, st.ErrorCode = e.Status, e.Code
 	} else {
 		st.Status = out.status
@@ -458,6 +402,24 @@ func (rt *Router) serve(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	w.WriteHeader(out.status)
 	_, _ = w.Write(out.body.b)
 	return nil
+}
+
+// callerView is the error the caller's answer and the usage row report:
+// the request's own deadline passing is ErrDeadline and a caller gone
+// first is ErrClientGone, unless the route already chose an answer (an
+// *httpx.Error) or the provider's answer was too large. caller is the
+// request's context, without the route's deadline.
+func callerView(err error, caller context.Context) error {
+	var he *httpx.Error
+	switch {
+	case errors.As(err, &he):
+		// An answer the route chose; a gone client does not change it.
+	case errors.Is(err, context.DeadlineExceeded) && caller.Err() == nil:
+		return ErrDeadline
+	case caller.Err() != nil && !errors.Is(err, ErrResponseTooLarge):
+		return ErrClientGone
+	}
+	return err
 }
 
 func (rt *Router) refused(reason string) {
@@ -518,7 +480,7 @@ func (rt *Router) Status() []CredentialStatus {
 	fetched := rt.catalogs.snapshot()
 	now := rt.cfg.Clock.Now()
 	var out []CredentialStatus
-	for _, name := range []string{"api", "zdr"} {
+	for _, name := range PoolNames {
 		ps := rt.pools[name]
 		if ps == nil {
 			continue
@@ -528,15 +490,6 @@ func (rt *Router) Status() []CredentialStatus {
 			out = append(out, CredentialStatus{Pool: name, Name: c.Name, Region: c.Region, CatalogFetched: f,
 				CatalogFresh: !f.IsZero() && now.Sub(f) < rt.cfg.CatalogTTL})
 		}
-	}
-	return out
-}
-
-// Pools returns the pools the router serves, by name.
-func (rt *Router) Pools() map[string]*pool.Pool {
-	out := map[string]*pool.Pool{}
-	for n, ps := range rt.pools {
-		out[n] = ps.pool
 	}
 	return out
 }
