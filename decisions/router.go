@@ -14,10 +14,11 @@ import (
 	"time"
 
 	"github.com/rotorhq/rotor/budgets"
-	"github.com/rotorhq/rotor/config"
 	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/internal/defaults"
 	"github.com/rotorhq/rotor/internal/failpoint"
 	"github.com/rotorhq/rotor/internal/httpx"
+	"github.com/rotorhq/rotor/internal/names"
 	"github.com/rotorhq/rotor/internal/secret"
 	"github.com/rotorhq/rotor/ledger"
 	"github.com/rotorhq/rotor/pool"
@@ -32,17 +33,10 @@ const Operation = budgets.OperationDecisions
 
 // PoolNames are the pools a model prefix selects (api/<model>,
 // zdr/<model>), in status order.
-var PoolNames = []string{config.PoolAPI, config.PoolZDR}
+var PoolNames = names.Pools
 
-// Defaults.
-const (
-	DefaultDeadline       = 60 * time.Second
-	DefaultErrorBodyIdle  = 5 * time.Second
-	MaxErrorBody          = 64 << 10
-	DefaultMaxBuffered    = 1 << 30
-	DefaultCatalogTTL     = 10 * time.Minute
-	DefaultCatalogTimeout = 10 * time.Second
-)
+// MaxErrorBody is the most of a provider's error body the route reads.
+const MaxErrorBody = 64 << 10
 
 // CredentialConfig is one enabled credential as the route sees it.
 type CredentialConfig struct {
@@ -166,19 +160,19 @@ func New(cfg Config) *Router {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Deadline <= 0 {
-		cfg.Deadline = DefaultDeadline
+		cfg.Deadline = defaults.Deadline
 	}
 	if cfg.CatalogTTL <= 0 {
-		cfg.CatalogTTL = DefaultCatalogTTL
+		cfg.CatalogTTL = defaults.CatalogTTL
 	}
 	if cfg.CatalogTimeout <= 0 {
-		cfg.CatalogTimeout = DefaultCatalogTimeout
+		cfg.CatalogTimeout = defaults.CatalogTimeout
 	}
 	if cfg.ErrorBodyIdle <= 0 {
-		cfg.ErrorBodyIdle = DefaultErrorBodyIdle
+		cfg.ErrorBodyIdle = defaults.ErrorBodyIdle
 	}
 	if cfg.MaxBuffered <= 0 {
-		cfg.MaxBuffered = DefaultMaxBuffered
+		cfg.MaxBuffered = defaults.MaxBufferedMB << 20
 	}
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = "rotor"

@@ -13,18 +13,19 @@ import (
 	"time"
 
 	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/internal/defaults"
 	"github.com/rotorhq/rotor/internal/secret"
 )
 
 // Defaults of the spec's fallbacks and settings.
 const (
 	// DefaultMaxSeconds is MODEL_COOLDOWN_MAX_SECONDS when unset.
-	DefaultMaxSeconds = 3600
+	DefaultMaxSeconds = defaults.MaxCooldownSeconds
 	// LargestMaxSeconds is the largest MODEL_COOLDOWN_MAX_SECONDS.
 	LargestMaxSeconds = 2147483647
 	// DefaultAuthRest is the rest after a genuine auth rejection without
 	// valid advice (the spec's Codex Everywhere 300 s).
-	DefaultAuthRest = 300 * time.Second
+	DefaultAuthRest = defaults.AuthRest
 	// ThrottleRest is the rest after a throttle without valid advice.
 	ThrottleRest = 60 * time.Second
 	// MinRest is the least any rest lasts, so that zero (or sub-second)

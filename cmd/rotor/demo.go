@@ -132,7 +132,7 @@ func demoRun(ctx context.Context, opts *demoOptions) error {
 		api.Credentials = append(api.Credentials, config.Credential{Name: c.name, Enabled: true, Region: "demo", BaseURL: fp.URL(), APIKeyEnv: env,
 			ModelProfiles: map[string]config.ModelProfile{"decide-mini": {SupportedEndpoints: []string{"/v1/decisions"}}}})
 	}
-	cfg.Pools["api"] = api
+	cfg.Pools[config.PoolAPI] = api
 	df.LookupEnv = func(k string) (string, bool) { v, ok := keys[k]; return v, ok }
 	df.cfgOnce.Do(func() { df.cfg = &cfg })
 

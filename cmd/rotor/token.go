@@ -3,16 +3,14 @@ package main
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/rotorhq/rotor/internal/names"
 	"github.com/rotorhq/rotor/internal/tokenfile"
 	"github.com/rotorhq/rotor/ledger"
 )
-
-var labelRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 func newCmdBridgeToken(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
@@ -29,8 +27,8 @@ on a running bridge at its next request.`,
 		Short: "Create a client token and print it once",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !labelRE.MatchString(label) {
-				return usageErrorf("--label %q: use 1-64 letters, digits, '.', '_' or '-'", label)
+			if !names.Valid(label) {
+				return usageErrorf("--label %q: use "+names.Rule, label)
 			}
 			store, err := f.LedgerOrCreate(cmd.Context())
 			if err != nil {
