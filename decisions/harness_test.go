@@ -54,7 +54,7 @@ type harness struct {
 	fp     *fp.Server
 	clk    *clock.Fake
 	store  *ledger.Store
-	router *Router
+	router *Route
 	srv    *httptest.Server
 	pools  map[string]*pool.Pool
 	keys   map[string]string // credential name -> key

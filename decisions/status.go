@@ -50,7 +50,7 @@ type Budgets func(ctx context.Context) ([]budgets.Status, error)
 
 // StatusDocument assembles the GET /v1/status document: the route's pools
 // with their cooldowns and catalogs, and the budgets (list may be nil).
-func (rt *Router) StatusDocument(ctx context.Context, version string, list Budgets) Status {
+func (rt *Route) StatusDocument(ctx context.Context, version string, list Budgets) Status {
 	st := Status{Version: version, Time: rt.cfg.Clock.Now().UTC(), Pools: []PoolStatus{}, Budgets: []BudgetStatus{}}
 	cats := rt.Status()
 	for _, name := range PoolNames {

@@ -153,7 +153,7 @@ func loadKey(lookup func(string) (string, bool), home string, cr config.Credenti
 
 // buildRoute wires pools, the learner and the Decisions route from the
 // configuration.
-func buildRoute(f *Factory, cfg *config.Config, store *ledger.Store, metrics *gateway.Metrics) (*decisions.Router, error) {
+func buildRoute(f *Factory, cfg *config.Config, store *ledger.Store, metrics *gateway.Metrics) (*decisions.Route, error) {
 	log := f.Logger()
 	home, err := f.Home()
 	if err != nil {

@@ -79,7 +79,7 @@ type Metrics interface {
 	Cooldown(pool, class string)
 }
 
-// Config configures a Router. Pools, Ledger and Clock are required.
+// Config configures a Route. Pools, Ledger and Clock are required.
 type Config struct {
 	Pools    []PoolConfig
 	Ledger   Ledger
@@ -104,8 +104,8 @@ type Config struct {
 	UserAgent        string
 }
 
-// Router serves POST /v1/decisions. It is safe for concurrent use.
-type Router struct {
+// Route serves POST /v1/decisions. It is safe for concurrent use.
+type Route struct {
 	cfg         Config
 	pools       map[string]*poolState
 	catalogs    *catalogs
@@ -148,8 +148,8 @@ func NewHTTPClient() *http.Client {
 	return &http.Client{Transport: tr, CheckRedirect: NoRedirects}
 }
 
-// New returns a Router.
-func New(cfg Config) *Router {
+// New returns a Route.
+func New(cfg Config) *Route {
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = NewHTTPClient()
 	}
@@ -177,7 +177,7 @@ func New(cfg Config) *Router {
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = "rotor"
 	}
-	rt := &Router{
+	rt := &Route{
 		cfg:         cfg,
 		pools:       map[string]*poolState{},
 		catalogs:    newCatalogs(cfg.Clock, cfg.CatalogTTL, cfg.CatalogTimeout, cfg.HTTPClient),
@@ -199,13 +199,13 @@ func New(cfg Config) *Router {
 	return rt
 }
 
-var _ http.Handler = (*Router)(nil)
+var _ http.Handler = (*Route)(nil)
 
 // RegionHeader names the region a request stays in.
 const RegionHeader = "X-Rotor-Region"
 
 // ServeHTTP handles one Decisions request.
-func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (rt *Route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	info := httpx.AccessInfoFrom(r.Context())
 	if r.Method != http.MethodPost {
 		httpx.MethodNotAllowed(w, http.MethodPost)
@@ -241,7 +241,7 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // serve returns nil when it wrote an answer itself.
-func (rt *Router) serve(ctx context.Context, w http.ResponseWriter, r *http.Request, info *httpx.AccessInfo) error {
+func (rt *Route) serve(ctx context.Context, w http.ResponseWriter, r *http.Request, info *httpx.AccessInfo) error {
 	// 1. Size cap (an announced one is refused in ServeHTTP), then 2.
 	// JSON, then 3. model prefix: all before anything else, and before
 	// budgets.
@@ -334,10 +334,10 @@ func (rt *Router) serve(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		return err
 	}
 	failpoint.Hit(failpoint.AfterAdmission) // crash tests: reservation committed, nothing sent
-	a := &attempt{rt: rt, ps: ps, req: req, upstream: upstream, region: region, id: id, info: info,
+	wk := &walk{rt: rt, ps: ps, req: req, upstream: upstream, region: region, id: id, info: info,
 		scope: pool.Scope{Model: upstream, QuotaBucket: ps.pool.BucketFor(upstream)}, deadline: start.Add(rt.cfg.Deadline)}
-	out, err := a.run(ctx)
-	if a.sent == 0 {
+	out, err := wk.run(ctx)
+	if wk.sent == 0 {
 		// No provider call was made: the reservation is released and no
 		// usage row remains.
 		if rerr := rt.cfg.Ledger.Release(context.WithoutCancel(ctx), id); rerr != nil {
@@ -350,7 +350,7 @@ func (rt *Router) serve(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	}
 	// The row is settled before the caller sees the answer: an answer
 	// received as 200 always has its ledger row.
-	st := ledger.Settlement{RequestID: id, Model: upstream, Credential: a.lastCred, Region: region, Attempts: a.sent,
+	st := ledger.Settlement{RequestID: id, Model: upstream, Credential: wk.lastCred, Region: region, Attempts: wk.sent,
 		Latency: rt.cfg.Clock.Now().Sub(start)}
 	if err != nil {
 		e := ErrorResponse(callerView(err, r.Context()))
@@ -367,7 +367,7 @@ func (rt *Router) serve(ctx context.Context, w http.ResponseWriter, r *http.Requ
 			st.TotalTokens = ledger.Known(*out.usage.Total)
 		}
 	}
-	info.Attempts, info.Ran = a.sent, a.ran
+	info.Attempts, info.Ran = wk.sent, wk.ran
 	failpoint.Hit(failpoint.AfterAnswer) // crash tests: the provider answered, the row is not settled
 	if serr := rt.cfg.Ledger.Settle(context.WithoutCancel(ctx), st); serr != nil {
 		// The provider ran the request, but the row could not be settled:
@@ -391,8 +391,8 @@ func (rt *Router) serve(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		h.Set("Content-Type", "application/json")
 	}
 	h.Set("Content-Length", strconv.Itoa(len(out.body.b)))
-	h.Set("X-Rotor-Credential", a.lastCred)
-	h.Set("X-Rotor-Attempts", strconv.Itoa(a.sent))
+	h.Set("X-Rotor-Credential", wk.lastCred)
+	h.Set("X-Rotor-Attempts", strconv.Itoa(wk.sent))
 	w.WriteHeader(out.status)
 	_, _ = w.Write(out.body.b)
 	return nil
@@ -416,7 +416,7 @@ func callerView(err error, caller context.Context) error {
 	return err
 }
 
-func (rt *Router) refused(reason string) {
+func (rt *Route) refused(reason string) {
 	if rt.cfg.Metrics != nil {
 		rt.cfg.Metrics.Refused(reason)
 	}
@@ -470,7 +470,7 @@ type CredentialStatus struct {
 }
 
 // Status reports each credential's catalog freshness.
-func (rt *Router) Status() []CredentialStatus {
+func (rt *Route) Status() []CredentialStatus {
 	fetched := rt.catalogs.snapshot()
 	now := rt.cfg.Clock.Now()
 	var out []CredentialStatus
