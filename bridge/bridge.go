@@ -129,8 +129,7 @@ func (b *Bridge) serve(w http.ResponseWriter, r *http.Request) {
 			httpx.MethodNotAllowed(w, http.MethodGet)
 			return
 		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+		httpx.Healthz(w, r)
 		return
 	case !known:
 		httpx.WriteError(w, httpx.NewError(httpx.CodeNotFound))

@@ -57,17 +57,11 @@ func New(cfg Config) *Server {
 	// answers it itself.
 	s.mux.Handle("/v1/decisions", cfg.Decisions)
 	s.mux.Handle("/decisions", cfg.Decisions)
-	s.mux.Handle("/healthz", httpx.OnlyMethod(http.MethodGet, http.HandlerFunc(Healthz)))
+	s.mux.Handle("/healthz", httpx.OnlyMethod(http.MethodGet, http.HandlerFunc(httpx.Healthz)))
 	s.mux.Handle("/metrics", httpx.OnlyMethod(http.MethodGet, cfg.Metrics.Handler()))
 	s.mux.Handle("/v1/status", httpx.OnlyMethod(http.MethodGet, http.HandlerFunc(s.handleStatus)))
 	s.mux.HandleFunc("/", notFound)
 	return s
-}
-
-// Healthz answers without a token and without secrets.
-func Healthz(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
 }
 
 func notFound(w http.ResponseWriter, r *http.Request) {
