@@ -41,7 +41,8 @@ type wireSpec struct {
 	// of its own (Handler).
 	Runtime *gateway.Config
 	// Bridge builds the bridge: in front of the runtime built here
-	// (in-process) unless it names a RuntimeURL.
+	// (in-process, so Runtime is then required) unless it names a
+	// RuntimeURL.
 	Bridge *bridge.Config
 }
 
@@ -62,7 +63,6 @@ func wire(f *Factory, cfg *config.Config, store *ledger.Store, metrics *gateway.
 		rc.Metrics, rc.Logger, rc.Clock = metrics, f.Logger(), f.Clock
 		out.runtime = gateway.New(rc)
 		metrics.WatchBudgets(budgetGauges(list), budgetStates)
-		out.handler = out.runtime.Handler()
 	}
 	if spec.Bridge != nil {
 		bc := *spec.Bridge
@@ -72,6 +72,8 @@ func wire(f *Factory, cfg *config.Config, store *ledger.Store, metrics *gateway.
 		bc.Tokens, bc.Logger, bc.Metrics, bc.Clock = store, f.Logger(), metrics, f.Clock
 		out.bridge = bridge.New(bc)
 		out.handler = out.bridge.Handler()
+	} else {
+		out.handler = out.runtime.Handler()
 	}
 	return out, nil
 }
