@@ -221,3 +221,24 @@ func TestRuntimeServesBothDecisionsPaths(t *testing.T) {
 		t.Errorf("%d decisions reached the route, want 2", n)
 	}
 }
+
+// /metrics exports each budget the list gives, with its unit, and 1 for
+// its state among the states given (0 for the others).
+func TestMetricsExportBudgets(t *testing.T) {
+	m := NewMetrics()
+	m.WatchBudgets(func(context.Context) ([]BudgetGauge, error) {
+		return []BudgetGauge{{Name: "cost-month", Kind: "cost", Unit: "micro_usd", Used: 250, Limit: 1000, State: "exhausted"}}, nil
+	}, []string{"ok", "exhausted"})
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, want := range []string{
+		`rotor_budget_used{kind="cost",name="cost-month",unit="micro_usd"} 250`,
+		`rotor_budget_limit{kind="cost",name="cost-month",unit="micro_usd"} 1000`,
+		`rotor_budget_state{name="cost-month",state="exhausted"} 1`,
+		`rotor_budget_state{name="cost-month",state="ok"} 0`,
+	} {
+		if !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
