@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"context"
-	"encoding/hex"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
@@ -11,18 +10,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rotorhq/rotor/internal/clock"
 	"github.com/rotorhq/rotor/internal/httpx"
 	"github.com/rotorhq/rotor/internal/secret"
 )
-
-// ClientHeader carries the authenticated client's label to the runtime.
-// The bridge always sets it itself and drops any copy from the caller.
-const ClientHeader = "X-Rotor-Client"
-
-// TokenHashHeader carries the client token's SHA-256 (hex) to an
-// in-process runtime, whose admission re-checks it; see
-// Config.Runtime.
-const TokenHashHeader = "X-Rotor-Token-Hash"
 
 // MaxBody is the largest request body the bridge accepts (64 MiB).
 const MaxBody = 64 << 20
@@ -42,12 +33,13 @@ type Tokens interface {
 // Config configures a bridge. Tokens and one of Runtime or RuntimeURL are
 // required.
 type Config struct {
-	// Runtime is the in-process runtime. It trusts ClientHeader and
-	// TokenHashHeader, so it must only ever be reached through the bridge.
-	// With it, Decisions requests are authenticated against the cached
-	// token list and the runtime's admission re-checks the token in the
-	// ledger transaction, so a token revoked elsewhere still stops at its
-	// next request; every other route checks the database.
+	// Runtime is the in-process runtime. It trusts the caller the bridge
+	// puts in the request's context (httpx.WithCaller), so it must only
+	// ever be reached through the bridge. With it, Decisions requests are
+	// authenticated against the cached token list and the runtime's
+	// admission re-checks the token (Caller.CheckToken) in the ledger
+	// transaction, so a token revoked elsewhere still stops at its next
+	// request; every other route checks the database.
 	Runtime http.Handler
 	// RuntimeURL is a standalone runtime; RuntimeToken authenticates to it.
 	RuntimeURL   *url.URL
@@ -58,9 +50,12 @@ type Config struct {
 	ExtraHosts     []string
 	AllowedOrigins []string
 	Logger         *slog.Logger
+	// Metrics counts answered requests (may be nil); Clock times them and
+	// stamps last-use times.
+	Metrics httpx.RequestMetrics
+	Clock   clock.Clock
 	// TouchEvery is how often last-use times are written (default 30s).
 	TouchEvery time.Duration
-	Now        func() time.Time
 }
 
 // Bridge is the bridge's handler and its background token bookkeeping.
@@ -82,8 +77,8 @@ func New(cfg Config) *Bridge {
 	if cfg.TouchEvery <= 0 {
 		cfg.TouchEvery = 30 * time.Second
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
 	}
 	b := &Bridge{cfg: cfg, used: map[string]time.Time{}, stop: make(chan struct{}), done: make(chan struct{})}
 	if cfg.RuntimeURL != nil {
@@ -99,14 +94,16 @@ func New(cfg Config) *Bridge {
 // the method each takes.
 var forwarded = map[string]string{"/v1/decisions": http.MethodPost, "/v1/status": http.MethodGet, "/metrics": http.MethodGet}
 
-// Handler returns the bridge: the guard, then forwarding.
+// Handler returns the bridge as a complete server: panic recovery, request
+// ids and the access log, the guard, then forwarding.
 func (b *Bridge) Handler() http.Handler {
 	g := &httpx.Guard{
 		Port: b.cfg.Port, ExtraHosts: b.cfg.ExtraHosts, AllowedOrigins: b.cfg.AllowedOrigins,
 		Open:         map[string]bool{"/healthz": true},
 		Authenticate: b.authenticate,
 	}
-	return g.Wrap(http.HandlerFunc(b.serve))
+	al := httpx.AccessLog{Server: "bridge", Logger: b.cfg.Logger, Metrics: b.cfg.Metrics, Clock: b.cfg.Clock}
+	return al.Wrap(g.Wrap(http.HandlerFunc(b.serve)))
 }
 
 func (b *Bridge) authenticate(r *http.Request, tok secret.Value) (string, bool, error) {
@@ -119,7 +116,7 @@ func (b *Bridge) authenticate(r *http.Request, tok secret.Value) (string, bool, 
 		return "", ok, err
 	}
 	b.mu.Lock()
-	b.used[label] = b.cfg.Now()
+	b.used[label] = b.cfg.Clock.Now()
 	b.mu.Unlock()
 	return label, true, nil
 }
@@ -132,8 +129,7 @@ func (b *Bridge) serve(w http.ResponseWriter, r *http.Request) {
 			httpx.MethodNotAllowed(w, http.MethodGet)
 			return
 		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+		httpx.Healthz(w, r)
 		return
 	case !known:
 		httpx.WriteError(w, httpx.NewError(httpx.CodeNotFound))
@@ -162,10 +158,15 @@ func (b *Bridge) serve(w http.ResponseWriter, r *http.Request) {
 			delete(h, k)
 		}
 	}
-	h.Set(ClientHeader, httpx.Label(r.Context()))
-	if b.cfg.RuntimeURL == nil && hasToken {
-		sum := tok.Hash()
-		h.Set(TokenHashHeader, hex.EncodeToString(sum[:]))
+	if b.cfg.RuntimeURL != nil {
+		// The one hop where the caller travels on the wire.
+		h.Set(httpx.ClientHeader, httpx.CallerFrom(r.Context()).Label)
+	} else if hasToken {
+		// In-process, the caller travels in the context, with the token
+		// for admission to re-check.
+		c := httpx.CallerFrom(r.Context())
+		c.TokenHash, c.CheckToken = tok.Hash(), true
+		r = r.WithContext(httpx.WithCaller(r.Context(), c))
 	}
 	h.Set("X-Request-ID", httpx.RequestID(r.Context()))
 	r.Body = http.MaxBytesReader(w, r.Body, MaxBody)

@@ -3,7 +3,6 @@ package bridge
 import (
 	"bufio"
 	"context"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
@@ -59,7 +58,7 @@ func setup(t *testing.T, runtime http.Handler, runtimeURL *url.URL) (*Bridge, *h
 	ft := &fakeTokens{labels: map[[32]byte]string{secret.New(tok).Hash(): "ci"}, touched: map[string]time.Time{}}
 	var b *Bridge
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		httpx.RequestIDs(b.Handler(), false).ServeHTTP(w, r)
+		b.Handler().ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
 	u, _ := url.Parse(srv.URL)
@@ -76,8 +75,9 @@ func setup(t *testing.T, runtime http.Handler, runtimeURL *url.URL) (*Bridge, *h
 // claim a client label, and sets the label of the token that was used.
 func TestForwardStripsIdentityHeadersAndSetsLabel(t *testing.T) {
 	var got http.Header
+	var caller httpx.Caller
 	rt := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got = r.Header.Clone()
+		got, caller = r.Header.Clone(), httpx.CallerFrom(r.Context())
 		w.WriteHeader(204)
 	})
 	_, srv, ft := setup(t, rt, nil)
@@ -99,8 +99,10 @@ func TestForwardStripsIdentityHeadersAndSetsLabel(t *testing.T) {
 	if got.Get("Authorization") != "" || got.Get("Proxy-Authorization") != "" || got.Get("Cookie") != "" || got.Get("X-Rotor-Anything") != "" {
 		t.Errorf("identity headers reached the runtime: %v", got)
 	}
-	if got.Get(ClientHeader) != "ci" || got.Get("X-Rotor-Region") != "eu" || got.Get("X-Request-ID") == "" {
-		t.Errorf("runtime saw client %q region %q id %q", got.Get(ClientHeader), got.Get("X-Rotor-Region"), got.Get("X-Request-ID"))
+	// In-process, the label travels in the context; the caller's claim
+	// never reaches the runtime.
+	if caller.Label != "ci" || got.Get(httpx.ClientHeader) != "" || got.Get("X-Rotor-Region") != "eu" || got.Get("X-Request-ID") == "" {
+		t.Errorf("runtime saw client %q (header %q) region %q id %q", caller.Label, got.Get(httpx.ClientHeader), got.Get("X-Rotor-Region"), got.Get("X-Request-ID"))
 	}
 	if len(ft.touched) != 0 {
 		t.Error("last use written on the request path")
@@ -183,10 +185,16 @@ func TestStandaloneRuntimeGetsRuntimeToken(t *testing.T) {
 // check the database.
 func TestInProcessDecisionsUseCachedLookupAndCarryTokenHash(t *testing.T) {
 	var got http.Header
-	_, srv, ft := setup(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got = r.Header.Clone() }), nil)
-	send := func(method, path string) {
+	var caller httpx.Caller
+	_, srv, ft := setup(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, caller = r.Header.Clone(), httpx.CallerFrom(r.Context())
+	}), nil)
+	send := func(method, path string, hdr ...string) {
 		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader("{}"))
 		req.Header.Set("Authorization", "Bearer "+tok)
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -195,20 +203,16 @@ func TestInProcessDecisionsUseCachedLookupAndCarryTokenHash(t *testing.T) {
 	}
 	send("POST", "/v1/decisions")
 	h := secret.New(tok).Hash()
-	if ft.cached != 1 || got.Get(TokenHashHeader) != hex.EncodeToString(h[:]) {
-		t.Errorf("decisions: cached lookups %d, hash header %q", ft.cached, got.Get(TokenHashHeader))
+	if ft.cached != 1 || !caller.CheckToken || caller.TokenHash != h {
+		t.Errorf("decisions: cached lookups %d, caller %+v", ft.cached, caller)
 	}
 	send("GET", "/v1/status")
 	if ft.cached != 1 {
 		t.Errorf("status used the cached list")
 	}
-	req, _ := http.NewRequest("POST", srv.URL+"/v1/decisions", strings.NewReader("{}"))
-	req.Header.Set("Authorization", "Bearer "+tok)
-	req.Header.Set(TokenHashHeader, strings.Repeat("0", 64))
-	resp, _ := http.DefaultClient.Do(req)
-	resp.Body.Close()
-	if got.Get(TokenHashHeader) != hex.EncodeToString(h[:]) {
-		t.Errorf("a caller's token hash header reached the runtime: %q", got.Get(TokenHashHeader))
+	send("POST", "/v1/decisions", "X-Rotor-Token-Hash", strings.Repeat("0", 64))
+	if got.Get("X-Rotor-Token-Hash") != "" || caller.TokenHash != h {
+		t.Errorf("a caller's token hash reached the runtime: header %q, caller %x", got.Get("X-Rotor-Token-Hash"), caller.TokenHash)
 	}
 }
 
@@ -334,5 +338,28 @@ func TestRuntimeLostAfterSendCarriesNoRetryHint(t *testing.T) {
 				t.Errorf("x-should-retry = %q, want %q", got, tt.retry)
 			}
 		})
+	}
+}
+
+// To a standalone runtime, the caller's label travels in the one header
+// the runtime trusts from holders of its token; the caller's own claim is
+// replaced, and no token hash goes out.
+func TestStandaloneRuntimeGetsLabelHeader(t *testing.T) {
+	var got http.Header
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got = r.Header.Clone() }))
+	t.Cleanup(up.Close)
+	u, _ := url.Parse(up.URL)
+	_, srv, _ := setup(t, nil, u)
+	req, _ := http.NewRequest("POST", srv.URL+"/v1/decisions", strings.NewReader("{}"))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set(httpx.ClientHeader, "admin")
+	req.Header.Set("X-Rotor-Token-Hash", strings.Repeat("0", 64))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got.Get(httpx.ClientHeader) != "ci" || got.Get("X-Rotor-Token-Hash") != "" || got.Get("Authorization") != "Bearer runtime-token-0123456789abcdefghijkl" {
+		t.Errorf("standalone runtime saw client %q hash %q auth %q", got.Get(httpx.ClientHeader), got.Get("X-Rotor-Token-Hash"), got.Get("Authorization"))
 	}
 }

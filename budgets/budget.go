@@ -4,12 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/rotorhq/rotor/internal/names"
 	"github.com/rotorhq/rotor/ledger"
 )
 
@@ -32,8 +32,6 @@ type Budget struct {
 	CreatedAt time.Time
 }
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-
 // Errors.
 var (
 	// ErrExceeded is a used-up requests or tokens budget (429).
@@ -47,8 +45,8 @@ var (
 
 // ValidateName checks a budget name.
 func ValidateName(name string) error {
-	if !nameRE.MatchString(name) {
-		return fmt.Errorf("%w: name %q: use 1-64 letters, digits, '.', '_' or '-'", ErrInvalid, name)
+	if !names.Valid(name) {
+		return fmt.Errorf("%w: name %q: use "+names.Rule, ErrInvalid, name)
 	}
 	return nil
 }

@@ -11,12 +11,15 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rotorhq/rotor/internal/defaults"
+	rotornames "github.com/rotorhq/rotor/internal/names"
 )
 
 // Pool names: each serves the model prefix of the same name.
 const (
-	PoolAPI = "api"
-	PoolZDR = "zdr"
+	PoolAPI = rotornames.PoolAPI
+	PoolZDR = rotornames.PoolZDR
 )
 
 // DecisionsEndpoint is the endpoint a model profile must list before a
@@ -142,13 +145,13 @@ type ModelProfile struct {
 const (
 	DefaultBridgeListen      = "127.0.0.1:8787"
 	DefaultRuntimeListen     = "127.0.0.1:8788"
-	DefaultMaxCooldown       = 3600
-	DefaultAuthRest          = 300 * time.Second
-	DefaultDeadline          = 60 * time.Second
-	DefaultCatalogTTL        = 10 * time.Minute
-	DefaultCatalogTimeout    = 10 * time.Second
-	DefaultErrorBodyIdle     = 5 * time.Second
-	DefaultMaxBufferedMB     = 1024
+	DefaultMaxCooldown       = defaults.MaxCooldownSeconds
+	DefaultAuthRest          = defaults.AuthRest
+	DefaultDeadline          = defaults.Deadline
+	DefaultCatalogTTL        = defaults.CatalogTTL
+	DefaultCatalogTimeout    = defaults.CatalogTimeout
+	DefaultErrorBodyIdle     = defaults.ErrorBodyIdle
+	DefaultMaxBufferedMB     = defaults.MaxBufferedMB
 	DefaultReservationGrace  = 5 * time.Minute
 	DefaultReadHeaderTimeout = 5 * time.Second
 	DefaultReadTimeout       = 30 * time.Second
@@ -182,8 +185,6 @@ func (e *FieldError) Unwrap() []error { return []error{ErrInvalid, e.Err} }
 func fieldErr(field string, format string, args ...any) *FieldError {
 	return &FieldError{Field: field, Err: fmt.Errorf(format, args...)}
 }
-
-var credentialName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 // Validate checks the whole configuration and returns the first problem as
 // a *FieldError.
@@ -288,8 +289,8 @@ func (c *Config) validatePools() error {
 		}
 		for i, cr := range p.Credentials {
 			f := fmt.Sprintf("%s.credentials[%d]", base, i)
-			if !credentialName.MatchString(cr.Name) {
-				return fieldErr(f+".name", "must be 1-64 letters, digits, '.', '_' or '-' (a label, not a secret), not %q", cr.Name)
+			if !rotornames.Valid(cr.Name) {
+				return fieldErr(f+".name", "must be "+rotornames.Rule+" (a label, not a secret), not %q", cr.Name)
 			}
 			if prev, dup := names[cr.Name]; dup {
 				return fieldErr(f+".name", "duplicate credential name %q (also %s)", cr.Name, prev)

@@ -267,7 +267,7 @@ func pools(n *yaml.Node, field string, out map[string]Pool) error {
 		if e.key != PoolAPI && e.key != PoolZDR {
 			return fieldErr(base, "unknown pool (pools are api and zdr, one per model prefix) (line %d)", e.line)
 		}
-		pool := defaults(poolFields)
+		pool := defaultsOf(poolFields)
 		if err := decode(poolFields, e.val, base, &pool); err != nil {
 			return err
 		}
@@ -301,7 +301,7 @@ func credentials(n *yaml.Node, field string) ([]Credential, error) {
 	}
 	var out []Credential
 	for i, item := range n.Content {
-		cr := defaults(credentialFields)
+		cr := defaultsOf(credentialFields)
 		if err := decode(credentialFields, item, fmt.Sprintf("%s[%d]", field, i), &cr); err != nil {
 			return nil, err
 		}
@@ -317,7 +317,7 @@ func profiles(n *yaml.Node, field string) (map[string]ModelProfile, error) {
 	}
 	out := map[string]ModelProfile{}
 	for _, e := range es {
-		prof := defaults(profileFields)
+		prof := defaultsOf(profileFields)
 		if err := decode(profileFields, e.val, join(field, e.key), &prof); err != nil {
 			return nil, err
 		}

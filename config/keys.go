@@ -147,9 +147,9 @@ func overrideKeys() []string {
 }
 
 // Default returns the configuration used when no file sets anything.
-func Default() Config { return defaults(settings) }
+func Default() Config { return defaultsOf(settings) }
 
-func defaults[T any](fields []field[T]) T {
+func defaultsOf[T any](fields []field[T]) T {
 	var v T
 	for _, f := range fields {
 		if f.def == nil || f.ptr == nil {

@@ -91,11 +91,11 @@ func sample(p any) (file, env string, want any) {
 	case *map[string]ModelProfile:
 		return "{m.v2: {supported_endpoints: [/v1/x]}}", "", map[string]ModelProfile{"m.v2": {SupportedEndpoints: []string{"/v1/x"}}}
 	case *[]Credential:
-		c := defaults(credentialFields)
+		c := defaultsOf(credentialFields)
 		c.Name = "n"
 		return "[{name: n}]", "", []Credential{c}
 	case *map[string]Pool:
-		return "{zdr: {}}", "", map[string]Pool{PoolZDR: defaults(poolFields)}
+		return "{zdr: {}}", "", map[string]Pool{PoolZDR: defaultsOf(poolFields)}
 	}
 	panic(fmt.Sprintf("no sample for %T", p))
 }
@@ -160,7 +160,7 @@ func TestEveryKeyRoundTrips(t *testing.T) {
 	}
 	for _, f := range poolFields {
 		t.Run("pools.api."+f.key, func(t *testing.T) {
-			p := defaults(poolFields)
+			p := defaultsOf(poolFields)
 			file, _, want := sample(f.ptr(&p))
 			c, err := ParseFile([]byte(nest("pools.api."+f.key, file)))
 			if err != nil {
@@ -181,7 +181,7 @@ func TestEveryKeyRoundTrips(t *testing.T) {
 			if f.ptr == nil {
 				return // refused: TestParseFileErrorsNameTheKey
 			}
-			cr := defaults(credentialFields)
+			cr := defaultsOf(credentialFields)
 			file, _, want := sample(f.ptr(&cr))
 			c, err := ParseFile([]byte("pools: {api: {credentials: [" + nest(f.key, file) + "]}}"))
 			if err != nil {

@@ -82,7 +82,7 @@ func starter() string {
 
 func poolLines() []line {
 	out := []line{{text: "pools:"}}
-	d := defaults(poolFields)
+	d := defaultsOf(poolFields)
 	out = append(out, line{"  ", PoolAPI + ":", poolDocs[PoolAPI]})
 	for _, f := range poolFields {
 		out = append(out, line{"    ", f.key + ": " + yamlValue(f.ptr(&d)), f.doc})

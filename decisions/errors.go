@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"regexp"
 	"strings"
 	"time"
@@ -73,7 +72,7 @@ func ErrorResponse(err error) *httpx.Error {
 	var pe *ProviderError
 	var be *budgets.ExceededError
 	var pbe *budgets.PolicyBlockedError
-	if e, ok := pool.CooldownErrorResponse(err); ok {
+	if e, ok := cooldownErrorResponse(err); ok {
 		return e
 	}
 	switch {
@@ -125,10 +124,38 @@ func ErrorResponse(err error) *httpx.Error {
 	return httpx.NewError(httpx.CodeInternal)
 }
 
-// statusOf is the status the caller receives for err.
-func statusOf(err error) int {
-	if err == nil {
-		return http.StatusOK
+// maxRetryAfter bounds the cooldown advice rotor sends.
+const maxRetryAfter = pool.LargestMaxSeconds * time.Second
+
+// cooldownErrorResponse is the spec's cooldown_error_response adapter: it
+// turns a *pool.CooldownExhaustedError or *pool.CapacityError anywhere in
+// err's chain into rotor's JSON error, with Retry-After advice that
+// httpx.WriteError renders as an integer of at least 1 (ceil of the exact
+// wait):
+//   - scoped all-cooling: 429 model_cooldown;
+//   - legacy all-cooling: 429 rate_limit_exceeded;
+//   - capacity: 503 model_cooldown_capacity.
+//
+// It returns false for any other error, pool.ErrNoCredentials included.
+func cooldownErrorResponse(err error) (*httpx.Error, bool) {
+	if ce, ok := errors.AsType[*pool.CooldownExhaustedError](err); ok {
+		code := httpx.CodeRateLimitExceeded
+		if ce.Scoped {
+			code = httpx.CodeModelCooldown
+		}
+		return httpx.NewError(code).WithRetryAfter(boundRetryAfter(ce.RetryAfter)), true
 	}
-	return ErrorResponse(err).Status
+	if ce, ok := errors.AsType[*pool.CapacityError](err); ok {
+		return httpx.NewError(httpx.CodeModelCooldownCapacity).WithRetryAfter(boundRetryAfter(ce.RetryAfter)), true
+	}
+	return nil, false
+}
+
+// boundRetryAfter keeps advice positive (httpx omits Retry-After for zero)
+// and within the largest configurable maximum.
+func boundRetryAfter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return time.Second
+	}
+	return min(d, maxRetryAfter)
 }

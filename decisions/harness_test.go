@@ -54,7 +54,7 @@ type harness struct {
 	fp     *fp.Server
 	clk    *clock.Fake
 	store  *ledger.Store
-	router *Router
+	router *Route
 	srv    *httptest.Server
 	pools  map[string]*pool.Pool
 	keys   map[string]string // credential name -> key
@@ -129,7 +129,7 @@ func newHarness(t *testing.T, o opts) *harness {
 		HTTPClient: o.httpClient, Deadline: o.deadline, ErrorBodyIdle: o.errorIdle, CatalogTimeout: o.catalogTimeout, MaxBuffered: o.maxBuffered,
 		Logger: newTestLogger(h.log)})
 	h.srv = httptest.NewServer(httpx.RequestIDs(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, _ := WithInfo(WithClient(r.Context(), "test-client"))
+		ctx, _ := httpx.WithAccessInfo(httpx.WithCaller(r.Context(), httpx.Caller{Label: "test-client"}))
 		h.router.ServeHTTP(w, r.WithContext(ctx))
 	}), false))
 	t.Cleanup(h.srv.Close)

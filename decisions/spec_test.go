@@ -69,7 +69,7 @@ func TestSpecRuleMapIsComplete(t *testing.T) { spectest.Check(t, specRules) }
 // Spec: "Discovery, admission, response-body reads, and retries share a
 // 60-second deadline", "Error bodies are read only until 5 seconds pass
 // without data or 64 KiB arrive", "Answers are buffered up to 64 MiB, the
-// proxy's request cap": the defaults a Router gets are the spec's figures
+// proxy's request cap": the defaults a Route gets are the spec's figures
 // (the tests that exercise them use shorter settings).
 func TestDefaultLimitsAreTheSpecs(t *testing.T) {
 	cfg := New(Config{}).cfg

@@ -1,8 +1,9 @@
 // Package gateway is rotor's runtime HTTP server (the spec's "Flask
-// application"): the Decisions routes behind the guard (Host check,
-// browser origins, bearer token), health, Prometheus metrics, status, and
-// the access log.
+// application"): the Decisions route behind the guard (Host check, browser
+// origins, bearer token), health, Prometheus metrics, status, and the
+// access log.
 //
-// It imports decisions, budgets, ledger, pool (for status) and internal/
-// helpers; it knows the bridge only as a caller.
+// It takes the route as an http.Handler and the status document as a
+// function, so it imports no route package (decisions, pool, budgets):
+// only internal/ helpers. It knows the bridge only as a caller.
 package gateway

@@ -1,4 +1,7 @@
-package gateway
+// The added-latency benchmark measures the whole runtime stack on purpose
+// (route, pool, ledger behind the gateway), so it is an external test
+// package: the gateway itself imports no route package.
+package gateway_test
 
 import (
 	"bytes"
@@ -18,12 +21,15 @@ import (
 
 	"github.com/rotorhq/rotor/budgets"
 	"github.com/rotorhq/rotor/decisions"
+	"github.com/rotorhq/rotor/gateway"
 	"github.com/rotorhq/rotor/internal/clock"
 	fp "github.com/rotorhq/rotor/internal/fakeprovider"
 	"github.com/rotorhq/rotor/internal/secret"
 	"github.com/rotorhq/rotor/ledger"
 	"github.com/rotorhq/rotor/pool"
 )
+
+const benchToken = "rtr_bench-0123456789abcdefghijklmnopqrstuvwx"
 
 // latencyClients is issue 4's concurrency.
 const latencyClients = 16
@@ -67,7 +73,7 @@ func newLatencyTargets(tb testing.TB) (direct, through *latencyTarget) {
 
 	clk := clock.Real()
 	log := slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	metrics := NewMetrics()
+	metrics := gateway.NewMetrics()
 	var keys []string
 	var pcreds []pool.Credential
 	var dcreds []decisions.CredentialConfig
@@ -96,8 +102,11 @@ func newLatencyTargets(tb testing.TB) (direct, through *latencyTarget) {
 	tb.Cleanup(srv.Close)
 	u, _ := url.Parse(srv.URL)
 	port, _ := strconv.Atoi(u.Port())
-	h = New(Config{Router: router, Token: secret.New(runtimeToken), Budgets: BudgetLister(store), Metrics: metrics,
-		Logger: log, Clock: clk, Port: port, Version: "bench"}).Handler()
+	status := func(ctx context.Context) any {
+		return router.StatusDocument(ctx, "bench", decisions.BudgetLister(store))
+	}
+	h = gateway.New(gateway.Config{Decisions: router, Status: status, Token: secret.New(benchToken), Metrics: metrics,
+		Logger: log, Clock: clk, Port: port}).Handler()
 
 	newClient := func() *http.Client {
 		tr := &http.Transport{MaxIdleConns: 4 * latencyClients, MaxIdleConnsPerHost: 4 * latencyClients, DisableCompression: true}
@@ -107,7 +116,7 @@ func newLatencyTargets(tb testing.TB) (direct, through *latencyTarget) {
 	const question = `"input":"Is the sky blue?","question":{"type":"predicate"}}`
 	direct = &latencyTarget{url: p.URL() + fp.PathDecisions, auth: "Bearer " + keys[0],
 		body: []byte(`{"model":"decide-mini",` + question), client: newClient()}
-	through = &latencyTarget{url: srv.URL + "/v1/decisions", auth: "Bearer " + runtimeToken,
+	through = &latencyTarget{url: srv.URL + "/v1/decisions", auth: "Bearer " + benchToken,
 		body: []byte(`{"model":"api/decide-mini",` + question), client: newClient()}
 	return direct, through
 }

@@ -9,8 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/rotorhq/rotor/budgets"
 )
 
 // Metrics is rotor's Prometheus registry. One per process; the bridge and
@@ -83,9 +81,21 @@ func (m *Metrics) Request(server, route string, status int, code string, d time.
 	m.duration.WithLabelValues(server, route).Observe(d.Seconds())
 }
 
-// WatchBudgets exports each budget's state at scrape time.
-func (m *Metrics) WatchBudgets(list func(context.Context) ([]budgets.Status, error)) {
-	m.reg.MustRegister(budgetCollector{list: list})
+// BudgetGauge is one budget as /metrics exports it.
+type BudgetGauge struct {
+	Name, Kind string
+	// Unit is what Used and Limit count in ("requests", "micro_usd").
+	Unit        string
+	Used, Limit int64
+	// State is the budget's current state, one of the states given to
+	// WatchBudgets.
+	State string
+}
+
+// WatchBudgets exports each budget's state at scrape time: used, limit,
+// and 1 for its state among states (0 for the others).
+func (m *Metrics) WatchBudgets(list func(context.Context) ([]BudgetGauge, error), states []string) {
+	m.reg.MustRegister(budgetCollector{list: list, states: states})
 }
 
 // Handler serves the registry in the Prometheus text format.
@@ -100,7 +110,8 @@ var (
 )
 
 type budgetCollector struct {
-	list func(context.Context) ([]budgets.Status, error)
+	list   func(context.Context) ([]BudgetGauge, error)
+	states []string
 }
 
 func (c budgetCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -117,18 +128,14 @@ func (c budgetCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	for _, st := range sts {
-		unit := string(st.Kind)
-		if st.Kind == budgets.KindCost {
-			unit = "micro_usd"
-		}
-		ch <- prometheus.MustNewConstMetric(budgetUsedDesc, prometheus.GaugeValue, float64(st.Used), st.Name, string(st.Kind), unit)
-		ch <- prometheus.MustNewConstMetric(budgetLimitDesc, prometheus.GaugeValue, float64(st.Limit), st.Name, string(st.Kind), unit)
-		for _, s := range []budgets.State{budgets.StateOK, budgets.StateExhausted, budgets.StateFailClosed} {
+		ch <- prometheus.MustNewConstMetric(budgetUsedDesc, prometheus.GaugeValue, float64(st.Used), st.Name, st.Kind, st.Unit)
+		ch <- prometheus.MustNewConstMetric(budgetLimitDesc, prometheus.GaugeValue, float64(st.Limit), st.Name, st.Kind, st.Unit)
+		for _, s := range c.states {
 			v := 0.0
 			if st.State == s {
 				v = 1
 			}
-			ch <- prometheus.MustNewConstMetric(budgetStateDesc, prometheus.GaugeValue, v, st.Name, string(s))
+			ch <- prometheus.MustNewConstMetric(budgetStateDesc, prometheus.GaugeValue, v, st.Name, s)
 		}
 	}
 }

@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/rotorhq/rotor/internal/httpx"
 )
 
 // ErrNoCredentials is Select's result when no candidate is configured: an
 // empty configuration or candidate list. It is distinct from every
-// cooldown error; the runtime answers it with httpx.CodeNoCredentials.
+// cooldown error; decisions answers it 503 no_credentials.
 var ErrNoCredentials = errors.New("no credentials configured")
 
 // NoCredentialsError is ErrNoCredentials for one pool, with the reason each
@@ -74,39 +72,4 @@ type CapacityError struct {
 // Error says how long admission fails closed.
 func (e *CapacityError) Error() string {
 	return fmt.Sprintf("cooldown store is full; admission fails closed for %v", e.RetryAfter)
-}
-
-// maxRetryAfter bounds the advice the adapter sends.
-const maxRetryAfter = LargestMaxSeconds * time.Second
-
-// CooldownErrorResponse is the spec's cooldown_error_response adapter: it
-// turns a *CooldownExhaustedError or *CapacityError anywhere in err's chain
-// into rotor's JSON error, with Retry-After advice that httpx.WriteError
-// renders as an integer of at least 1 (ceil of the exact wait):
-//   - scoped all-cooling: 429 model_cooldown;
-//   - legacy all-cooling: 429 rate_limit_exceeded;
-//   - capacity: 503 model_cooldown_capacity.
-//
-// It returns false for any other error, ErrNoCredentials included.
-func CooldownErrorResponse(err error) (*httpx.Error, bool) {
-	if ce, ok := errors.AsType[*CooldownExhaustedError](err); ok {
-		code := httpx.CodeRateLimitExceeded
-		if ce.Scoped {
-			code = httpx.CodeModelCooldown
-		}
-		return httpx.NewError(code).WithRetryAfter(boundRetryAfter(ce.RetryAfter)), true
-	}
-	if ce, ok := errors.AsType[*CapacityError](err); ok {
-		return httpx.NewError(httpx.CodeModelCooldownCapacity).WithRetryAfter(boundRetryAfter(ce.RetryAfter)), true
-	}
-	return nil, false
-}
-
-// boundRetryAfter keeps advice positive (httpx omits Retry-After for zero)
-// and within the largest configurable maximum.
-func boundRetryAfter(d time.Duration) time.Duration {
-	if d <= 0 {
-		return time.Second
-	}
-	return min(d, maxRetryAfter)
 }

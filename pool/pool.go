@@ -1,30 +1,28 @@
 package pool
 
 import (
-	"context"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"maps"
 	"math"
-	"net/http"
 	"slices"
 	"sync/atomic"
 	"time"
 
 	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/internal/defaults"
 	"github.com/rotorhq/rotor/internal/secret"
 )
 
 // Defaults of the spec's fallbacks and settings.
 const (
 	// DefaultMaxSeconds is MODEL_COOLDOWN_MAX_SECONDS when unset.
-	DefaultMaxSeconds = 3600
+	DefaultMaxSeconds = defaults.MaxCooldownSeconds
 	// LargestMaxSeconds is the largest MODEL_COOLDOWN_MAX_SECONDS.
 	LargestMaxSeconds = 2147483647
 	// DefaultAuthRest is the rest after a genuine auth rejection without
 	// valid advice (the spec's Codex Everywhere 300 s).
-	DefaultAuthRest = 300 * time.Second
+	DefaultAuthRest = defaults.AuthRest
 	// ThrottleRest is the rest after a throttle without valid advice.
 	ThrottleRest = 60 * time.Second
 	// MinRest is the least any rest lasts, so that zero (or sub-second)
@@ -459,245 +457,4 @@ func (p *Pool) NextRelease(s Scope, candidates []string) (time.Duration, bool) {
 		return 0, false
 	}
 	return p.earliest(v), true
-}
-
-// Observation is the outcome of one upstream call, as Record needs it.
-type Observation struct {
-	// Scope is the request's scope, the same that selection received. A
-	// catalog fetch made for a scoped request passes that scope, so that
-	// the scoped rules below apply to it.
-	Scope
-	// Status is the HTTP status, 0 when none was read.
-	Status int
-	// Err is the transport or cancellation error when no status was read.
-	Err error
-	// Outcome is the caller's classification; OutcomeUnknown classifies
-	// Status and Err with Classify. A supplied outcome overrides the
-	// status, cancellation included.
-	Outcome Outcome
-	// CredentialWideAuth says whether a credential rejection is genuine
-	// credential-wide auth evidence; nil applies the default rule: a 401
-	// is, a 403 is not (endpoint or model permission denial).
-	CredentialWideAuth *bool
-	// RetryAfter is trusted, normalized reset advice in seconds relative
-	// to the observation, used when HasRetryAfter is set. Advice that is
-	// not finite and nonnegative is invalid and the fallback applies.
-	RetryAfter    float64
-	HasRetryAfter bool
-	// Catalog marks a catalog fetch (GET /v1/models), not inference. On
-	// the scoped path it carries no model quota evidence: only a genuine
-	// credential-wide auth rejection cools the credential (every model).
-	// Learners never see catalog fetches.
-	Catalog bool
-}
-
-// outcome returns the effective outcome of o.
-func (o Observation) outcome() Outcome {
-	if o.Outcome != OutcomeUnknown {
-		return o.Outcome
-	}
-	return Classify(o.Status, o.Err)
-}
-
-// wideAuth reports whether o, a credential rejection, is genuine
-// credential-wide auth evidence.
-func (o Observation) wideAuth() bool {
-	if o.CredentialWideAuth != nil {
-		return *o.CredentialWideAuth
-	}
-	return o.Status == http.StatusUnauthorized
-}
-
-// advice returns the valid advice of o as a duration no longer than limit.
-func (o Observation) advice(limit time.Duration) (time.Duration, bool) {
-	a := o.RetryAfter
-	if !o.HasRetryAfter || math.IsNaN(a) || math.IsInf(a, 0) || a < 0 {
-		return 0, false
-	}
-	if a >= limit.Seconds() {
-		return limit, true
-	}
-	return time.Duration(a * float64(time.Second)), true
-}
-
-// Record records the outcome of one upstream call made with the credential
-// called name; unknown names are ignored. It never waits, fails or panics.
-//
-// Scoped (model cooldown enabled and the scope has a model or bucket):
-//   - a throttle cools only this credential for this model, or for the
-//     configured quota bucket shared by its member models;
-//   - a genuine credential-wide auth rejection cools every model of the
-//     credential and also rests it in the legacy map with the same
-//     deadline, so unscoped selection observes it;
-//   - a success clears only this scope's observation: not another model,
-//     not an auth rejection, not a legacy rest, not the capacity guard;
-//   - a catalog fetch counts only as a genuine auth rejection;
-//   - caller errors (a bare 402 included), transport failures,
-//     cancellation and provider failures change nothing.
-//
-// Unscoped (or disabled), the legacy provider-wide rules apply and model
-// state is left unchanged: a throttle or a genuine credential-wide auth
-// rejection rests the credential in the legacy map; a success clears its
-// legacy rest.
-//
-// Durations: valid advice, else 60 s for a throttle, AuthRest for an auth
-// rejection at inference, CatalogTTL for one at a catalog fetch; at least
-// MinRest, at most the configured maximum. A throttle's duration may come
-// from the Learner: min(max, max(valid advice, suggestion)). A new rest
-// never shortens a live one.
-func (p *Pool) Record(name string, obs Observation) {
-	i, ok := p.byName[name]
-	if !ok {
-		return
-	}
-	out := obs.outcome()
-	bucket, kind := p.resolve(obs.Scope)
-	scoped := p.enabled && kind != scopeNone
-	at := p.clk.Now()
-	now := p.store.since(at)
-
-	var suggestion time.Duration
-	var suggested bool
-	if p.learner != nil && !obs.Catalog && kind != scopeNone {
-		ev := LearnEvent{
-			Provider:      p.name,
-			Model:         obs.Model,
-			QuotaBucket:   bucket,
-			Identity:      learnIdentity(p.creds[i].Key, p.name, obs.Model, bucket),
-			Outcome:       out,
-			At:            at,
-			RetryAfter:    obs.RetryAfter,
-			HasRetryAfter: obs.HasRetryAfter,
-		}
-		p.observe(ev)
-		if out == OutcomeThrottled {
-			suggestion, suggested = p.suggest(ev)
-		}
-	}
-
-	switch out {
-	case OutcomeSuccess:
-		if !obs.Catalog {
-			p.active.Store(int32(i) + 1)
-		}
-		switch {
-		case !scoped:
-			p.legacy[p.rest[i]].Store(0)
-		case !obs.Catalog:
-			k := obsKey{cred: p.ids[i], scope: p.scopeID(obs.Scope, bucket, kind)}
-			p.store.mu.Lock()
-			p.store.remove(k, now)
-			p.store.mu.Unlock()
-		}
-	case OutcomeThrottled:
-		if scoped && obs.Catalog {
-			return // a catalog throttle is no model quota evidence
-		}
-		d := p.cooldown(obs, ThrottleRest, suggestion, suggested)
-		if !scoped {
-			p.restLegacy(i, now+int64(d))
-			p.logCooling(name, "legacy", d)
-			return
-		}
-		k := obsKey{cred: p.ids[i], scope: p.scopeID(obs.Scope, bucket, kind)}
-		p.observeScoped(name, kind.String(), k, now, d)
-	case OutcomeCredentialRejected:
-		if !obs.wideAuth() {
-			return
-		}
-		fallback := p.opts.AuthRest
-		if obs.Catalog {
-			fallback = p.opts.CatalogTTL
-		}
-		d := p.cooldown(obs, fallback, 0, false)
-		p.restLegacy(i, now+int64(d))
-		if !scoped || !p.observeScoped(name, "auth", obsKey{cred: p.ids[i], scope: p.store.authScope}, now, d) {
-			p.logCooling(name, "legacy", d)
-		}
-	}
-}
-
-// cooldown returns the duration of one observation.
-func (p *Pool) cooldown(obs Observation, fallback, suggestion time.Duration, suggested bool) time.Duration {
-	advice, valid := obs.advice(p.maxRest)
-	d := fallback
-	if valid {
-		d = advice
-	}
-	if suggested && suggestion > 0 {
-		d = suggestion
-		if valid {
-			d = max(d, advice)
-		}
-	}
-	return min(max(d, MinRest), p.maxRest)
-}
-
-// restLegacy rests credential i in the legacy map until the later of its
-// current rest and until.
-func (p *Pool) restLegacy(i int, until int64) {
-	r := &p.legacy[p.rest[i]]
-	for {
-		cur := r.Load()
-		if cur >= until || r.CompareAndSwap(cur, until) {
-			return
-		}
-	}
-}
-
-// observeScoped stores one model-store observation and logs it. It reports
-// whether the store kept it.
-func (p *Pool) observeScoped(name, kind string, k obsKey, now int64, d time.Duration) bool {
-	st := p.store
-	st.mu.Lock()
-	kept, started := st.put(k, now+int64(d), now)
-	overflow := st.overflowUntil(now)
-	st.mu.Unlock()
-	if kept {
-		p.logCooling(name, kind, d)
-	}
-	if started {
-		p.log.Warn("cooldown store full; new scoped admission fails closed",
-			"pool", p.name, "capacity", st.limit,
-			"seconds", time.Duration(overflow-now).Seconds())
-	}
-	return kept
-}
-
-func (p *Pool) logCooling(name, kind string, d time.Duration) {
-	if !p.log.Enabled(context.Background(), slog.LevelInfo) {
-		return // spare the hot path the arguments' allocations
-	}
-	p.log.Info("credential cooling down",
-		"pool", p.name, "credential", name, "scope_kind", kind, "seconds", d.Seconds())
-}
-
-// observe and suggest shield Record from a learner's panic: observation
-// must never interrupt an already produced response.
-func (p *Pool) observe(ev LearnEvent) {
-	defer p.recoverLearner()
-	p.learner.Observe(ev)
-}
-
-func (p *Pool) suggest(ev LearnEvent) (d time.Duration, ok bool) {
-	defer p.recoverLearner()
-	return p.learner.Suggest(ev)
-}
-
-func (p *Pool) recoverLearner() {
-	if recover() != nil {
-		p.log.Warn("learner failed; existing cooldown applies", "pool", p.name)
-	}
-}
-
-// learnIdentity is the learner's opaque identity of a credential, provider,
-// model and bucket: HMAC-SHA-256 keyed by the credential over a
-// length-prefixed encoding, hex. It is stable across processes and changes
-// when the key is rotated.
-func learnIdentity(key secret.Value, provider, model, bucket string) string {
-	var b []byte
-	for _, f := range [...]string{"rotor learned-cooldown v1", provider, model, bucket} {
-		b = appendField(b, f)
-	}
-	return hex.EncodeToString(key.HMAC(b))
 }

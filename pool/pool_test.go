@@ -234,9 +234,8 @@ func TestAllCoolingIsModelCooldown429(t *testing.T) {
 	f.wantAvailable(modelA)
 	f.wantExhausted(modelA, true, 10*time.Second)
 	_, err := f.pool.Select(modelA, nil)
-	e, ok := CooldownErrorResponse(err)
-	if !ok || e.Status != 429 || e.Code != "model_cooldown" || e.RetryAfter != 10*time.Second {
-		t.Errorf("CooldownErrorResponse = %+v, %v; want 429 model_cooldown with 10 s", e, ok)
+	if ce, ok := errors.AsType[*CooldownExhaustedError](err); !ok || !ce.Scoped || ce.RetryAfter != 10*time.Second {
+		t.Errorf("Select = %v; want a scoped cooldown (429 model_cooldown) with 10 s", err)
 	}
 	// Candidates restrict the earliest release to themselves.
 	_, err = f.pool.Select(modelA, []string{"a", "c"})
@@ -277,7 +276,7 @@ func TestEmptyConfigurationIsDistinctNoKeyResult(t *testing.T) {
 			if !errors.Is(err, ErrNoCredentials) {
 				t.Errorf("enabled=%v: Select(%+v) = %v, want ErrNoCredentials", enabled, s, err)
 			}
-			if _, ok := CooldownErrorResponse(err); ok {
+			if _, ok := errors.AsType[*CooldownExhaustedError](err); ok {
 				t.Errorf("ErrNoCredentials treated as a cooldown error")
 			}
 			if got := f.pool.Available(s, nil); len(got) != 0 {

@@ -42,7 +42,7 @@ var specRules = []spectest.Rule{
 	spectest.R("The store does not parse raw headers or provider bodies.", []string{"TestPoolNeverWaitsCallsOrParses"}, ""),
 	spectest.R("Invalid advice uses the existing pool's fallback: 60 seconds for throttling, 300 seconds for auth, the validation TTL for (catalog) auth.", []string{"TestInvalidAdviceUsesFallbacks"}, ""),
 	spectest.R("The configured maximum caps each observation;", []string{"TestAdviceCappedAtMax", "TestLearnerSuggestionBoundedByAdviceAndCap"}, ""),
-	spectest.R("positive fractional delays round up only in Retry-After.", []string{"TestFractionalDelayRoundsUpOnlyInRetryAfter", "TestAdapterRetryAfterIsIntegerNeverZero"}, ""),
+	spectest.R("positive fractional delays round up only in Retry-After.", []string{"TestFractionalDelayRoundsUpOnlyInRetryAfter"}, "decisions: TestFractionalCooldownRoundsUpOnlyInRetryAfter, TestAdapterRetryAfterIsIntegerNeverZero"),
 	spectest.R("At least one second is retained for zero delay to prevent immediate redispatch.", []string{"TestZeroDelayKeepsOneSecond"}, ""),
 	spectest.R("Success clears only its model/bucket observation.", []string{"TestSuccessOnModelAClearsOnlyModelA", "TestQuotaBucketSharedByMemberModels"}, ""),
 	spectest.R("It does not clear another model, an auth rejection, a legacy credential-wide rest or a capacity guard.", []string{"TestSuccessOnModelAClearsOnlyModelA", "TestSuccessDoesNotClearAuthLegacyOrCapacity"}, ""),
@@ -61,13 +61,13 @@ var specRules = []spectest.Rule{
 	spectest.R("select with model/bucket context raises ModelCooldownExhausted when all configured eligible keys are cooling.", []string{"TestAllCoolingIsModelCooldown429"}, ""),
 	spectest.R("There is no secret dispatch, additional wait, retry or synthetic completion.", []string{"TestFirstKeyFallbackNeverOnScopedPath", "TestAllCoolingIsModelCooldown429", "TestPoolNeverWaitsCallsOrParses"}, ""),
 	spectest.R("An empty configuration retains the existing no-key result.", []string{"TestEmptyConfigurationIsDistinctNoKeyResult"}, ""),
-	spectest.R("The error is a real 429 with error: model_cooldown;", []string{"TestAllCoolingIsModelCooldown429", "TestAdapterCodes"}, ""),
-	spectest.R("the adapter emits bounded integer Retry-After advice to the earliest eligible key's release.", []string{"TestAllCoolingIsModelCooldown429", "TestAdapterRetryAfterIsIntegerNeverZero"}, ""),
+	spectest.R("The error is a real 429 with error: model_cooldown;", []string{"TestAllCoolingIsModelCooldown429"}, "decisions: TestAdapterCodes"),
+	spectest.R("the adapter emits bounded integer Retry-After advice to the earliest eligible key's release.", []string{"TestAllCoolingIsModelCooldown429"}, "decisions: TestAdapterRetryAfterIsIntegerNeverZero"),
 	spectest.R("A credential's release waits for both its auth and model/bucket observations to expire.", []string{"TestReleaseWaitsForBothAuthAndModelObservation"}, ""),
-	spectest.R("Register cooldown_error_response for ModelCooldownExhausted and ModelCooldownCapacity.", []string{"TestAdapterCodes"},
-		"decisions (the route's one error table, DESIGN): TestCooldownOutlastingDeadlineGives429WithThatCooldown, TestCooldownStoreFullGives503ModelCooldownCapacity"),
-	spectest.R("Preserve these errors through route wrappers instead of translating them to 500/503 or a candidate fallback.", []string{"TestAdapterCodes"},
-		"decisions: TestCooldownStoreFullGives503ModelCooldownCapacity, TestCooldownOutlastingDeadlineGives429WithThatCooldown"),
+	spectest.R("Register cooldown_error_response for ModelCooldownExhausted and ModelCooldownCapacity.", nil,
+		"decisions (the route's one error table, DESIGN): TestAdapterCodes, TestCooldownOutlastingDeadlineGives429WithThatCooldown, TestCooldownStoreFullGives503ModelCooldownCapacity"),
+	spectest.R("Preserve these errors through route wrappers instead of translating them to 500/503 or a candidate fallback.", nil,
+		"decisions: TestAdapterCodes, TestCooldownStoreFullGives503ModelCooldownCapacity, TestCooldownOutlastingDeadlineGives429WithThatCooldown"),
 
 	// Storage and operational limits.
 	spectest.R("Model-scoped state is process-local, protected by a lock and limited to 10000 live observations across both pool implementations.", []string{"TestCapacityTenThousandAndFirstFailsClosed", "TestCapacitySharedAcrossPools", "TestConcurrentSelectAndRecord"}, ""),
@@ -95,8 +95,8 @@ var specRules = []spectest.Rule{
 		"decisions: TestCooldownStoreFullGives503ModelCooldownCapacity, TestWaitsForEarliestReleaseInsideDeadline"),
 	spectest.R("Forward MODEL_COOLDOWN_* through the environment; expose Retry-After through CORS.", nil,
 		"config: TestModelCooldownSettings; e2e: TestAdversarialBrowserRequestsRefusedWithoutCORS"),
-	spectest.R("Tests cover pool selection and recording plus a registered error adapter with fake dispatch.", []string{"TestConcurrentSelectAndRecord", "TestAdapterCodes"},
-		"decisions: TestCooldownStoreFullGives503ModelCooldownCapacity, TestRouteScopesCooldownsByUpstreamModelAndBucket"),
+	spectest.R("Tests cover pool selection and recording plus a registered error adapter with fake dispatch.", []string{"TestConcurrentSelectAndRecord"},
+		"decisions: TestAdapterCodes, TestCooldownStoreFullGives503ModelCooldownCapacity, TestRouteScopesCooldownsByUpstreamModelAndBucket"),
 
 	// The pool's part of shared/spec/learned-cooldown.md; package learned
 	// covers the rest.

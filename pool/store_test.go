@@ -269,8 +269,8 @@ func TestCapacityTenThousandAndFirstFailsClosed(t *testing.T) {
 	f.wantCapacity(Scope{Model: "m00005"}, 60*time.Second) // b and c are available for it
 	f.wantAvailable(fresh)
 	_, err := f.pool.Select(fresh, nil)
-	if e, ok := CooldownErrorResponse(err); !ok || e.Status != 503 || e.Code != "model_cooldown_capacity" || e.RetryAfter != 60*time.Second {
-		t.Errorf("CooldownErrorResponse = %+v, %v; want 503 model_cooldown_capacity with 60 s", e, ok)
+	if ce, ok := errors.AsType[*CapacityError](err); !ok || ce.RetryAfter != 60*time.Second {
+		t.Errorf("Select = %v; want a capacity error (503 model_cooldown_capacity) with 60 s", err)
 	}
 	// Every live observation stays.
 	for i := range DefaultStoreLimit {
@@ -294,8 +294,8 @@ func TestKnownAllCoolingStill429AtCapacity(t *testing.T) {
 	f.wantCapacity(Scope{Model: "m-new"}, 60*time.Second)
 	f.wantExhausted(Scope{Model: "m00007"}, true, 1800*time.Second)
 	_, err := f.pool.Select(Scope{Model: "m00007"}, nil)
-	if e, ok := CooldownErrorResponse(err); !ok || e.Status != 429 || e.Code != "model_cooldown" {
-		t.Errorf("CooldownErrorResponse = %+v, %v; want 429 model_cooldown", e, ok)
+	if ce, ok := errors.AsType[*CooldownExhaustedError](err); !ok || !ce.Scoped {
+		t.Errorf("Select = %v; want a scoped cooldown (429 model_cooldown)", err)
 	}
 }
 

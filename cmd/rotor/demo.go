@@ -133,7 +133,7 @@ func demoRun(ctx context.Context, opts *demoOptions) error {
 		api.Credentials = append(api.Credentials, config.Credential{Name: c.name, Enabled: true, Region: "demo", BaseURL: fp.URL(), APIKeyEnv: env,
 			ModelProfiles: map[string]config.ModelProfile{"decide-mini": {SupportedEndpoints: []string{"/v1/decisions"}}}})
 	}
-	cfg.Pools["api"] = api
+	cfg.Pools[config.PoolAPI] = api
 	// The demo's own factory: its own home and database whatever --home,
 	// --db or ROTOR_* say, and keys that exist only in this process.
 	df := newFixedFactory(opts.IO, home, &cfg, keys, opts.Clock, NewLogger(opts.IO.ErrOut, "warn", "text"))
@@ -160,11 +160,6 @@ func demoRun(ctx context.Context, opts *demoOptions) error {
 		return err
 	}
 	rtTok := tokenfile.Generate()
-	parts, err := buildRuntime(df, &cfg, store, metrics, portOf(rtLn), nil)
-	if err != nil {
-		return err
-	}
-	rtSrv := gateway.New(gateway.Config{Router: parts.router, Token: rtTok, Budgets: gateway.BudgetLister(store), Metrics: metrics, Logger: df.Logger(), Port: portOf(rtLn)})
 	// The bridge in front of it, with a client token labelled "demo".
 	brLn, err := httpx.ListenLoopback("127.0.0.1:0", false)
 	if err != nil {
@@ -175,16 +170,22 @@ func demoRun(ctx context.Context, opts *demoOptions) error {
 		return err
 	}
 	rtURL, _ := url.Parse(listenURL(rtLn))
-	br := bridge.New(bridge.Config{RuntimeURL: rtURL, RuntimeToken: rtTok, Tokens: store, Port: portOf(brLn), Logger: df.Logger()})
-	defer br.Close()
+	w, err := wire(df, &cfg, store, metrics, wireSpec{
+		Runtime: &gateway.Config{Token: rtTok, Port: portOf(rtLn)},
+		Bridge:  &bridge.Config{RuntimeURL: rtURL, RuntimeToken: rtTok, Port: portOf(brLn)},
+	})
+	if err != nil {
+		return err
+	}
+	defer w.bridge.Close()
 	sctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{}, 2)
 	go func() {
-		httpx.Serve(sctx, rtLn, rtSrv.Handler(), httpx.ServeOptions{Drain: 5 * time.Second})
+		httpx.Serve(sctx, rtLn, w.runtime.Handler(), httpx.ServeOptions{Drain: 5 * time.Second})
 		done <- struct{}{}
 	}()
 	go func() {
-		httpx.Serve(sctx, brLn, gateway.Chain("bridge", br.Handler(), df.Logger(), metrics, df.Clock, false), httpx.ServeOptions{Drain: 5 * time.Second})
+		httpx.Serve(sctx, brLn, w.handler, httpx.ServeOptions{Drain: 5 * time.Second})
 		done <- struct{}{}
 	}()
 	defer func() { stop(); <-done; <-done }()

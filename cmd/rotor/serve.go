@@ -174,13 +174,12 @@ func runtimeStartRun(ctx context.Context, opts *startOptions) error {
 	if err != nil {
 		return err
 	}
-	parts, err := buildRuntime(f, cfg, store, metrics, portOf(ln), cfg.Runtime.AllowedOrigins)
+	w, err := wire(f, cfg, store, metrics, wireSpec{Runtime: &gateway.Config{Token: tok, Port: portOf(ln),
+		ExtraHosts: extraHosts(cfg.Runtime.Listen), AllowedOrigins: cfg.Runtime.AllowedOrigins}})
 	if err != nil {
 		return err
 	}
-	srv := gateway.New(gateway.Config{Router: parts.router, Token: tok, Budgets: gateway.BudgetLister(store), Metrics: metrics,
-		Logger: f.Logger(), Clock: f.Clock, Port: portOf(ln), ExtraHosts: extraHosts(cfg.Runtime.Listen), AllowedOrigins: cfg.Runtime.AllowedOrigins, Version: f.Version})
-	return serveUntilDone(ctx, f, cfg, "runtime", ln, srv.Handler())
+	return serveUntilDone(ctx, f, cfg, "runtime", ln, w.handler)
 }
 
 func newCmdBridge(f *Factory) *cobra.Command {
@@ -295,18 +294,16 @@ func bridgeStartRun(ctx context.Context, opts *startOptions) error {
 	if err := ensureBridgeToken(ctx, f); err != nil {
 		return err
 	}
-	bc := bridge.Config{Tokens: store, Port: portOf(ln), ExtraHosts: extraHosts(cfg.Bridge.Listen), AllowedOrigins: cfg.Bridge.AllowedOrigins, Logger: f.Logger()}
-	if runtimeURL != nil {
-		bc.RuntimeURL, bc.RuntimeToken = runtimeURL, rtok
-	} else {
-		parts, err := buildRuntime(f, cfg, store, metrics, 0, nil)
-		if err != nil {
-			return err
-		}
-		bc.Runtime = parts.server.Internal()
+	spec := wireSpec{Bridge: &bridge.Config{RuntimeURL: runtimeURL, RuntimeToken: rtok, Port: portOf(ln),
+		ExtraHosts: extraHosts(cfg.Bridge.Listen), AllowedOrigins: cfg.Bridge.AllowedOrigins}}
+	if runtimeURL == nil {
+		spec.Runtime = &gateway.Config{}
 	}
-	br := bridge.New(bc)
-	defer br.Close()
+	w, err := wire(f, cfg, store, metrics, spec)
+	if err != nil {
+		return err
+	}
+	defer w.bridge.Close()
 	home, err := f.Home()
 	if err != nil {
 		return err
@@ -318,8 +315,7 @@ func bridgeStartRun(ctx context.Context, opts *startOptions) error {
 		return err
 	}
 	defer removeRecord()
-	handler := gateway.Chain("bridge", br.Handler(), f.Logger(), metrics, f.Clock, false)
-	return serveUntilDone(ctx, f, cfg, "bridge", ln, handler, "runtime", runtimeMode(cfg))
+	return serveUntilDone(ctx, f, cfg, "bridge", ln, w.handler, "runtime", runtimeMode(cfg))
 }
 
 // listenAndOpenLedger binds addr (loopback unless allowed otherwise) and

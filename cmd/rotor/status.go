@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rotorhq/rotor/config"
-	"github.com/rotorhq/rotor/gateway"
+	"github.com/rotorhq/rotor/decisions"
 	"github.com/rotorhq/rotor/internal/secret"
 	"github.com/rotorhq/rotor/internal/tokenfile"
 )
@@ -140,7 +140,7 @@ func statusRun(ctx context.Context, opts *statusOptions) error {
 		_, err := opts.IO.Out.Write(body)
 		return err
 	}
-	var st gateway.Status
+	var st decisions.Status
 	if err := json.Unmarshal(body, &st); err != nil {
 		return fmt.Errorf("bridge status is not what this rotor expects: %v", err)
 	}
@@ -152,7 +152,7 @@ func statusRun(ctx context.Context, opts *statusOptions) error {
 	}
 	creds := records{Columns: []string{"pool", "credential", "region", "catalog", "resting_until", "auth_cooling_until", "model_cooldowns", "next_release"}}
 	for _, p := range st.Pools {
-		cat := map[string]gateway.CatalogStatus{}
+		cat := map[string]decisions.CatalogStatus{}
 		for _, c := range p.Catalogs {
 			cat[c.Credential] = c
 		}

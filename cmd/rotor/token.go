@@ -4,16 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/rotorhq/rotor/internal/names"
 	"github.com/rotorhq/rotor/internal/tokenfile"
 	"github.com/rotorhq/rotor/ledger"
 )
-
-var labelRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 func newCmdBridgeToken(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
@@ -42,8 +40,8 @@ func newCmdTokenCreate(f *Factory, runF func(*tokenCreateOptions) error) *cobra.
 		Short: "Create a client token and print it once",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !labelRE.MatchString(opts.Label) {
-				return usageErrorf("--label %q: use 1-64 letters, digits, '.', '_' or '-'", opts.Label)
+			if !names.Valid(opts.Label) {
+				return usageErrorf("--label %q: use "+names.Rule, opts.Label)
 			}
 			if runF != nil {
 				return runF(opts)

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/rotorhq/rotor/bridge"
 	"github.com/rotorhq/rotor/budgets"
 	"github.com/rotorhq/rotor/config"
 	"github.com/rotorhq/rotor/decisions"
@@ -21,12 +23,81 @@ import (
 	"github.com/rotorhq/rotor/pool"
 )
 
-// runtimeParts is everything a runtime needs, built from the config.
-type runtimeParts struct {
-	server  *gateway.Server
-	router  *decisions.Router
-	metrics *gateway.Metrics
-	learner *learned.Learner
+// served is what a serving verb runs, built once by wire.
+type served struct {
+	// runtime is nil when the bridge forwards to a standalone runtime
+	// elsewhere; bridge is nil for 'runtime start'.
+	runtime *gateway.Server
+	bridge  *bridge.Bridge
+	// handler is what the verb serves: the bridge, or the runtime alone.
+	handler http.Handler
+}
+
+// wireSpec says what to build. The configs carry only what differs
+// between the verbs (tokens, ports, hosts, origins, the runtime URL); wire
+// fills in the route, status, metrics, logger and clock.
+type wireSpec struct {
+	// Runtime builds the runtime; with a Token it also serves on a socket
+	// of its own (Handler).
+	Runtime *gateway.Config
+	// Bridge builds the bridge: in front of the runtime built here
+	// (in-process, so Runtime is then required) unless it names a
+	// RuntimeURL.
+	Bridge *bridge.Config
+}
+
+// wire builds the servers a verb runs, each once: 'bridge start', 'runtime
+// start' and the demo differ only in their spec. Close the bridge, if
+// any, when done.
+func wire(f *Factory, cfg *config.Config, store *ledger.Store, metrics *gateway.Metrics, spec wireSpec) (*served, error) {
+	out := &served{}
+	if spec.Runtime != nil {
+		route, err := buildRoute(f, cfg, store, metrics)
+		if err != nil {
+			return nil, err
+		}
+		list := decisions.BudgetLister(store)
+		rc := *spec.Runtime
+		rc.Decisions = route
+		rc.Status = func(ctx context.Context) any { return route.StatusDocument(ctx, f.Version, list) }
+		rc.Metrics, rc.Logger, rc.Clock = metrics, f.Logger(), f.Clock
+		out.runtime = gateway.New(rc)
+		metrics.WatchBudgets(budgetGauges(list), budgetStates)
+	}
+	if spec.Bridge != nil {
+		bc := *spec.Bridge
+		if bc.RuntimeURL == nil {
+			bc.Runtime = out.runtime.InProcess()
+		}
+		bc.Tokens, bc.Logger, bc.Metrics, bc.Clock = store, f.Logger(), metrics, f.Clock
+		out.bridge = bridge.New(bc)
+		out.handler = out.bridge.Handler()
+	} else {
+		out.handler = out.runtime.Handler()
+	}
+	return out, nil
+}
+
+// budgetStates are the states /metrics exports a gauge for.
+var budgetStates = []string{string(budgets.StateOK), string(budgets.StateExhausted), string(budgets.StateFailClosed)}
+
+// budgetGauges turns the budget states into what /metrics exports.
+func budgetGauges(list decisions.Budgets) func(context.Context) ([]gateway.BudgetGauge, error) {
+	return func(ctx context.Context) ([]gateway.BudgetGauge, error) {
+		sts, err := list(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]gateway.BudgetGauge, 0, len(sts))
+		for _, st := range sts {
+			unit := string(st.Kind)
+			if st.Kind == budgets.KindCost {
+				unit = "micro_usd"
+			}
+			out = append(out, gateway.BudgetGauge{Name: st.Name, Kind: string(st.Kind), Unit: unit, Used: st.Used, Limit: st.Limit, State: string(st.State)})
+		}
+		return out, nil
+	}
 }
 
 // keyState says where a credential's key comes from (source: "env NAME"
@@ -82,9 +153,9 @@ func loadKey(lookup func(string) (string, bool), home string, cr config.Credenti
 	return secret.Value{}, k
 }
 
-// buildRuntime wires pools, the learner, the Decisions route and the
-// runtime server from the configuration.
-func buildRuntime(f *Factory, cfg *config.Config, store *ledger.Store, metrics *gateway.Metrics, port int, origins []string) (*runtimeParts, error) {
+// buildRoute wires pools, the learner and the Decisions route from the
+// configuration.
+func buildRoute(f *Factory, cfg *config.Config, store *ledger.Store, metrics *gateway.Metrics) (*decisions.Route, error) {
 	log := f.Logger()
 	home, err := f.Home()
 	if err != nil {
@@ -144,10 +215,7 @@ func buildRuntime(f *Factory, cfg *config.Config, store *ledger.Store, metrics *
 		ErrorBodyIdle: cfg.Runtime.ErrorBodyIdle, MaxBuffered: cfg.Runtime.MaxBufferedMB << 20,
 		ReservationGrace: cfg.Ledger.ReservationGrace, Metrics: metrics, UserAgent: "rotor/" + f.Version,
 	})
-	srv := gateway.New(gateway.Config{Router: router, Budgets: gateway.BudgetLister(store), Metrics: metrics, Logger: log, Clock: clk,
-		Port: port, AllowedOrigins: origins, Version: f.Version})
-	metrics.WatchBudgets(gateway.BudgetLister(store))
-	return &runtimeParts{server: srv, router: router, metrics: metrics, learner: learner}, nil
+	return router, nil
 }
 
 // openServingLedger opens the ledger with commit metrics.

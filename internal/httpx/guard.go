@@ -1,7 +1,6 @@
 package httpx
 
 import (
-	"context"
 	"net"
 	"net/http"
 	"net/url"
@@ -28,30 +27,6 @@ type Guard struct {
 	Authenticate func(r *http.Request, token secret.Value) (label string, ok bool, err error)
 	// Open lists paths served without a token (still Host-checked).
 	Open map[string]bool
-}
-
-type labelKey struct{}
-type labelSlotKey struct{}
-
-// Label returns the authenticated caller's label.
-func Label(ctx context.Context) string {
-	s, _ := ctx.Value(labelKey{}).(string)
-	return s
-}
-
-// NoteLabel records the caller's label in ctx's label slot, if it has one.
-func NoteLabel(ctx context.Context, label string) {
-	if slot, ok := ctx.Value(labelSlotKey{}).(*string); ok {
-		*slot = label
-	}
-}
-
-// WithLabelSlot returns ctx with room for the label the guard will
-// authenticate further in, so that an outer layer (the access log) can
-// read it once the request is done.
-func WithLabelSlot(ctx context.Context) (context.Context, *string) {
-	slot := new(string)
-	return context.WithValue(ctx, labelSlotKey{}, slot), slot
 }
 
 // loopbackHost reports whether h (no port) is a loopback name or address.
@@ -181,8 +156,7 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 			WriteError(w, NewError(CodeInvalidToken))
 			return
 		}
-		NoteLabel(r.Context(), label)
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), labelKey{}, label)))
+		next.ServeHTTP(w, r.WithContext(WithCaller(r.Context(), Caller{Label: label})))
 	})
 }
 

@@ -50,19 +50,3 @@ func ProviderRetryAdvice(h http.Header, now time.Time) (seconds float64, ok bool
 	}
 	return ParseRetryAfter(h.Get("Retry-After"), now)
 }
-
-// ClampRetryAfter turns advice into the whole seconds rotor sends back:
-// rounded up, at least 1, at most maxSeconds (when maxSeconds > 0).
-func ClampRetryAfter(seconds float64, maxSeconds int64) int64 {
-	if math.IsNaN(seconds) || seconds < 1 {
-		return 1
-	}
-	s := int64(math.Min(math.Ceil(seconds), maxAdviceSeconds))
-	if maxSeconds > 0 && s > maxSeconds {
-		s = maxSeconds
-	}
-	if s < 1 {
-		s = 1
-	}
-	return s
-}

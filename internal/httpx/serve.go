@@ -116,6 +116,13 @@ func Recover(next http.Handler, logger *slog.Logger) http.Handler {
 	})
 }
 
+// Healthz is GET /healthz on every rotor server: it answers without a
+// token and without secrets.
+func Healthz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+}
+
 // StatusRecorder captures the status an answer was sent with.
 type StatusRecorder struct {
 	http.ResponseWriter

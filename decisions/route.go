@@ -8,13 +8,17 @@ import (
 	"net/http"
 	"os"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/rotorhq/rotor/budgets"
 	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/internal/defaults"
 	"github.com/rotorhq/rotor/internal/failpoint"
 	"github.com/rotorhq/rotor/internal/httpx"
+	"github.com/rotorhq/rotor/internal/names"
 	"github.com/rotorhq/rotor/internal/secret"
 	"github.com/rotorhq/rotor/ledger"
 	"github.com/rotorhq/rotor/pool"
@@ -25,17 +29,14 @@ import (
 const Endpoint = "/v1/decisions"
 
 // Operation is the ledger operation of this route.
-const Operation = "decisions"
+const Operation = budgets.OperationDecisions
 
-// Defaults.
-const (
-	DefaultDeadline       = 60 * time.Second
-	DefaultErrorBodyIdle  = 5 * time.Second
-	MaxErrorBody          = 64 << 10
-	DefaultMaxBuffered    = 1 << 30
-	DefaultCatalogTTL     = 10 * time.Minute
-	DefaultCatalogTimeout = 10 * time.Second
-)
+// PoolNames are the pools a model prefix selects (api/<model>,
+// zdr/<model>), in status order.
+var PoolNames = names.Pools
+
+// MaxErrorBody is the most of a provider's error body the route reads.
+const MaxErrorBody = 64 << 10
 
 // CredentialConfig is one enabled credential as the route sees it.
 type CredentialConfig struct {
@@ -78,7 +79,7 @@ type Metrics interface {
 	Cooldown(pool, class string)
 }
 
-// Config configures a Router. Pools, Ledger and Clock are required.
+// Config configures a Route. Pools, Ledger and Clock are required.
 type Config struct {
 	Pools    []PoolConfig
 	Ledger   Ledger
@@ -103,8 +104,8 @@ type Config struct {
 	UserAgent        string
 }
 
-// Router serves POST /v1/decisions. It is safe for concurrent use.
-type Router struct {
+// Route serves POST /v1/decisions. It is safe for concurrent use.
+type Route struct {
 	cfg         Config
 	pools       map[string]*poolState
 	catalogs    *catalogs
@@ -147,8 +148,8 @@ func NewHTTPClient() *http.Client {
 	return &http.Client{Transport: tr, CheckRedirect: NoRedirects}
 }
 
-// New returns a Router.
-func New(cfg Config) *Router {
+// New returns a Route.
+func New(cfg Config) *Route {
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = NewHTTPClient()
 	}
@@ -159,24 +160,24 @@ func New(cfg Config) *Router {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Deadline <= 0 {
-		cfg.Deadline = DefaultDeadline
+		cfg.Deadline = defaults.Deadline
 	}
 	if cfg.CatalogTTL <= 0 {
-		cfg.CatalogTTL = DefaultCatalogTTL
+		cfg.CatalogTTL = defaults.CatalogTTL
 	}
 	if cfg.CatalogTimeout <= 0 {
-		cfg.CatalogTimeout = DefaultCatalogTimeout
+		cfg.CatalogTimeout = defaults.CatalogTimeout
 	}
 	if cfg.ErrorBodyIdle <= 0 {
-		cfg.ErrorBodyIdle = DefaultErrorBodyIdle
+		cfg.ErrorBodyIdle = defaults.ErrorBodyIdle
 	}
 	if cfg.MaxBuffered <= 0 {
-		cfg.MaxBuffered = DefaultMaxBuffered
+		cfg.MaxBuffered = defaults.MaxBufferedMB << 20
 	}
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = "rotor"
 	}
-	rt := &Router{
+	rt := &Route{
 		cfg:         cfg,
 		pools:       map[string]*poolState{},
 		catalogs:    newCatalogs(cfg.Clock, cfg.CatalogTTL, cfg.CatalogTimeout, cfg.HTTPClient),
@@ -198,64 +199,14 @@ func New(cfg Config) *Router {
 	return rt
 }
 
-var _ http.Handler = (*Router)(nil)
-
-// Info is what the route learned about a request, for the access log.
-type Info struct {
-	Pool, Model, Region string
-	Credential          string
-	CredentialDigest    string
-	Attempts            int
-	Code                string
-	Recorded            bool
-	// Ran says a provider call may have run the request: one that did
-	// not end in a classified rejection (401, 403, a classified 429, an
-	// unsupported endpoint), which no provider bills.
-	Ran bool
-}
-
-type infoKey struct{}
-type clientKey struct{}
-type tokenKey struct{}
-
-// WithTokenHash returns ctx carrying the SHA-256 of the client token that
-// authenticated the request; admission then re-checks that the token is
-// still stored.
-func WithTokenHash(ctx context.Context, hash [32]byte) context.Context {
-	return context.WithValue(ctx, tokenKey{}, hash)
-}
-
-// WithInfo returns ctx carrying a fresh *Info the route fills in.
-func WithInfo(ctx context.Context) (context.Context, *Info) {
-	i := &Info{}
-	return context.WithValue(ctx, infoKey{}, i), i
-}
-
-func infoFrom(ctx context.Context) *Info {
-	if i, ok := ctx.Value(infoKey{}).(*Info); ok {
-		return i
-	}
-	return &Info{}
-}
-
-// WithClient returns ctx carrying the client label (the bridge token's
-// label) that usage rows record.
-func WithClient(ctx context.Context, label string) context.Context {
-	return context.WithValue(ctx, clientKey{}, label)
-}
-
-// ClientFrom returns the client label in ctx.
-func ClientFrom(ctx context.Context) string {
-	s, _ := ctx.Value(clientKey{}).(string)
-	return s
-}
+var _ http.Handler = (*Route)(nil)
 
 // RegionHeader names the region a request stays in.
 const RegionHeader = "X-Rotor-Region"
 
 // ServeHTTP handles one Decisions request.
-func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	info := infoFrom(r.Context())
+func (rt *Route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	info := httpx.AccessInfoFrom(r.Context())
 	if r.Method != http.MethodPost {
 		httpx.MethodNotAllowed(w, http.MethodPost)
 		return
@@ -275,15 +226,7 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		return
 	}
-	var he *httpx.Error
-	switch {
-	case errors.As(err, &he):
-		// An answer the route chose; a gone client does not change it.
-	case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil:
-		err = ErrDeadline
-	case r.Context().Err() != nil && !errors.Is(err, ErrResponseTooLarge):
-		err = ErrClientGone
-	}
+	err = callerView(err, r.Context())
 	e := ErrorResponse(err)
 	info.Code = e.Code
 	if info.Ran && (e.Status == http.StatusBadGateway || e.Status == http.StatusServiceUnavailable || e.Status == http.StatusGatewayTimeout) {
@@ -298,7 +241,7 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // serve returns nil when it wrote an answer itself.
-func (rt *Router) serve(ctx context.Context, w http.ResponseWriter, r *http.Request, info *Info) error {
+func (rt *Route) serve(ctx context.Context, w http.ResponseWriter, r *http.Request, info *httpx.AccessInfo) error {
 	// 1. Size cap (an announced one is refused in ServeHTTP), then 2.
 	// JSON, then 3. model prefix: all before anything else, and before
 	// budgets.
@@ -339,7 +282,7 @@ func (rt *Router) serve(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	}
 	prefix, upstream, ok := strings.Cut(req.model, "/")
 	ps := rt.pools[prefix]
-	if !ok || (prefix != "api" && prefix != "zdr") || upstream == "" {
+	if !ok || !slices.Contains(PoolNames, prefix) || upstream == "" {
 		rt.refused("invalid_model_prefix")
 		return httpx.NewError(httpx.CodeInvalidModelPrefix).WithParam("model").
 			WithMessage("model must be api/<model> or zdr/<model>; bare models, PSP routes and speed-tier aliases are not routed")
@@ -375,10 +318,11 @@ func (rt *Router) serve(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		id = httpx.NewRequestID()
 	}
 	start := rt.cfg.Clock.Now()
+	caller := httpx.CallerFrom(r.Context())
 	res := ledger.Reservation{RequestID: id, Expires: start.Add(rt.cfg.Deadline + rt.cfg.ReservationGrace),
-		Operation: Operation, Pool: prefix, Model: upstream, Region: region, Client: ClientFrom(r.Context())}
-	if h, ok := r.Context().Value(tokenKey{}).([32]byte); ok {
-		res.Token, res.CheckToken = h, true
+		Operation: Operation, Pool: prefix, Model: upstream, Region: region, Client: caller.Label}
+	if caller.CheckToken {
+		res.Token, res.CheckToken = caller.TokenHash, true
 	}
 	if err := rt.cfg.Ledger.Reserve(ctx, res, rt.cfg.Admitter); err != nil {
 		rt.refused(refusalReason(err))
@@ -390,10 +334,10 @@ func (rt *Router) serve(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		return err
 	}
 	failpoint.Hit(failpoint.AfterAdmission) // crash tests: reservation committed, nothing sent
-	a := &attempt{rt: rt, ps: ps, req: req, upstream: upstream, region: region, id: id, info: info,
+	wk := &walk{rt: rt, ps: ps, req: req, upstream: upstream, region: region, id: id, info: info,
 		scope: pool.Scope{Model: upstream, QuotaBucket: ps.pool.BucketFor(upstream)}, deadline: start.Add(rt.cfg.Deadline)}
-	out, err := a.run(ctx)
-	if a.sent == 0 {
+	out, err := wk.run(ctx)
+	if wk.sent == 0 {
 		// No provider call was made: the reservation is released and no
 		// usage row remains.
 		if rerr := rt.cfg.Ledger.Release(context.WithoutCancel(ctx), id); rerr != nil {
@@ -406,16 +350,10 @@ func (rt *Router) serve(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	}
 	// The row is settled before the caller sees the answer: an answer
 	// received as 200 always has its ledger row.
-	st := ledger.Settlement{RequestID: id, Model: upstream, Credential: a.lastCred, Region: region, Attempts: a.sent,
+	st := ledger.Settlement{RequestID: id, Model: upstream, Credential: wk.lastCred, Region: region, Attempts: wk.sent,
 		Latency: rt.cfg.Clock.Now().Sub(start)}
 	if err != nil {
-		ctxErr := err
-		if errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil {
-			ctxErr = ErrDeadline
-		} else if r.Context().Err() != nil && !errors.Is(err, ErrResponseTooLarge) {
-			ctxErr = ErrClientGone
-		}
-		e := ErrorResponse(ctxErr)
+		e := ErrorResponse(callerView(err, r.Context()))
 		st.Status, st.ErrorCode = e.Status, e.Code
 	} else {
 		st.Status = out.status
@@ -429,7 +367,7 @@ func (rt *Router) serve(ctx context.Context, w http.ResponseWriter, r *http.Requ
 			st.TotalTokens = ledger.Known(*out.usage.Total)
 		}
 	}
-	info.Attempts, info.Ran = a.sent, a.ran
+	info.Attempts, info.Ran = wk.sent, wk.ran
 	failpoint.Hit(failpoint.AfterAnswer) // crash tests: the provider answered, the row is not settled
 	if serr := rt.cfg.Ledger.Settle(context.WithoutCancel(ctx), st); serr != nil {
 		// The provider ran the request, but the row could not be settled:
@@ -453,14 +391,32 @@ func (rt *Router) serve(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		h.Set("Content-Type", "application/json")
 	}
 	h.Set("Content-Length", strconv.Itoa(len(out.body.b)))
-	h.Set("X-Rotor-Credential", a.lastCred)
-	h.Set("X-Rotor-Attempts", strconv.Itoa(a.sent))
+	h.Set("X-Rotor-Credential", wk.lastCred)
+	h.Set("X-Rotor-Attempts", strconv.Itoa(wk.sent))
 	w.WriteHeader(out.status)
 	_, _ = w.Write(out.body.b)
 	return nil
 }
 
-func (rt *Router) refused(reason string) {
+// callerView is the error the caller's answer and the usage row report:
+// the request's own deadline passing is ErrDeadline and a caller gone
+// first is ErrClientGone, unless the route already chose an answer (an
+// *httpx.Error) or the provider's answer was too large. caller is the
+// request's context, without the route's deadline.
+func callerView(err error, caller context.Context) error {
+	var he *httpx.Error
+	switch {
+	case errors.As(err, &he):
+		// An answer the route chose; a gone client does not change it.
+	case errors.Is(err, context.DeadlineExceeded) && caller.Err() == nil:
+		return ErrDeadline
+	case caller.Err() != nil && !errors.Is(err, ErrResponseTooLarge):
+		return ErrClientGone
+	}
+	return err
+}
+
+func (rt *Route) refused(reason string) {
 	if rt.cfg.Metrics != nil {
 		rt.cfg.Metrics.Refused(reason)
 	}
@@ -514,11 +470,11 @@ type CredentialStatus struct {
 }
 
 // Status reports each credential's catalog freshness.
-func (rt *Router) Status() []CredentialStatus {
+func (rt *Route) Status() []CredentialStatus {
 	fetched := rt.catalogs.snapshot()
 	now := rt.cfg.Clock.Now()
 	var out []CredentialStatus
-	for _, name := range []string{"api", "zdr"} {
+	for _, name := range PoolNames {
 		ps := rt.pools[name]
 		if ps == nil {
 			continue
@@ -528,15 +484,6 @@ func (rt *Router) Status() []CredentialStatus {
 			out = append(out, CredentialStatus{Pool: name, Name: c.Name, Region: c.Region, CatalogFetched: f,
 				CatalogFresh: !f.IsZero() && now.Sub(f) < rt.cfg.CatalogTTL})
 		}
-	}
-	return out
-}
-
-// Pools returns the pools the router serves, by name.
-func (rt *Router) Pools() map[string]*pool.Pool {
-	out := map[string]*pool.Pool{}
-	for n, ps := range rt.pools {
-		out[n] = ps.pool
 	}
 	return out
 }

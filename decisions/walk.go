@@ -15,16 +15,16 @@ import (
 	"github.com/rotorhq/rotor/pool"
 )
 
-// attempt is one request's walk through its pool: discovery, selection,
-// sends and failover, rule by rule as spec/decisions-api.md states them.
-type attempt struct {
-	rt       *Router
+// walk is one request's way through its pool: discovery, selection,
+// sends (each one attempt at a provider call) and failover, rule by rule as spec/decisions-api.md states them.
+type walk struct {
+	rt       *Route
 	ps       *poolState
 	req      request
 	upstream string
 	region   string
 	id       string
-	info     *Info
+	info     *httpx.AccessInfo
 	scope    pool.Scope
 
 	// discovered: catalogs fetched during this request (warm ones are
@@ -66,25 +66,25 @@ const (
 // that lists the model, allowed by visibility, profiled for Decisions, not
 // cached as unsupported, and not rejected or failed in this request.
 // warmOnly limits them to credentials whose catalog was fresh.
-func (a *attempt) candidates() (names []string, undiscovered int) {
-	for _, c := range a.ps.creds {
-		if c.Region != a.region || a.rejectedAuth[c.Name] || a.rejectedQuota[c.Name] || a.failed[c.Name] {
+func (wk *walk) candidates() (names []string, undiscovered int) {
+	for _, c := range wk.ps.creds {
+		if c.Region != wk.region || wk.rejectedAuth[c.Name] || wk.rejectedQuota[c.Name] || wk.failed[c.Name] {
 			continue
 		}
-		cat, fresh := a.rt.catalogs.fresh(c.Name)
+		cat, fresh := wk.rt.catalogs.fresh(c.Name)
 		if !fresh {
 			undiscovered++
 			continue
 		}
-		if _, listed := cat.models[a.upstream]; !listed || !c.allows(a.upstream) || !c.supports(a.upstream) {
+		if _, listed := cat.models[wk.upstream]; !listed || !c.allows(wk.upstream) || !c.supports(wk.upstream) {
 			continue
 		}
-		if a.rt.unsupported.has(capKey{c.Name, a.upstream, Endpoint}) {
+		if wk.rt.unsupported.has(capKey{c.Name, wk.upstream, Endpoint}) {
 			continue
 		}
 		names = append(names, c.Name)
 	}
-	if a.discovered {
+	if wk.discovered {
 		undiscovered = 0
 	}
 	return names, undiscovered
@@ -94,16 +94,16 @@ func (a *attempt) candidates() (names []string, undiscovered int) {
 // region that has none fresh, and waits for them (each bounded by
 // catalog_timeout). A 401 or 403 rejects the credential for this request;
 // other failures leave it out of this request.
-func (a *attempt) discover(ctx context.Context) {
-	a.discovered = true
+func (wk *walk) discover(ctx context.Context) {
+	wk.discovered = true
 	// Decide which catalogs to fetch before any fetch starts: the
-	// fetches record their outcomes in the attempt's maps.
+	// fetches record their outcomes in the walk's maps.
 	var cold []*credential
-	for _, c := range a.ps.creds {
-		if c.Region != a.region || a.rejectedAuth[c.Name] || a.failed[c.Name] {
+	for _, c := range wk.ps.creds {
+		if c.Region != wk.region || wk.rejectedAuth[c.Name] || wk.failed[c.Name] {
 			continue
 		}
-		if _, fresh := a.rt.catalogs.fresh(c.Name); fresh {
+		if _, fresh := wk.rt.catalogs.fresh(c.Name); fresh {
 			continue
 		}
 		cold = append(cold, c)
@@ -114,22 +114,22 @@ func (a *attempt) discover(ctx context.Context) {
 		wg.Add(1)
 		go func(c *credential) {
 			defer wg.Done()
-			_, outcome, status := a.rt.catalogs.get(ctx, c)
+			_, outcome, status := wk.rt.catalogs.get(ctx, c)
 			mu.Lock()
 			defer mu.Unlock()
 			switch outcome {
 			case catalogRejected:
-				a.reject(c.Name, failoverAuth)
+				wk.reject(c.Name, failoverAuth)
 				// Catalog probes carry no model quota evidence: only a
 				// genuine auth rejection reaches the pool.
-				a.ps.pool.Record(c.Name, pool.Observation{Scope: a.scope, Status: status, Catalog: true})
+				wk.ps.pool.Record(c.Name, pool.Observation{Scope: wk.scope, Status: status, Catalog: true})
 				if status == http.StatusUnauthorized {
-					a.rt.cooldown(a.ps.name, "auth")
+					wk.rt.cooldown(wk.ps.name, "auth")
 				}
 			case catalogFailed:
-				if _, fresh := a.rt.catalogs.fresh(c.Name); !fresh {
-					a.fail(c.Name)
-					a.catalogFailed++
+				if _, fresh := wk.rt.catalogs.fresh(c.Name); !fresh {
+					wk.fail(c.Name)
+					wk.catalogFailed++
 				}
 			}
 		}(c)
@@ -137,32 +137,32 @@ func (a *attempt) discover(ctx context.Context) {
 	wg.Wait()
 }
 
-func (a *attempt) reject(name, why string) {
-	if a.rejectedAuth == nil {
-		a.rejectedAuth, a.rejectedQuota = map[string]bool{}, map[string]bool{}
+func (wk *walk) reject(name, why string) {
+	if wk.rejectedAuth == nil {
+		wk.rejectedAuth, wk.rejectedQuota = map[string]bool{}, map[string]bool{}
 	}
 	if why == failoverQuota {
-		a.rejectedQuota[name] = true
+		wk.rejectedQuota[name] = true
 	} else {
-		a.rejectedAuth[name] = true
+		wk.rejectedAuth[name] = true
 	}
 }
 
 // sentBy notes a provider call made with the credential called name.
-func (a *attempt) sentBy(name string) {
-	if a.sentTo == nil {
-		a.sentTo = map[string]bool{}
+func (wk *walk) sentBy(name string) {
+	if wk.sentTo == nil {
+		wk.sentTo = map[string]bool{}
 	}
-	a.sentTo[name] = true
-	a.sent++
-	a.lastCred = name
+	wk.sentTo[name] = true
+	wk.sent++
+	wk.lastCred = name
 }
 
-func (a *attempt) fail(name string) {
-	if a.failed == nil {
-		a.failed = map[string]bool{}
+func (wk *walk) fail(name string) {
+	if wk.failed == nil {
+		wk.failed = map[string]bool{}
 	}
-	a.failed[name] = true
+	wk.failed[name] = true
 }
 
 // exhausted is the answer when no credential is left. 503
@@ -171,39 +171,39 @@ func (a *attempt) fail(name string) {
 // does not count either way, but one whose catalog could not be fetched or
 // whose provider could not be reached was not rejected, and a retry may
 // succeed (DESIGN, "HTTP").
-func (a *attempt) exhausted() error {
-	transient := a.catalogFailed > 0 || a.unreachable
+func (wk *walk) exhausted() error {
+	transient := wk.catalogFailed > 0 || wk.unreachable
 	switch {
-	case len(a.rejectedAuth) > 0 && !transient:
+	case len(wk.rejectedAuth) > 0 && !transient:
 		return ErrPoolUnavailable
-	case len(a.rejectedQuota) > 0 && !transient:
+	case len(wk.rejectedQuota) > 0 && !transient:
 		return ErrInsufficientQuota
-	case a.catalogFailed > 0:
+	case wk.catalogFailed > 0:
 		return httpx.NewError(httpx.CodeCatalogUnavailable)
-	case a.unreachable:
+	case wk.unreachable:
 		return ErrUpstream
 	}
 	return ErrModelNotAvailable
 }
 
 // run selects, sends and fails over until an answer or a final error.
-func (a *attempt) run(ctx context.Context) (*answer, error) {
-	rt := a.rt
+func (wk *walk) run(ctx context.Context) (*answer, error) {
+	rt := wk.rt
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		names, undiscovered := a.candidates()
+		names, undiscovered := wk.candidates()
 		if len(names) == 0 {
 			if undiscovered > 0 {
 				// No warm credential can serve: discover the rest of the
 				// pool and region (all of it when nothing was fresh).
-				a.discover(ctx)
+				wk.discover(ctx)
 				continue
 			}
-			return nil, a.exhausted()
+			return nil, wk.exhausted()
 		}
-		cred, err := a.ps.pool.Select(a.scope, names)
+		cred, err := wk.ps.pool.Select(wk.scope, names)
 		if err != nil {
 			var ce *pool.CooldownExhaustedError
 			if !errors.As(err, &ce) {
@@ -211,21 +211,21 @@ func (a *attempt) run(ctx context.Context) (*answer, error) {
 			}
 			if undiscovered > 0 {
 				// Warm credentials are rate limited: discover the others.
-				a.discover(ctx)
+				wk.discover(ctx)
 				continue
 			}
-			if ce.Fallback != "" && !a.fallbackUsed && !a.sentTo[ce.Fallback] {
+			if ce.Fallback != "" && !wk.fallbackUsed && !wk.sentTo[ce.Fallback] {
 				// The legacy first-key fallback: once per request, and
 				// only to a credential this request has not sent to.
 				// Offered again, it would be a loop of provider calls
 				// (issue 14: 20,711 of them in one request).
-				a.fallbackUsed = true
+				wk.fallbackUsed = true
 				cred.Name = ce.Fallback
 			} else {
 				// Every eligible credential cools. Wait for the earliest
 				// release when it falls inside the remaining deadline;
 				// otherwise answer 429 with that cooldown.
-				if ce.RetryAfter < a.remaining(ctx) {
+				if ce.RetryAfter < wk.remaining(ctx) {
 					if err := clock.Sleep(ctx, rt.cfg.Clock, ce.RetryAfter); err != nil {
 						return nil, err
 					}
@@ -234,10 +234,10 @@ func (a *attempt) run(ctx context.Context) (*answer, error) {
 				return nil, &pool.CooldownExhaustedError{Scoped: ce.Scoped, RetryAfter: ce.RetryAfter}
 			}
 		}
-		c := a.credential(cred.Name)
-		out, next, err := a.send(ctx, c)
+		c := wk.credential(cred.Name)
+		out, next, err := wk.send(ctx, c)
 		if !next {
-			a.ran = true
+			wk.ran = true
 			return out, err
 		}
 	}
@@ -245,16 +245,16 @@ func (a *attempt) run(ctx context.Context) (*answer, error) {
 
 // remaining is the time left before the request deadline, on the route's
 // clock and on the context's alike.
-func (a *attempt) remaining(ctx context.Context) time.Duration {
-	left := a.deadline.Sub(a.rt.cfg.Clock.Now())
+func (wk *walk) remaining(ctx context.Context) time.Duration {
+	left := wk.deadline.Sub(wk.rt.cfg.Clock.Now())
 	if dl, ok := ctx.Deadline(); ok {
 		left = min(left, time.Until(dl))
 	}
 	return left
 }
 
-func (a *attempt) credential(name string) *credential {
-	for _, c := range a.ps.creds {
+func (wk *walk) credential(name string) *credential {
+	for _, c := range wk.ps.creds {
 		if c.Name == name {
 			return c
 		}
@@ -274,16 +274,16 @@ var permanentQuotaCodes = map[string]bool{
 
 // send makes one provider call with c. next reports whether to try another
 // credential.
-func (a *attempt) send(ctx context.Context, c *credential) (out *answer, next bool, err error) {
-	rt := a.rt
-	if a.body == nil {
-		a.body = a.req.withModel(a.upstream)
+func (wk *walk) send(ctx context.Context, c *credential) (out *answer, next bool, err error) {
+	rt := wk.rt
+	if wk.body == nil {
+		wk.body = wk.req.withModel(wk.upstream)
 	}
 	callCtx, cancelCall := context.WithCancel(ctx)
 	defer cancelCall()
-	hreq, err := http.NewRequestWithContext(callCtx, http.MethodPost, c.BaseURL+Endpoint, bytes.NewReader(a.body))
+	hreq, err := http.NewRequestWithContext(callCtx, http.MethodPost, c.BaseURL+Endpoint, bytes.NewReader(wk.body))
 	if err != nil {
-		a.fail(c.Name)
+		wk.fail(c.Name)
 		return nil, true, nil
 	}
 	// A *bytes.Reader lets net/http write the headers and the body in one
@@ -292,27 +292,27 @@ func (a *attempt) send(ctx context.Context, c *credential) (out *answer, next bo
 	// for the provider. It also sets GetBody, with which the transport
 	// sends a POST again only when not one byte of it was written (a pooled
 	// connection the provider had closed); the provider never sees it twice.
-	hreq.ContentLength = int64(len(a.body))
+	hreq.ContentLength = int64(len(wk.body))
 	h := hreq.Header
 	h.Set("Authorization", "Bearer "+c.Key.Reveal())
 	h.Set("Content-Type", "application/json")
 	h.Set("Accept", "application/json")
 	h.Set("User-Agent", rt.cfg.UserAgent)
-	h.Set("X-Request-ID", a.id)
+	h.Set("X-Request-ID", wk.id)
 
-	a.info.Credential, a.info.CredentialDigest = c.Name, c.fingerprint
+	wk.info.Credential, wk.info.CredentialDigest = c.Name, c.fingerprint
 	resp, err := rt.cfg.HTTPClient.Do(hreq)
 	if err != nil {
 		if httpx.NotSent(err) && ctx.Err() == nil {
 			// The connection was never made: nothing reached the
 			// provider, so another credential may serve the request.
-			a.fail(c.Name)
-			a.unreachable = true
-			rt.failover(a.ps.name, failoverUnreachable)
+			wk.fail(c.Name)
+			wk.unreachable = true
+			rt.failover(wk.ps.name, failoverUnreachable)
 			return nil, true, nil
 		}
-		a.sentBy(c.Name)
-		a.ps.pool.Record(c.Name, pool.Observation{Scope: a.scope, Err: err})
+		wk.sentBy(c.Name)
+		wk.ps.pool.Record(c.Name, pool.Observation{Scope: wk.scope, Err: err})
 		// Network ambiguity: the provider may have run it. Never replayed.
 		if ctx.Err() != nil {
 			return nil, false, ctx.Err()
@@ -320,13 +320,13 @@ func (a *attempt) send(ctx context.Context, c *credential) (out *answer, next bo
 		return nil, false, ErrUpstream
 	}
 	defer resp.Body.Close()
-	a.sentBy(c.Name)
+	wk.sentBy(c.Name)
 	failpoint.Hit(failpoint.DuringUpstream) // crash tests: the provider has the request, its answer is unread
 	status := resp.StatusCode
 
 	if status >= 200 && status < 300 {
 		body, err := readAll(resp.Body, MaxBody, rt.buffers, resp.ContentLength)
-		a.ps.pool.Record(c.Name, pool.Observation{Scope: a.scope, Status: status})
+		wk.ps.pool.Record(c.Name, pool.Observation{Scope: wk.scope, Status: status})
 		if err != nil {
 			switch {
 			case errors.Is(err, errTooLarge):
@@ -344,53 +344,53 @@ func (a *attempt) send(ctx context.Context, c *credential) (out *answer, next bo
 	}
 	if status >= 300 && status < 400 {
 		// Redirects are never followed: the key must not travel.
-		a.ps.pool.Record(c.Name, pool.Observation{Scope: a.scope, Status: status, Outcome: pool.OutcomeProviderFailure})
+		wk.ps.pool.Record(c.Name, pool.Observation{Scope: wk.scope, Status: status, Outcome: pool.OutcomeProviderFailure})
 		return nil, false, httpx.NewError(httpx.CodeUpstreamRedirect)
 	}
 
-	raw := a.readErrorBody(ctx, callCtx, cancelCall, resp)
+	raw := wk.readErrorBody(ctx, callCtx, cancelCall, resp)
 	pe := parseProviderError(raw)
 	key := c.Key.Reveal()
 	switch {
 	case status == http.StatusTooManyRequests:
-		obs := pool.Observation{Scope: a.scope, Status: status}
+		obs := pool.Observation{Scope: wk.scope, Status: status}
 		if s, ok := httpx.ProviderRetryAdvice(resp.Header, rt.cfg.Clock.Now()); ok {
 			obs.RetryAfter, obs.HasRetryAfter = s, true
 		}
-		a.ps.pool.Record(c.Name, obs)
-		rt.cooldown(a.ps.name, "throttle")
+		wk.ps.pool.Record(c.Name, obs)
+		rt.cooldown(wk.ps.name, "throttle")
 		switch {
 		case permanentQuotaCodes[pe.Code] || (pe.Code == "" && permanentQuotaCodes[pe.Type]):
-			a.reject(c.Name, failoverQuota)
-			rt.failover(a.ps.name, failoverQuota)
+			wk.reject(c.Name, failoverQuota)
+			rt.failover(wk.ps.name, failoverQuota)
 			return nil, true, nil
 		case pe.Code == "rate_limit_exceeded":
 			// Confirmed temporary: the cooldown is shared through the
 			// pool; selection moves on or waits.
-			rt.failover(a.ps.name, failoverRateLimited)
+			rt.failover(wk.ps.name, failoverRateLimited)
 			return nil, true, nil
 		}
 		// An unclassified 429 is not replayed.
 		return nil, false, newProviderError(status, pe, key)
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		a.ps.pool.Record(c.Name, pool.Observation{Scope: a.scope, Status: status})
+		wk.ps.pool.Record(c.Name, pool.Observation{Scope: wk.scope, Status: status})
 		if status == http.StatusUnauthorized {
-			rt.cooldown(a.ps.name, "auth")
+			rt.cooldown(wk.ps.name, "auth")
 		}
-		a.reject(c.Name, failoverAuth)
-		rt.failover(a.ps.name, failoverAuth)
+		wk.reject(c.Name, failoverAuth)
+		rt.failover(wk.ps.name, failoverAuth)
 		return nil, true, nil
 	case status == http.StatusMethodNotAllowed || status == http.StatusNotImplemented ||
-		(status == http.StatusNotFound && a.unsupportedNotFound(pe)):
-		a.ps.pool.Record(c.Name, pool.Observation{Scope: a.scope, Status: status, Outcome: pool.OutcomeCallerError})
-		rt.unsupported.add(capKey{c.Name, a.upstream, Endpoint})
-		a.fail(c.Name)
-		rt.failover(a.ps.name, failoverUnsupported)
+		(status == http.StatusNotFound && wk.unsupportedNotFound(pe)):
+		wk.ps.pool.Record(c.Name, pool.Observation{Scope: wk.scope, Status: status, Outcome: pool.OutcomeCallerError})
+		rt.unsupported.add(capKey{c.Name, wk.upstream, Endpoint})
+		wk.fail(c.Name)
+		rt.failover(wk.ps.name, failoverUnsupported)
 		return nil, true, nil
 	}
 	// Caller errors (a 404 about request content included) and provider
 	// failures go back to the caller, never replayed.
-	a.ps.pool.Record(c.Name, pool.Observation{Scope: a.scope, Status: status})
+	wk.ps.pool.Record(c.Name, pool.Observation{Scope: wk.scope, Status: status})
 	if ctx.Err() != nil {
 		return nil, false, ctx.Err()
 	}
@@ -405,7 +405,7 @@ func (a *attempt) send(ctx context.Context, c *credential) (out *answer, next bo
 // neither code nor param is read by its message: naming the model or the
 // endpoint, it is unsupported. A 404 without a structured error is
 // unsupported.
-func (a *attempt) unsupportedNotFound(pe providerError) bool {
+func (wk *walk) unsupportedNotFound(pe providerError) bool {
 	switch {
 	case !pe.structured:
 		return true
@@ -416,7 +416,7 @@ func (a *attempt) unsupportedNotFound(pe providerError) bool {
 	case pe.Param != "":
 		return pe.Param == "model"
 	}
-	return mentions(pe.Message, a.upstream) || strings.Contains(pe.Message, Endpoint) || strings.Contains(strings.ToLower(pe.Message), "endpoint")
+	return mentions(pe.Message, wk.upstream) || strings.Contains(pe.Message, Endpoint) || strings.Contains(strings.ToLower(pe.Message), "endpoint")
 }
 
 func mentions(msg, model string) bool {
@@ -426,8 +426,8 @@ func mentions(msg, model string) bool {
 // readErrorBody reads an error answer until ErrorBodyIdle passes without
 // data or 64 KiB arrive, so a stalled rejection cannot hold failover until
 // the deadline.
-func (a *attempt) readErrorBody(ctx, callCtx context.Context, cancel context.CancelFunc, resp *http.Response) []byte {
-	idle := a.rt.cfg.ErrorBodyIdle
+func (wk *walk) readErrorBody(ctx, callCtx context.Context, cancel context.CancelFunc, resp *http.Response) []byte {
+	idle := wk.rt.cfg.ErrorBodyIdle
 	timer := time.AfterFunc(idle, cancel)
 	defer timer.Stop()
 	buf := make([]byte, 0, 1024)
@@ -445,13 +445,13 @@ func (a *attempt) readErrorBody(ctx, callCtx context.Context, cancel context.Can
 	return buf
 }
 
-func (rt *Router) failover(poolName, reason string) {
+func (rt *Route) failover(poolName, reason string) {
 	if rt.cfg.Metrics != nil {
 		rt.cfg.Metrics.Failover(poolName, reason)
 	}
 }
 
-func (rt *Router) cooldown(poolName, class string) {
+func (rt *Route) cooldown(poolName, class string) {
 	if rt.cfg.Metrics != nil {
 		rt.cfg.Metrics.Cooldown(poolName, class)
 	}

@@ -1,0 +1,131 @@
+package httpx
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/rotorhq/rotor/internal/secret"
+)
+
+const guardToken = "rtr_guard-0123456789abcdefghijklmnopqrstuvwx"
+
+func testGuard() *Guard {
+	return &Guard{
+		Port: 8787, ExtraHosts: []string{"10.0.0.5", "[fd00::1]"}, AllowedOrigins: []string{"https://app.example/"},
+		Open: map[string]bool{"/healthz": true},
+		Authenticate: func(_ *http.Request, tok secret.Value) (string, bool, error) {
+			return "ci", tok.Equal(secret.New(guardToken)), nil
+		},
+	}
+}
+
+func TestValidHost(t *testing.T) {
+	g := testGuard()
+	for _, tc := range []struct {
+		name, host string
+		want       bool
+	}{
+		{"loopback address", "127.0.0.1:8787", true},
+		{"other loopback address", "127.9.9.9:8787", true},
+		{"localhost", "localhost:8787", true},
+		{"localhost upper case", "LOCALHOST:8787", true},
+		{"localhost trailing dot", "localhost.:8787", true},
+		{"subdomain of localhost", "app.localhost:8787", true},
+		{"ipv6 loopback", "[::1]:8787", true},
+		{"extra host", "10.0.0.5:8787", true},
+		{"extra ipv6 host", "[fd00::1]:8787", true},
+		{"wrong port", "127.0.0.1:8788", false},
+		{"no port on a server not on 80", "127.0.0.1", false},
+		{"rebinding name", "attacker.example:8787", false},
+		{"localhost lookalike", "localhost.attacker.example:8787", false},
+		{"other private address", "10.0.0.6:8787", false},
+		{"empty", "", false},
+		{"bad port", "127.0.0.1:http", false},
+		{"too long", "a" + string(make([]byte, 300)) + ":8787", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := g.ValidHost(tc.host); got != tc.want {
+				t.Errorf("ValidHost(%q) = %v, want %v", tc.host, got, tc.want)
+			}
+		})
+	}
+	t.Run("no port on a server on 80", func(t *testing.T) {
+		if g := (&Guard{Port: 80}); !g.ValidHost("localhost") {
+			t.Error("ValidHost(localhost) on port 80 = false")
+		}
+	})
+}
+
+func TestOrigin(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		method  string
+		headers map[string]string
+		status  int
+		// allowOrigin is the Access-Control-Allow-Origin answer header.
+		allowOrigin string
+	}{
+		{"no browser headers", "POST", nil, 200, ""},
+		{"allowed origin", "POST", map[string]string{"Origin": "https://app.example"}, 200, "https://app.example"},
+		{"allowed origin, other case", "POST", map[string]string{"Origin": "HTTPS://APP.EXAMPLE"}, 200, "HTTPS://APP.EXAMPLE"},
+		{"other origin", "POST", map[string]string{"Origin": "https://evil.example"}, 403, ""},
+		{"null origin", "POST", map[string]string{"Origin": "null"}, 403, ""},
+		{"referer of an allowed origin", "POST", map[string]string{"Referer": "https://app.example/page?q=1"}, 200, "https://app.example"},
+		{"referer of another origin", "POST", map[string]string{"Referer": "https://evil.example/page"}, 403, ""},
+		{"cross-site fetch without origin", "POST", map[string]string{"Sec-Fetch-Site": "cross-site"}, 403, ""},
+		{"same-origin fetch", "POST", map[string]string{"Sec-Fetch-Site": "same-origin"}, 200, ""},
+		{"user-typed navigation", "GET", map[string]string{"Sec-Fetch-Site": "none"}, 200, ""},
+		{"preflight from allowed origin", "OPTIONS", map[string]string{"Origin": "https://app.example"}, 204, "https://app.example"},
+		{"preflight without origin", "OPTIONS", nil, 403, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reached := false
+			h := testGuard().Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reached = true }))
+			req := httptest.NewRequest(tc.method, "http://127.0.0.1:8787/v1/decisions", nil)
+			req.Header.Set("Authorization", "Bearer "+guardToken)
+			for k, v := range tc.headers {
+				req.Header.Set(k, v)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != tc.status || rec.Header().Get("Access-Control-Allow-Origin") != tc.allowOrigin {
+				t.Errorf("%s = %d, Allow-Origin %q; want %d, %q", tc.method, rec.Code, rec.Header().Get("Access-Control-Allow-Origin"), tc.status, tc.allowOrigin)
+			}
+			if reached != (tc.status == 200) {
+				t.Errorf("handler reached = %v with status %d", reached, rec.Code)
+			}
+		})
+	}
+}
+
+// The guard authenticates last, and hands the caller it authenticated to
+// the handler through the context (httpx.CallerFrom), the one way it
+// travels inside a process.
+func TestGuardTokenAndCaller(t *testing.T) {
+	for _, tc := range []struct {
+		name, path, auth string
+		status           int
+		label            string
+	}{
+		{"valid token", "/v1/decisions", "Bearer " + guardToken, 200, "ci"},
+		{"no token", "/v1/decisions", "", 401, ""},
+		{"wrong token", "/v1/decisions", "Bearer rtr_wrong", 401, ""},
+		{"other scheme", "/v1/decisions", "Basic " + guardToken, 401, ""},
+		{"open path without token", "/healthz", "", 200, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got Caller
+			h := testGuard().Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got = CallerFrom(r.Context()) }))
+			req := httptest.NewRequest("GET", "http://127.0.0.1:8787"+tc.path, nil)
+			if tc.auth != "" {
+				req.Header.Set("Authorization", tc.auth)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != tc.status || got.Label != tc.label {
+				t.Errorf("= %d caller %q, want %d %q", rec.Code, got.Label, tc.status, tc.label)
+			}
+		})
+	}
+}
