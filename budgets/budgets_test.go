@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/internal/testutil/ledgertest"
 	"github.com/rotorhq/rotor/ledger"
 )
 
@@ -25,13 +26,8 @@ var (
 
 func openStore(t *testing.T, clk clock.Clock) (*ledger.Store, string) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "rotor.db")
-	s, err := ledger.Open(ctx, path, ledger.Options{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s, path
+	s := ledgertest.Open(t, ledger.Options{Clock: clk})
+	return s, s.Path()
 }
 
 func add(t *testing.T, s *ledger.Store, b Budget) {
@@ -332,10 +328,7 @@ func TestTwoProcessesNeverExceedRequestsBudget(t *testing.T) {
 	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rotor.db")
-	s, err := ledger.Open(ctx, path, ledger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := ledgertest.OpenAt(t, path)
 	if err := s.PutBudget(ctx, Budget{Name: "r", Kind: KindRequests, Limit: 50, Window: Window{Calendar: "day"}}.Record(), false); err != nil {
 		t.Fatal(err)
 	}
@@ -389,11 +382,7 @@ func TestHelperAdmitProcess(t *testing.T) {
 	if os.Getenv("ROTOR_HELPER") != "admit" {
 		t.Skip("helper process")
 	}
-	s, err := ledger.Open(ctx, os.Getenv("ROTOR_HELPER_DB"), ledger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := ledgertest.OpenAt(t, os.Getenv("ROTOR_HELPER_DB"))
 	if err := os.WriteFile(os.Getenv("ROTOR_HELPER_START")+".ready-"+os.Getenv("ROTOR_HELPER_PREFIX"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -435,11 +424,7 @@ func TestKilledProcessReservationCountsAsUnknownUsage(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "reserved") {
 		t.Fatalf("helper should die after reserving: %v\n%s", err, out)
 	}
-	s, err := ledger.Open(ctx, path, ledger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := ledgertest.OpenAt(t, path)
 	add(t, s, Budget{Name: "req", Kind: KindRequests, Limit: 1, Window: Window{Calendar: "day"}})
 	add(t, s, Budget{Name: "cost", Kind: KindCost, Limit: 1_000_000, Window: Window{Calendar: "day"}})
 	if st := statusOf(t, s, "req"); st.Used != 1 || st.State != StateExhausted {
@@ -454,10 +439,7 @@ func TestHelperReserveAndDie(t *testing.T) {
 	if os.Getenv("ROTOR_HELPER") != "reserve-and-die" {
 		t.Skip("helper process")
 	}
-	s, err := ledger.Open(ctx, os.Getenv("ROTOR_HELPER_DB"), ledger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := ledgertest.OpenAt(t, os.Getenv("ROTOR_HELPER_DB"))
 	if err := s.Reserve(ctx, ledger.Reservation{RequestID: "orphan", Operation: OperationDecisions, Expires: time.Now().Add(time.Minute)}, nil); err != nil {
 		t.Fatal(err)
 	}

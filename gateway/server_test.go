@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"github.com/rotorhq/rotor/internal/clock"
 	fp "github.com/rotorhq/rotor/internal/fakeprovider"
 	"github.com/rotorhq/rotor/internal/secret"
+	"github.com/rotorhq/rotor/internal/testutil/ledgertest"
 	"github.com/rotorhq/rotor/ledger"
 	"github.com/rotorhq/rotor/pool"
 )
@@ -43,11 +43,7 @@ func newRig(t *testing.T) *rig {
 	t.Cleanup(func() { p.Close() })
 	key := "sk-runtime-test-0123456789abcdef"
 	p.AddKey(key, "decide-mini")
-	store, err := ledger.Open(context.Background(), filepath.Join(t.TempDir(), "rotor.db"), ledger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := ledgertest.Open(t)
 	clk := clock.Real()
 	pl := pool.New(pool.Config{Options: pool.Options{Name: "api"}, Credentials: []pool.Credential{{Name: "a", Key: secret.New(key)}}, Store: pool.NewStore(clk, 0), Clock: clk, Settings: pool.Settings{MaxSeconds: 3600}})
 	router := decisions.New(decisions.Config{Pools: []decisions.PoolConfig{{Name: "api", Pool: pl, Credentials: []decisions.CredentialConfig{{

@@ -204,10 +204,9 @@ func (w *writer) lead() {
 		if len(w.queue) < w.maxBatch && (len(w.queue) > 1 || len(w.open) > 1) {
 			// Other requests are in flight: let the goroutines that are
 			// ready to run reach their writes first, so that the batch
-			// takes many of them at once, one commit for all (at 64
-			// clients on two cores, about 13 writes per commit instead of
-			// 3). A lone request does not yield: the yield wakes another
-			// thread, which costs more than it could gather.
+			// takes many of them at once, one commit for all (README,
+			// Performance). A lone request does not yield: the yield wakes
+			// another thread, which costs more than it could gather.
 			w.mu.Unlock()
 			runtime.Gosched()
 			w.mu.Lock()
@@ -759,139 +758,6 @@ func (b *batch) touch(m map[string]time.Time) error {
 		if _, err := b.q.ExecContext(b.ctx, `UPDATE client_tokens SET last_used_ms = MAX(COALESCE(last_used_ms, 0), ?) WHERE label = ?`, t.UnixMilli(), label); err != nil {
 			return &dbError{err}
 		}
-	}
-	return nil
-}
-
-// addTotals records a change to the totals of a row at ts in the view's
-// cached windows and, when the row is behind the fold frontier (its
-// minute's rollup already counts it, or must), in the pending minute
-// rollup, and in the hour's when that row is written too. A row at or
-// after the frontier is left to fold.
-func (b *batch) addTotals(ts int64, x Totals) {
-	b.view.applyDelta(ts, x)
-	if ts >= b.w.foldUntil {
-		return
-	}
-	m, h := floorTo(ts, minuteMS)/minuteMS, floorTo(ts, hourMS)/hourMS
-	t := b.minute[m]
-	t.add(x)
-	b.minute[m] = t
-	if h < b.w.hourUntil {
-		t = b.hour[h]
-		t.add(x)
-		b.hour[h] = t
-	}
-}
-
-// The hour rollup is written a full hour behind (migration 0005): hours
-// before the frontier hour_rollup_until have exact rows in usage_hour, and
-// later hours are read from usage_minute. A request's own writes thus touch
-// no hour row; only a late write, the settlement or release of a
-// reservation made before the frontier, also updates its hour's row.
-const qHourUntil = `SELECT value FROM meta WHERE key = 'hour_rollup_until'`
-
-var rollHourRows = `INSERT OR REPLACE INTO usage_hour (bucket, requests, tokens, tokens_null, cost_micros, cost_null)
-SELECT bucket / 60, ` + rollupTotals + ` FROM usage_minute WHERE bucket >= ? AND bucket < ? GROUP BY bucket / 60`
-
-// rollHours moves the frontier to the start of the previous hour, writing
-// the hour rows of the hours it passes from their minutes (so never past
-// the fold frontier, before which minutes are complete). It reads the
-// database once an hour, and after another connection committed, not per
-// batch.
-func (b *batch) rollHours(now time.Time) error {
-	target := min(floorTo(now.UnixMilli(), hourMS)/hourMS-1, floorTo(b.w.foldUntil, hourMS)/hourMS)
-	if target <= b.w.hourUntil {
-		return nil
-	}
-	if err := b.q.QueryRowContext(b.ctx, qHourUntil).Scan(&b.w.hourUntil); err != nil {
-		return fmt.Errorf("hour rollup frontier: %w", err)
-	}
-	if target <= b.w.hourUntil {
-		return nil
-	}
-	if _, err := b.q.ExecContext(b.ctx, rollHourRows, b.w.hourUntil*60, target*60); err != nil {
-		return fmt.Errorf("write hour rollup: %w", err)
-	}
-	if _, err := b.q.ExecContext(b.ctx, `UPDATE meta SET value = ? WHERE key = 'hour_rollup_until'`, target); err != nil {
-		return fmt.Errorf("write hour rollup: %w", err)
-	}
-	b.w.hourUntil = target
-	return nil
-}
-
-// addDims records a settled row in the pending report rollup, when the
-// row is behind the fold frontier.
-func (b *batch) addDims(ts int64, d dims, x delta) {
-	if ts >= b.w.foldUntil {
-		return
-	}
-	k := dimKey{hour: floorTo(ts, hourMS) / hourMS, dims: d}
-	dd := b.dims[k]
-	dd.Totals.add(x.Totals)
-	dd.input = satAdd(dd.input, x.input)
-	dd.output = satAdd(dd.output, x.output)
-	dd.inputUnknown = satAdd(dd.inputUnknown, x.inputUnknown)
-	dd.outputUnknown = satAdd(dd.outputUnknown, x.outputUnknown)
-	dd.errors = satAdd(dd.errors, x.errors)
-	b.dims[k] = dd
-}
-
-// The rollups' upserts add to a bucket's row (also used by fold),
-// saturating.
-var (
-	totalsConflict = `ON CONFLICT (bucket) DO UPDATE SET ` +
-		`requests = ` + sqlClamp("requests + excluded.requests") + `, ` +
-		`tokens = ` + sqlClamp("tokens + excluded.tokens") + `, ` +
-		`tokens_null = ` + sqlClamp("tokens_null + excluded.tokens_null") + `, ` +
-		`cost_micros = ` + sqlClamp("cost_micros + excluded.cost_micros") + `, ` +
-		`cost_null = ` + sqlClamp("cost_null + excluded.cost_null")
-	dimsConflict = `ON CONFLICT (bucket, operation, model, credential, client, status) DO UPDATE SET ` +
-		`requests = ` + sqlClamp("requests + excluded.requests") + `, ` +
-		`input_tokens = ` + sqlClamp("input_tokens + excluded.input_tokens") + `, ` +
-		`output_tokens = ` + sqlClamp("output_tokens + excluded.output_tokens") + `, ` +
-		`total_tokens = ` + sqlClamp("total_tokens + excluded.total_tokens") + `, ` +
-		`tokens_null = ` + sqlClamp("tokens_null + excluded.tokens_null") + `, ` +
-		`cost_micros = ` + sqlClamp("cost_micros + excluded.cost_micros") + `, ` +
-		`cost_null = ` + sqlClamp("cost_null + excluded.cost_null") + `, ` +
-		`errors = ` + sqlClamp("errors + excluded.errors") + `, ` +
-		`input_null = ` + sqlClamp("input_null + excluded.input_null") + `, ` +
-		`output_null = ` + sqlClamp("output_null + excluded.output_null")
-
-	upsertMinute = `INSERT INTO usage_minute (bucket, requests, tokens, tokens_null, cost_micros, cost_null) VALUES (?, ?, ?, ?, ?, ?)
-` + totalsConflict
-	upsertHour = `INSERT INTO usage_hour (bucket, requests, tokens, tokens_null, cost_micros, cost_null) VALUES (?, ?, ?, ?, ?, ?)
-` + totalsConflict
-	upsertDims = `INSERT INTO usage_hour_dims (bucket, operation, model, credential, client, status, requests, input_tokens, output_tokens, total_tokens, tokens_null, cost_micros, cost_null, errors, input_null, output_null) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-` + dimsConflict
-)
-
-// flush writes the pending rollup deltas.
-func (b *batch) flush() error {
-	for k, t := range b.minute {
-		if t != (Totals{}) {
-			if _, err := b.q.ExecContext(b.ctx, upsertMinute, k, t.Requests, t.Tokens, t.TokensUnknown, t.CostMicros, t.CostUnknown); err != nil {
-				return err
-			}
-		}
-		delete(b.minute, k)
-	}
-	for k, t := range b.hour {
-		if t != (Totals{}) {
-			if _, err := b.q.ExecContext(b.ctx, upsertHour, k, t.Requests, t.Tokens, t.TokensUnknown, t.CostMicros, t.CostUnknown); err != nil {
-				return err
-			}
-		}
-		delete(b.hour, k)
-	}
-	for k, d := range b.dims {
-		if d != (delta{}) {
-			if _, err := b.q.ExecContext(b.ctx, upsertDims, k.hour, k.operation, k.model, k.credential, k.client, k.status,
-				d.Requests, d.input, d.output, d.Tokens, d.TokensUnknown, d.CostMicros, d.CostUnknown, d.errors, d.inputUnknown, d.outputUnknown); err != nil {
-				return err
-			}
-		}
-		delete(b.dims, k)
 	}
 	return nil
 }

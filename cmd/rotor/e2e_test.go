@@ -27,7 +27,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	rotorBin = filepath.Join(dir, "rotor")
-	build := exec.Command("go", "build", "-o", rotorBin, ".")
+	// -tags failpoint: the crash tests arm failpoints (internal/failpoint).
+	build := exec.Command("go", "build", "-tags", "failpoint", "-o", rotorBin, ".")
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build rotor: %v\n%s", err, out)
 		os.Exit(1)

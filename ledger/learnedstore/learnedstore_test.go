@@ -7,20 +7,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rotorhq/rotor/internal/testutil/ledgertest"
 	"github.com/rotorhq/rotor/learned"
 	"github.com/rotorhq/rotor/learned/storetest"
-	"github.com/rotorhq/rotor/ledger"
 )
 
 // The SQLite store follows every rule the memory store does.
 func TestSQLiteStoreConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) learned.Store {
-		l, err := ledger.Open(context.Background(), filepath.Join(t.TempDir(), "rotor.db"), ledger.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { l.Close() })
-		return New(l)
+		return New(ledgertest.Open(t))
 	})
 }
 
@@ -30,12 +25,7 @@ func TestTwoStoresShareStateAndRefuseStaleRevision(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "rotor.db")
 	ctx := context.Background()
 	open := func() *Store {
-		l, err := ledger.Open(ctx, path, ledger.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { l.Close() })
-		return New(l)
+		return New(ledgertest.OpenAt(t, path))
 	}
 	a, b := open(), open()
 	now := time.Now()
@@ -60,11 +50,7 @@ func TestTwoStoresShareStateAndRefuseStaleRevision(t *testing.T) {
 // answers ErrUnavailable, which the learner treats as "use the existing
 // cooldown".
 func TestMissingTableIsUnavailable(t *testing.T) {
-	l, err := ledger.Open(context.Background(), filepath.Join(t.TempDir(), "rotor.db"), ledger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := ledgertest.Open(t)
 	if _, err := l.DB().Exec(`DROP TABLE learned_cooldown`); err != nil {
 		t.Fatal(err)
 	}
