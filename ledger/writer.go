@@ -18,12 +18,6 @@ type Admitter interface {
 	Admit(r WindowReader, res Reservation) error
 }
 
-// AdmitFunc adapts a function to Admitter.
-type AdmitFunc func(r WindowReader, res Reservation) error
-
-// Admit calls f.
-func (f AdmitFunc) Admit(r WindowReader, res Reservation) error { return f(r, res) }
-
 type opKind int
 
 const (

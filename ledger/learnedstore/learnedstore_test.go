@@ -51,7 +51,7 @@ func TestTwoStoresShareStateAndRefuseStaleRevision(t *testing.T) {
 // cooldown".
 func TestMissingTableIsUnavailable(t *testing.T) {
 	l := ledgertest.Open(t)
-	if _, err := l.DB().Exec(`DROP TABLE learned_cooldown`); err != nil {
+	if _, err := ledgertest.DB(t, l.Path()).Exec(`DROP TABLE learned_cooldown`); err != nil {
 		t.Fatal(err)
 	}
 	s := New(l)

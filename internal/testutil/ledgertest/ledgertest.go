@@ -5,6 +5,7 @@ package ledgertest
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"testing"
 
@@ -40,4 +41,18 @@ func OpenAt(t testing.TB, path string, opts ...ledger.Options) *ledger.Store {
 		}
 	})
 	return s
+}
+
+// DB opens the database file at path as plain SQL, a connection pool of
+// its own (as another process or a sqlite3 shell would), for tests that
+// read or change what the ledger's API does not offer. It is closed when
+// the test ends.
+func DB(t testing.TB, path string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }
