@@ -89,10 +89,12 @@ func TestParseWindow(t *testing.T) {
 		{"400d", Window{}, false},
 	}
 	for _, tt := range tests {
-		got, err := ParseWindow(tt.in)
-		if (err == nil) != tt.ok || got != tt.want {
-			t.Errorf("ParseWindow(%q) = %+v, %v; want %+v ok=%v", tt.in, got, err, tt.want, tt.ok)
-		}
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := ParseWindow(tt.in)
+			if (err == nil) != tt.ok || got != tt.want {
+				t.Errorf("ParseWindow(%q) = %+v, %v; want %+v ok=%v", tt.in, got, err, tt.want, tt.ok)
+			}
+		})
 	}
 }
 
@@ -109,13 +111,15 @@ func TestCalendarWindowsAreUTC(t *testing.T) {
 	}
 	local := now.In(time.FixedZone("X", -8*3600))
 	for _, tt := range tests {
-		w := Window{Calendar: tt.cal}
-		if got := w.Start(local); !got.Equal(tt.start) {
-			t.Errorf("%s start = %v, want %v", tt.cal, got, tt.start)
-		}
-		if got := w.End(local); !got.Equal(tt.end) {
-			t.Errorf("%s end = %v, want %v", tt.cal, got, tt.end)
-		}
+		t.Run(tt.cal, func(t *testing.T) {
+			w := Window{Calendar: tt.cal}
+			if got := w.Start(local); !got.Equal(tt.start) {
+				t.Errorf("%s start = %v, want %v", tt.cal, got, tt.start)
+			}
+			if got := w.End(local); !got.Equal(tt.end) {
+				t.Errorf("%s end = %v, want %v", tt.cal, got, tt.end)
+			}
+		})
 	}
 }
 
@@ -137,10 +141,12 @@ func TestParseCost(t *testing.T) {
 		{"1e3", 0, false},
 	}
 	for _, tt := range tests {
-		got, err := ParseCost(tt.in)
-		if (err == nil) != tt.ok || got != tt.want {
-			t.Errorf("ParseCost(%q) = %d, %v; want %d ok=%v", tt.in, got, err, tt.want, tt.ok)
-		}
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := ParseCost(tt.in)
+			if (err == nil) != tt.ok || got != tt.want {
+				t.Errorf("ParseCost(%q) = %d, %v; want %d ok=%v", tt.in, got, err, tt.want, tt.ok)
+			}
+		})
 	}
 	if FormatCost(1_500_000) != "1.5" || FormatCost(2_000_000) != "2" || FormatCost(1) != "0.000001" {
 		t.Error("FormatCost")

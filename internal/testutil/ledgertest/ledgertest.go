@@ -1,6 +1,7 @@
 // Package ledgertest opens real ledgers for other packages' tests. It is
 // not in testutil because ledger's own tests import testutil: testutil
-// importing ledger would be an import cycle.
+// importing ledger would be an import cycle. deadcode without -test lists
+// it, on purpose: only tests use it (`deadcode -test ./...` is the check).
 package ledgertest
 
 import (
