@@ -15,7 +15,8 @@
 //
 // # The fast path
 //
-// A request writes its usage row only (writer.go); every aggregate is kept
+// A request writes its usage row only (batch.go, in writer.go's group
+// commit); every aggregate is kept
 // behind two frontiers in meta, and only rollup.go (writes) and
 // rollup_window.go (reads) know them:
 //
