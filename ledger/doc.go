@@ -16,9 +16,9 @@
 // # The fast path
 //
 // A request writes its usage row only (batch.go, in writer.go's group
-// commit); every aggregate is kept
-// behind two frontiers in meta, and only rollup.go (writes) and
-// rollup_window.go (reads) know them:
+// commit); every aggregate is kept behind two frontiers in meta, which
+// only rollup.go (writes), rollup_window.go (window reads) and report.go
+// (report reads) use (TestRollupTablesStayBehindTheBoundary):
 //
 //   - fold_until (unix ms, migration 0006): every usage row before it is
 //     counted in usage_minute and usage_hour_dims, no row at or after it.
