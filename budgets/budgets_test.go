@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/internal/testutil/ledgertest"
 	"github.com/rotorhq/rotor/ledger"
 )
 
@@ -25,13 +26,8 @@ var (
 
 func openStore(t *testing.T, clk clock.Clock) (*ledger.Store, string) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "rotor.db")
-	s, err := ledger.Open(ctx, path, ledger.Options{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s, path
+	s := ledgertest.Open(t, ledger.Options{Clock: clk})
+	return s, s.Path()
 }
 
 func add(t *testing.T, s *ledger.Store, b Budget) {
@@ -93,10 +89,12 @@ func TestParseWindow(t *testing.T) {
 		{"400d", Window{}, false},
 	}
 	for _, tt := range tests {
-		got, err := ParseWindow(tt.in)
-		if (err == nil) != tt.ok || got != tt.want {
-			t.Errorf("ParseWindow(%q) = %+v, %v; want %+v ok=%v", tt.in, got, err, tt.want, tt.ok)
-		}
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := ParseWindow(tt.in)
+			if (err == nil) != tt.ok || got != tt.want {
+				t.Errorf("ParseWindow(%q) = %+v, %v; want %+v ok=%v", tt.in, got, err, tt.want, tt.ok)
+			}
+		})
 	}
 }
 
@@ -113,13 +111,15 @@ func TestCalendarWindowsAreUTC(t *testing.T) {
 	}
 	local := now.In(time.FixedZone("X", -8*3600))
 	for _, tt := range tests {
-		w := Window{Calendar: tt.cal}
-		if got := w.Start(local); !got.Equal(tt.start) {
-			t.Errorf("%s start = %v, want %v", tt.cal, got, tt.start)
-		}
-		if got := w.End(local); !got.Equal(tt.end) {
-			t.Errorf("%s end = %v, want %v", tt.cal, got, tt.end)
-		}
+		t.Run(tt.cal, func(t *testing.T) {
+			w := Window{Calendar: tt.cal}
+			if got := w.Start(local); !got.Equal(tt.start) {
+				t.Errorf("%s start = %v, want %v", tt.cal, got, tt.start)
+			}
+			if got := w.End(local); !got.Equal(tt.end) {
+				t.Errorf("%s end = %v, want %v", tt.cal, got, tt.end)
+			}
+		})
 	}
 }
 
@@ -141,10 +141,12 @@ func TestParseCost(t *testing.T) {
 		{"1e3", 0, false},
 	}
 	for _, tt := range tests {
-		got, err := ParseCost(tt.in)
-		if (err == nil) != tt.ok || got != tt.want {
-			t.Errorf("ParseCost(%q) = %d, %v; want %d ok=%v", tt.in, got, err, tt.want, tt.ok)
-		}
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := ParseCost(tt.in)
+			if (err == nil) != tt.ok || got != tt.want {
+				t.Errorf("ParseCost(%q) = %d, %v; want %d ok=%v", tt.in, got, err, tt.want, tt.ok)
+			}
+		})
 	}
 	if FormatCost(1_500_000) != "1.5" || FormatCost(2_000_000) != "2" || FormatCost(1) != "0.000001" {
 		t.Error("FormatCost")
@@ -332,10 +334,7 @@ func TestTwoProcessesNeverExceedRequestsBudget(t *testing.T) {
 	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rotor.db")
-	s, err := ledger.Open(ctx, path, ledger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := ledgertest.OpenAt(t, path)
 	if err := s.PutBudget(ctx, Budget{Name: "r", Kind: KindRequests, Limit: 50, Window: Window{Calendar: "day"}}.Record(), false); err != nil {
 		t.Fatal(err)
 	}
@@ -389,11 +388,7 @@ func TestHelperAdmitProcess(t *testing.T) {
 	if os.Getenv("ROTOR_HELPER") != "admit" {
 		t.Skip("helper process")
 	}
-	s, err := ledger.Open(ctx, os.Getenv("ROTOR_HELPER_DB"), ledger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := ledgertest.OpenAt(t, os.Getenv("ROTOR_HELPER_DB"))
 	if err := os.WriteFile(os.Getenv("ROTOR_HELPER_START")+".ready-"+os.Getenv("ROTOR_HELPER_PREFIX"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -435,11 +430,7 @@ func TestKilledProcessReservationCountsAsUnknownUsage(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "reserved") {
 		t.Fatalf("helper should die after reserving: %v\n%s", err, out)
 	}
-	s, err := ledger.Open(ctx, path, ledger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := ledgertest.OpenAt(t, path)
 	add(t, s, Budget{Name: "req", Kind: KindRequests, Limit: 1, Window: Window{Calendar: "day"}})
 	add(t, s, Budget{Name: "cost", Kind: KindCost, Limit: 1_000_000, Window: Window{Calendar: "day"}})
 	if st := statusOf(t, s, "req"); st.Used != 1 || st.State != StateExhausted {
@@ -454,10 +445,7 @@ func TestHelperReserveAndDie(t *testing.T) {
 	if os.Getenv("ROTOR_HELPER") != "reserve-and-die" {
 		t.Skip("helper process")
 	}
-	s, err := ledger.Open(ctx, os.Getenv("ROTOR_HELPER_DB"), ledger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := ledgertest.OpenAt(t, os.Getenv("ROTOR_HELPER_DB"))
 	if err := s.Reserve(ctx, ledger.Reservation{RequestID: "orphan", Operation: OperationDecisions, Expires: time.Now().Add(time.Minute)}, nil); err != nil {
 		t.Fatal(err)
 	}

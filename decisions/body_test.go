@@ -21,10 +21,12 @@ func TestReadUsage(t *testing.T) {
 		{`{"usage":{"input_tokens":-1,"output_tokens":"x","total_tokens":1.5}}`, 0, 0, 0, false},
 	}
 	for _, tt := range tests {
-		u := readUsage([]byte(tt.body))
-		if (u.Total != nil) != tt.known || (tt.known && (*u.Input != tt.in || *u.Output != tt.out || *u.Total != tt.total)) {
-			t.Errorf("readUsage(%s) = %+v", tt.body, u)
-		}
+		t.Run(tt.body, func(t *testing.T) {
+			u := readUsage([]byte(tt.body))
+			if (u.Total != nil) != tt.known || (tt.known && (*u.Input != tt.in || *u.Output != tt.out || *u.Total != tt.total)) {
+				t.Errorf("readUsage(%s) = %+v", tt.body, u)
+			}
+		})
 	}
 }
 

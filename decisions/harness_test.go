@@ -7,12 +7,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rotorhq/rotor/internal/testutil"
+	"github.com/rotorhq/rotor/internal/testutil/ledgertest"
 
 	"github.com/rotorhq/rotor/budgets"
 	"github.com/rotorhq/rotor/internal/clock"
@@ -79,11 +79,7 @@ func newHarness(t *testing.T, o opts) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	store, err := ledger.Open(context.Background(), filepath.Join(t.TempDir(), "rotor.db"), ledger.Options{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := ledgertest.Open(t, ledger.Options{Clock: clk})
 	h := &harness{t: t, fp: p, clk: clk, store: store, pools: map[string]*pool.Pool{}, keys: map[string]string{}, log: &testutil.SyncBuffer{}}
 	pstore := pool.NewStore(clk, o.storeLimit)
 	byPool := map[string][]CredentialConfig{}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -407,27 +408,29 @@ func TestCooldownOutlastingDeadlineGives429WithThatCooldown(t *testing.T) {
 		scoped bool
 		code   string
 	}{{false, "rate_limit_exceeded"}, {true, "model_cooldown"}} {
-		creds := defaultCreds()[:1]
-		h := newHarness(t, opts{creds: creds, modelCooldown: tt.scoped, deadline: 10 * time.Second})
-		h.fp.SetDefault(h.keys["team-a"], "", fp.RateLimited("120"))
-		r := h.post(decision("api/decide-mini"))
-		wantStatus(t, r, 429, tt.code)
-		if r.header.Get("Retry-After") != "120" || r.err.RetryAfterMS != 120000 {
-			t.Errorf("scoped=%v: Retry-After %q, retry_after_ms %d; want 120 and 120000", tt.scoped, r.header.Get("Retry-After"), r.err.RetryAfterMS)
-		}
-		// A later request hits the cached cooldown without a provider call.
-		h.clk.Advance(20 * time.Second)
-		r = h.post(decision("api/decide-mini"))
-		wantStatus(t, r, 429, tt.code)
-		if r.header.Get("Retry-After") != "100" {
-			t.Errorf("scoped=%v: cached cooldown Retry-After = %q, want 100", tt.scoped, r.header.Get("Retry-After"))
-		}
-		if n := h.hits("team-a", fp.PathDecisions); n != 1 {
-			t.Errorf("scoped=%v: %d provider calls, want 1", tt.scoped, n)
-		}
-		if rows := h.rows(); len(rows) != 1 {
-			t.Errorf("scoped=%v: %d rows, want 1 (the cached refusal sent nothing)", tt.scoped, len(rows))
-		}
+		t.Run(fmt.Sprintf("scoped=%v", tt.scoped), func(t *testing.T) {
+			creds := defaultCreds()[:1]
+			h := newHarness(t, opts{creds: creds, modelCooldown: tt.scoped, deadline: 10 * time.Second})
+			h.fp.SetDefault(h.keys["team-a"], "", fp.RateLimited("120"))
+			r := h.post(decision("api/decide-mini"))
+			wantStatus(t, r, 429, tt.code)
+			if r.header.Get("Retry-After") != "120" || r.err.RetryAfterMS != 120000 {
+				t.Errorf("scoped=%v: Retry-After %q, retry_after_ms %d; want 120 and 120000", tt.scoped, r.header.Get("Retry-After"), r.err.RetryAfterMS)
+			}
+			// A later request hits the cached cooldown without a provider call.
+			h.clk.Advance(20 * time.Second)
+			r = h.post(decision("api/decide-mini"))
+			wantStatus(t, r, 429, tt.code)
+			if r.header.Get("Retry-After") != "100" {
+				t.Errorf("scoped=%v: cached cooldown Retry-After = %q, want 100", tt.scoped, r.header.Get("Retry-After"))
+			}
+			if n := h.hits("team-a", fp.PathDecisions); n != 1 {
+				t.Errorf("scoped=%v: %d provider calls, want 1", tt.scoped, n)
+			}
+			if rows := h.rows(); len(rows) != 1 {
+				t.Errorf("scoped=%v: %d rows, want 1 (the cached refusal sent nothing)", tt.scoped, len(rows))
+			}
+		})
 	}
 }
 

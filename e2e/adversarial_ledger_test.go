@@ -22,6 +22,7 @@ import (
 	fp "github.com/rotorhq/rotor/internal/fakeprovider"
 	"github.com/rotorhq/rotor/internal/httpx"
 	"github.com/rotorhq/rotor/internal/testutil"
+	"github.com/rotorhq/rotor/internal/testutil/ledgertest"
 	"github.com/rotorhq/rotor/ledger"
 )
 
@@ -34,7 +35,8 @@ func holdLedgerLock(t *testing.T, path string) (release func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return testutil.HoldWriteLock(t, s.DB(), s.Close)
+	db := ledgertest.DB(t, path)
+	return testutil.HoldWriteLock(t, db, func() error { db.Close(); return s.Close() })
 }
 
 // Case 10. SQLite's write lock held by another connection: admissions

@@ -33,6 +33,7 @@ import (
 
 	fp "github.com/rotorhq/rotor/internal/fakeprovider"
 	"github.com/rotorhq/rotor/internal/httpx"
+	"github.com/rotorhq/rotor/internal/testutil/ledgertest"
 	"github.com/rotorhq/rotor/ledger"
 )
 
@@ -159,7 +160,7 @@ func readLedger(t *testing.T, path string) ledgerView {
 	}
 	defer s.Close()
 	var v ledgerView
-	if err := s.DB().QueryRowContext(ctx, "PRAGMA integrity_check").Scan(&v.integrity); err != nil {
+	if err := ledgertest.DB(t, path).QueryRowContext(ctx, "PRAGMA integrity_check").Scan(&v.integrity); err != nil {
 		t.Fatalf("integrity_check: %v", err)
 	}
 	now := time.Now()

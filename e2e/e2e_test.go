@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rotorhq/rotor/internal/testutil"
+	"github.com/rotorhq/rotor/internal/testutil/ledgertest"
 	"github.com/rotorhq/rotor/ledger"
 )
 
@@ -227,8 +228,12 @@ func TestBadInputChangesNothing(t *testing.T) {
 		}, []string{"budget", "add", "--requests", "5", "--window", "day"}, 1, "rotor.db"},
 		{"schema from a newer rotor", func(e *e2e) {
 			s, _ := ledger.Open(context.Background(), e.db(), ledger.Options{})
-			s.DB().Exec(fmt.Sprintf("PRAGMA user_version = %d", ledger.SchemaVersion()+7))
 			s.Close()
+			db := ledgertest.DB(e.t, e.db())
+			var v int
+			db.QueryRow("PRAGMA user_version").Scan(&v)
+			db.Exec(fmt.Sprintf("PRAGMA user_version = %d", v+7))
+			db.Close()
 		}, []string{"budget", "add", "--requests", "5", "--window", "day"}, 1, "newer"},
 		{"read-only database", func(e *e2e) {
 			testutil.MakeReadOnly(e.t, e.db())

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	fp "github.com/rotorhq/rotor/internal/fakeprovider"
+	"github.com/rotorhq/rotor/internal/testutil/ledgertest"
 	"github.com/rotorhq/rotor/ledger"
 )
 
@@ -43,7 +44,7 @@ func TestLearnedCooldownShadowWiredThroughBridge(t *testing.T) {
 	}
 	defer s.Close()
 	var n int
-	if err := s.DB().QueryRow(`SELECT COUNT(*) FROM learned_cooldown`).Scan(&n); err != nil || n != 1 {
+	if err := ledgertest.DB(t, e.db()).QueryRow(`SELECT COUNT(*) FROM learned_cooldown`).Scan(&n); err != nil || n != 1 {
 		t.Errorf("learned_cooldown rows = %d, %v; want 1 (sqlite storage via the d1 alias)", n, err)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -25,6 +24,7 @@ import (
 	"github.com/rotorhq/rotor/internal/clock"
 	fp "github.com/rotorhq/rotor/internal/fakeprovider"
 	"github.com/rotorhq/rotor/internal/secret"
+	"github.com/rotorhq/rotor/internal/testutil/ledgertest"
 	"github.com/rotorhq/rotor/ledger"
 	"github.com/rotorhq/rotor/pool"
 )
@@ -57,11 +57,7 @@ func newLatencyTargets(tb testing.TB) (direct, through *latencyTarget) {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { p.Close() })
-	store, err := ledger.Open(context.Background(), filepath.Join(tb.TempDir(), "rotor.db"), ledger.Options{})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { store.Close() })
+	store := ledgertest.Open(tb)
 	for _, bd := range []ledger.BudgetRecord{
 		{Name: "requests-30d", Kind: "requests", Limit: 1_000_000_000, Window: "30d"},
 		{Name: "tokens-month", Kind: "tokens", Limit: 1_000_000_000_000_000, Window: "month"},

@@ -61,9 +61,6 @@ type harnessOption func(*Config)
 
 func withStore(s Store) harnessOption         { return func(c *Config) { c.Store = s } }
 func withMaxSeconds(n int64) harnessOption    { return func(c *Config) { c.MaxSeconds = n } }
-func withPolicy(p *Policy) harnessOption      { return func(c *Config) { c.Policy = p } }
-func withFallback(n int64) harnessOption      { return func(c *Config) { c.FallbackSeconds = n } }
-func withMode(m Mode) harnessOption           { return func(c *Config) { c.Mode = m } }
 func withClock(clk *clock.Fake) harnessOption { return func(c *Config) { c.Clock = clk } }
 
 func newHarness(t *testing.T, mode Mode, opts ...harnessOption) *harness {

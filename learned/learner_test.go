@@ -3,6 +3,7 @@ package learned
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -42,14 +43,16 @@ func TestDefaultModeIsOff(t *testing.T) {
 func TestEmptyValuesUseDefaults(t *testing.T) {
 	log, buf := newLogger()
 	for _, c := range []struct{ mode, policy string }{{"", ""}, {"  ", " "}, {"shadow", ""}, {"apply", "  "}} {
-		m, p := ParseSettings(c.mode, c.policy, log)
-		want := ModeOff
-		if strings.TrimSpace(c.mode) != "" {
-			want = Mode(c.mode)
-		}
-		if m != want || p.Len() != 0 {
-			t.Errorf("ParseSettings(%q, %q) = %q, %d scopes; want %q, empty", c.mode, c.policy, m, p.Len(), want)
-		}
+		t.Run(fmt.Sprintf("mode=%q,policy=%q", c.mode, c.policy), func(t *testing.T) {
+			m, p := ParseSettings(c.mode, c.policy, log)
+			want := ModeOff
+			if strings.TrimSpace(c.mode) != "" {
+				want = Mode(c.mode)
+			}
+			if m != want || p.Len() != 0 {
+				t.Errorf("ParseSettings(%q, %q) = %q, %d scopes; want %q, empty", c.mode, c.policy, m, p.Len(), want)
+			}
+		})
 	}
 	if buf.String() != "" {
 		t.Errorf("defaults logged: %s", buf)
@@ -65,10 +68,12 @@ func TestModesAreOffShadowApply(t *testing.T) {
 		{"off", ModeOff, true}, {"shadow", ModeShadow, true}, {"apply", ModeApply, true}, {" apply ", ModeApply, true}, {"", ModeOff, true},
 		{"on", ModeOff, false}, {"Apply", ModeOff, false}, {"true", ModeOff, false}, {"shadow,apply", ModeOff, false},
 	} {
-		got, err := ParseMode(c.in)
-		if got != c.want || (err == nil) != c.ok {
-			t.Errorf("ParseMode(%q) = %q, %v; want %q, ok=%v", c.in, got, err, c.want, c.ok)
-		}
+		t.Run(c.in, func(t *testing.T) {
+			got, err := ParseMode(c.in)
+			if got != c.want || (err == nil) != c.ok {
+				t.Errorf("ParseMode(%q) = %q, %v; want %q, ok=%v", c.in, got, err, c.want, c.ok)
+			}
+		})
 	}
 }
 

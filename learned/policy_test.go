@@ -169,9 +169,11 @@ func TestPolicyNamesMatchExactlyIncludingNull(t *testing.T) {
 		{"", "decide-mini", "", false},
 	}
 	for _, c := range cases {
-		if got := p.Matches(c.provider, c.model, c.bucket); got != c.want {
-			t.Errorf("Matches(%q, %q, %q) = %v, want %v", c.provider, c.model, c.bucket, got, c.want)
-		}
+		t.Run(c.provider+"/"+c.model+"/"+c.bucket, func(t *testing.T) {
+			if got := p.Matches(c.provider, c.model, c.bucket); got != c.want {
+				t.Errorf("Matches(%q, %q, %q) = %v, want %v", c.provider, c.model, c.bucket, got, c.want)
+			}
+		})
 	}
 	var nilPolicy *Policy
 	if nilPolicy.Matches("api", "decide-mini", "") || nilPolicy.Len() != 0 {

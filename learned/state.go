@@ -80,9 +80,6 @@ const (
 	effEnded                       // a success ended an episode older than the interval's range
 )
 
-// counted reports whether the effect made o the state's latest observation.
-func (e effect) counted() bool { return e != effNone }
-
 // confident reports whether the evidence allows a learned duration: three
 // consistent directional observations, and an upper bound proven by a
 // recovery. Only a success moves hi below 3,600 s, and a widening moves it

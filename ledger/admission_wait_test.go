@@ -38,11 +38,7 @@ func queued(w *writer, n int) func() bool {
 func lockedLedger(t *testing.T, busy time.Duration) (s *Store, release func()) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "rotor.db")
-	s, err := Open(ctx, path, Options{Clock: clock.NewFake(t0), BusyTimeout: busy})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s = openWith(t, path, Options{Clock: clock.NewFake(t0), BusyTimeout: busy})
 	reserve(t, s, "before") // the writer's connection is set up
 	release = holdWriteLock(t, path)
 	t.Cleanup(release)

@@ -44,11 +44,7 @@ func reserveAll(s *Store, n int, prefix string) []error {
 
 func TestAdversarialLockHeldWithinBusyTimeoutAdmissionsWaitAndSucceed(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "rotor.db")
-	s, err := Open(ctx, path, Options{Clock: clock.NewFake(t0), BusyTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openWith(t, path, Options{Clock: clock.NewFake(t0), BusyTimeout: 5 * time.Second})
 	release := holdWriteLock(t, path)
 	const hold = 400 * time.Millisecond
 	var done atomic.Int32
@@ -88,11 +84,7 @@ func TestAdversarialLockHeldWithinBusyTimeoutAdmissionsWaitAndSucceed(t *testing
 func TestAdversarialLockHeldBeyondBusyTimeoutFailsClosedPromptly(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "rotor.db")
 	const busy = 300 * time.Millisecond
-	s, err := Open(ctx, path, Options{Clock: clock.NewFake(t0), BusyTimeout: busy})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openWith(t, path, Options{Clock: clock.NewFake(t0), BusyTimeout: busy})
 	release := holdWriteLock(t, path)
 	const n = 16
 	start := time.Now()
@@ -132,11 +124,7 @@ func TestAdversarialEveryConnectionCarriesConfiguredPragmas(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.opts.Clock = clock.NewFake(t0)
-			s, err := Open(ctx, filepath.Join(t.TempDir(), "rotor.db"), tt.opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
+			s := openWith(t, filepath.Join(t.TempDir(), "rotor.db"), tt.opts)
 			check := func(what string, c *sql.Conn) {
 				t.Helper()
 				p, err := s.Pragmas(ctx, c)
@@ -170,11 +158,7 @@ func TestAdversarialEveryConnectionCarriesConfiguredPragmas(t *testing.T) {
 		})
 	}
 	t.Run("transactions begin immediate", func(t *testing.T) {
-		s, err := Open(ctx, filepath.Join(t.TempDir(), "rotor.db"), Options{Clock: clock.NewFake(t0), BusyTimeout: 100 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
+		s := openWith(t, filepath.Join(t.TempDir(), "rotor.db"), Options{Clock: clock.NewFake(t0), BusyTimeout: 100 * time.Millisecond})
 		tx1, err := s.DB().BeginTx(ctx, nil)
 		if err != nil {
 			t.Fatal(err)

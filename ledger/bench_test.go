@@ -12,6 +12,7 @@ import (
 
 	"github.com/rotorhq/rotor/budgets"
 	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/internal/testutil/ledgertest"
 	"github.com/rotorhq/rotor/ledger"
 )
 
@@ -64,15 +65,7 @@ func openBench(b *testing.B, rows int, withBudgets bool) *ledger.Store {
 	b.Helper()
 	path := cachedFixture(b, rows)
 	clk := shiftedClock{d: fixtureAnchor.Sub(time.Now())}
-	s, err := ledger.Open(context.Background(), path, ledger.Options{Clock: clk, Synchronous: os.Getenv("ROTOR_BENCH_SYNC")})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			b.Error(err)
-		}
-	})
+	s := ledgertest.OpenAt(b, path, ledger.Options{Clock: clk, Synchronous: os.Getenv("ROTOR_BENCH_SYNC")})
 	if withBudgets {
 		for _, bg := range benchBudgets {
 			if err := s.PutBudget(context.Background(), bg.Record(), true); err != nil {
@@ -214,11 +207,7 @@ func BenchmarkReportModelDay(b *testing.B) {
 				b.Skip("-short")
 			}
 			path := cachedFixture(b, 1_000_000)
-			s, err := ledger.Open(context.Background(), path, ledger.Options{Clock: clock.NewFake(fixtureAnchor)})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
+			s := ledgertest.OpenAt(b, path, ledger.Options{Clock: clock.NewFake(fixtureAnchor)})
 			// As the CLI asks: --since DUR is [now-DUR, now+1ms).
 			q := ledger.ReportQuery{From: fixtureAnchor.Add(-r.back), To: fixtureAnchor.Add(time.Millisecond), By: []string{ledger.KeyModel, ledger.KeyDay}}
 			for b.Loop() {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/internal/testutil/ledgertest"
 	"github.com/rotorhq/rotor/ledger"
 )
 
@@ -291,11 +292,7 @@ func TestFixtureRollupsMatchWriter(t *testing.T) {
 	}
 	clk := clock.NewFake(fixtureAnchor)
 	// synchronous=normal: the same writer, without an fsync per commit.
-	s, err := ledger.Open(ctx, path, ledger.Options{Clock: clk, Synchronous: "normal"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := ledgertest.OpenAt(t, path, ledger.Options{Clock: clk, Synchronous: "normal"})
 
 	// Rows through the writer, from the fixture's last hour on, with the
 	// fixture's mix: settled, failed, unknown tokens or cost, released,

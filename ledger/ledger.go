@@ -248,12 +248,6 @@ func migrations() ([]string, error) {
 	return names, nil
 }
 
-// SchemaVersion is the schema version this binary writes.
-func SchemaVersion() int {
-	names, _ := migrations()
-	return len(names)
-}
-
 func (s *Store) migrate(ctx context.Context) error {
 	names, err := migrations()
 	if err != nil {
@@ -314,24 +308,6 @@ func (s *Store) migrate(ctx context.Context) error {
 func (s *Store) openErr(err error) error {
 	return fmt.Errorf("open ledger %s: %w", s.path, err)
 }
-
-// Pragmas reports the settings of one pooled connection, for tests and
-// `rotor status`: journal_mode, synchronous, busy_timeout and foreign_keys.
-func (s *Store) Pragmas(ctx context.Context, conn *sql.Conn) (map[string]string, error) {
-	out := map[string]string{}
-	for _, p := range []string{"journal_mode", "synchronous", "busy_timeout", "foreign_keys"} {
-		var v string
-		if err := conn.QueryRowContext(ctx, "PRAGMA "+p).Scan(&v); err != nil {
-			return nil, err
-		}
-		out[p] = v
-	}
-	return out, nil
-}
-
-// DB returns the underlying pool, for tests that inspect pragmas on pooled
-// connections. Production code never uses it.
-func (s *Store) DB() *sql.DB { return s.db }
 
 // watcher notices changes other connections make to budgets and client
 // tokens: it compares PRAGMA data_version on a dedicated connection, and

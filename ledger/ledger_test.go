@@ -27,7 +27,15 @@ func openTest(t *testing.T, clk clock.Clock) (*Store, string) {
 // another rotor process); it is closed when the test ends.
 func openAt(t *testing.T, path string, clk clock.Clock) *Store {
 	t.Helper()
-	s, err := Open(context.Background(), path, Options{Clock: clk})
+	return openWith(t, path, Options{Clock: clk})
+}
+
+// openWith is openAt with any options: this package's tests call Open
+// themselves only to test Open or Close. (Other packages' tests use
+// internal/testutil/ledgertest, which this package cannot import.)
+func openWith(t *testing.T, path string, opts Options) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), path, opts)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -357,11 +365,7 @@ func TestCloseFlushesQueuedWrites(t *testing.T) {
 	if err := s.Reserve(ctx, Reservation{RequestID: "late", Operation: "decisions"}, nil); !errors.Is(err, ErrClosed) {
 		t.Errorf("Reserve after Close = %v, want ErrClosed", err)
 	}
-	s2, err := Open(ctx, path, Options{Clock: clock.NewFake(t0)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s2.Close()
+	s2 := openAt(t, path, clock.NewFake(t0))
 	rows, _ := s2.Rows(ctx, t0.Add(-time.Hour), t0.Add(time.Hour), 0)
 	if len(rows) != 50 {
 		t.Errorf("%d rows after reopen, want 50", len(rows))

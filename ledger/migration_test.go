@@ -59,11 +59,7 @@ func TestMigrationKeepsRowsAndReports(t *testing.T) {
 	}
 	db.Close()
 
-	s, err := Open(ctx, path, Options{})
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	defer s.Close()
+	s := openWith(t, path, Options{})
 	rows, err := s.Rows(ctx, t0.Add(-time.Hour), t0.Add(time.Hour), 0)
 	if err != nil || len(rows) != 3 {
 		t.Fatalf("rows after migration = %d, %v; want 3", len(rows), err)

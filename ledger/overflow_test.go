@@ -145,11 +145,7 @@ func TestUsageOverflowCannotBrickLedger(t *testing.T) {
 		db.Close()
 
 		var logs testutil.SyncBuffer
-		s2, err := Open(ctx, path, Options{Clock: clk, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-		if err != nil {
-			t.Fatalf("reopen: %v", err)
-		}
-		t.Cleanup(func() { s2.Close() })
+		s2 := openWith(t, path, Options{Clock: clk, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 		got := stillServes(t, s2, clk, "legacy")
 		if len(got) != 1 || got[0].Requests != 10 || got[0].TokensUnknown != 7 {
 			t.Errorf("report = %+v, want 10 requests, 7 of unknown tokens (6 set aside, 1 unsettled)", got)

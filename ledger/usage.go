@@ -159,7 +159,3 @@ func settlementDelta(s Settlement) delta {
 	}
 	return d
 }
-
-func (d delta) neg() delta {
-	return delta{Totals: d.Totals.neg(), input: -d.input, output: -d.output, inputUnknown: -d.inputUnknown, outputUnknown: -d.outputUnknown, errors: -d.errors}
-}

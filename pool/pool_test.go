@@ -54,11 +54,13 @@ func TestDisabledKeepsLegacyFirstKeyFallback(t *testing.T) {
 		cands []string
 		want  string
 	}{{nil, "a"}, {[]string{"c", "b"}, "b"}} {
-		_, err := f.pool.Select(modelA, tc.cands)
-		ce, ok := errors.AsType[*CooldownExhaustedError](err)
-		if !ok || ce.Fallback != tc.want || ce.Scoped || ce.RetryAfter != ThrottleRest {
-			t.Errorf("Select(candidates %q) = %v; want a legacy 429 offering the first configured candidate %s", tc.cands, err, tc.want)
-		}
+		t.Run(fmt.Sprintf("candidates=%q", tc.cands), func(t *testing.T) {
+			_, err := f.pool.Select(modelA, tc.cands)
+			ce, ok := errors.AsType[*CooldownExhaustedError](err)
+			if !ok || ce.Fallback != tc.want || ce.Scoped || ce.RetryAfter != ThrottleRest {
+				t.Errorf("Select(candidates %q) = %v; want a legacy 429 offering the first configured candidate %s", tc.cands, err, tc.want)
+			}
+		})
 	}
 
 	// Without the option the legacy path answers its 429.

@@ -9,12 +9,13 @@
 // SIGKILL: no deferred function runs, nothing is flushed, exactly as if the
 // machine's OOM killer or an operator's kill -9 had struck there.
 //
+// Hit is compiled in only with the build tag failpoint, which the crash
+// tests set when they build rotor (go build -tags failpoint); a default
+// build, every release binary, has a Hit that does nothing, so no variable
+// in a user's environment can make rotor kill itself.
+//
 // It imports no other rotor package.
 package failpoint
-
-import (
-	"os"
-)
 
 // Env names the environment variable that arms a point.
 const Env = "ROTOR_FAILPOINT"
@@ -33,25 +34,3 @@ const (
 
 // Points lists every point, for tests.
 var Points = []string{AfterAdmission, DuringUpstream, AfterAnswer}
-
-// armed is read once: a point cannot be armed or disarmed while running.
-var armed = os.Getenv(Env)
-
-// Hit kills the process when name is the armed point, and returns at once
-// otherwise.
-func Hit(name string) {
-	if armed == "" || name != armed {
-		return
-	}
-	kill()
-}
-
-// kill sends SIGKILL to this process and never returns.
-func kill() {
-	if p, err := os.FindProcess(os.Getpid()); err == nil {
-		_ = p.Kill()
-	}
-	// SIGKILL to oneself is delivered before the kill call returns to user
-	// space on Linux; should it not be, stop here rather than run on.
-	select {}
-}

@@ -1,3 +1,5 @@
+//go:build failpoint
+
 package failpoint
 
 import (
@@ -7,19 +9,6 @@ import (
 	"syscall"
 	"testing"
 )
-
-// TestHelperProcess is run as a child by TestHitKillsOnlyAtTheArmedPoint:
-// it hits every point in order and prints each one it survived.
-func TestHelperProcess(t *testing.T) {
-	if os.Getenv("FAILPOINT_HELPER") != "1" {
-		t.Skip("helper process for TestHitKillsOnlyAtTheArmedPoint")
-	}
-	for _, p := range Points {
-		Hit(p)
-		os.Stdout.WriteString(p + "\n")
-	}
-	os.Exit(0)
-}
 
 func TestHitKillsOnlyAtTheArmedPoint(t *testing.T) {
 	tests := []struct {

@@ -1,7 +1,9 @@
 // Package fakeprovider is a fake LLM provider that speaks the Decisions API
 // as rotor assumes it (shared/DESIGN.md, "The provider's API"): a real HTTP
 // server on loopback that rotor's unit, end-to-end and adversarial tests, its
-// benchmark and `rotor demo` send requests to.
+// benchmark and `rotor demo` send requests to. `rotor demo` uses a few of
+// its functions; deadcode without -test lists the rest, on purpose: only
+// tests use them (`deadcode -test ./...` is the check).
 //
 // The fake knows a set of API keys, each with its own model catalog. A
 // request with an unknown or missing key gets 401 invalid_api_key. For a

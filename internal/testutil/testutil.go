@@ -1,6 +1,8 @@
 // Package testutil holds helpers that several packages' tests share. It is
 // imported only from _test.go files and imports no top-level rotor
-// package.
+// package (ledgertest, which opens ledgers, is its own package for that
+// reason). deadcode without -test lists it, on purpose: only tests use it
+// (`deadcode -test ./...` is the check).
 package testutil
 
 import (

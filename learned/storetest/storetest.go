@@ -4,6 +4,8 @@
 // package ledger).
 //
 // It imports only package learned, pool and the standard library.
+// deadcode without -test lists it, on purpose: only tests use it
+// (`deadcode -test ./...` is the check).
 package storetest
 
 import (

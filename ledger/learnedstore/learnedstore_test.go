@@ -7,20 +7,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rotorhq/rotor/internal/testutil/ledgertest"
 	"github.com/rotorhq/rotor/learned"
 	"github.com/rotorhq/rotor/learned/storetest"
-	"github.com/rotorhq/rotor/ledger"
 )
 
 // The SQLite store follows every rule the memory store does.
 func TestSQLiteStoreConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) learned.Store {
-		l, err := ledger.Open(context.Background(), filepath.Join(t.TempDir(), "rotor.db"), ledger.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { l.Close() })
-		return New(l)
+		return New(ledgertest.Open(t))
 	})
 }
 
@@ -30,12 +25,7 @@ func TestTwoStoresShareStateAndRefuseStaleRevision(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "rotor.db")
 	ctx := context.Background()
 	open := func() *Store {
-		l, err := ledger.Open(ctx, path, ledger.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { l.Close() })
-		return New(l)
+		return New(ledgertest.OpenAt(t, path))
 	}
 	a, b := open(), open()
 	now := time.Now()
@@ -60,12 +50,8 @@ func TestTwoStoresShareStateAndRefuseStaleRevision(t *testing.T) {
 // answers ErrUnavailable, which the learner treats as "use the existing
 // cooldown".
 func TestMissingTableIsUnavailable(t *testing.T) {
-	l, err := ledger.Open(context.Background(), filepath.Join(t.TempDir(), "rotor.db"), ledger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	if _, err := l.DB().Exec(`DROP TABLE learned_cooldown`); err != nil {
+	l := ledgertest.Open(t)
+	if _, err := ledgertest.DB(t, l.Path()).Exec(`DROP TABLE learned_cooldown`); err != nil {
 		t.Fatal(err)
 	}
 	s := New(l)
