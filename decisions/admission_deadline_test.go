@@ -9,10 +9,12 @@ import (
 )
 
 // Issue 14, item 5: budget admission under a ledger locked by another
-// process ends at the request's deadline, not after busy_timeout (5s
-// here) on top of it.
+// process ends at the request's deadline, not after busy_timeout (one
+// minute here) on top of it. The deadline is long enough for the warm-up on
+// a loaded machine; the busy_timeout far enough past it that no scheduling
+// delay blurs the two.
 func TestBudgetAdmissionHonoursRequestDeadline(t *testing.T) {
-	h := newHarness(t, opts{deadline: 300 * time.Millisecond})
+	h := newHarness(t, opts{deadline: 2 * time.Second, busyTimeout: time.Minute})
 	if r := h.post(decision("api/decide-mini")); r.status != 200 { // warm: catalogs, writer
 		t.Fatalf("warm-up: %d %s", r.status, r.body)
 	}
@@ -29,8 +31,8 @@ func TestBudgetAdmissionHonoursRequestDeadline(t *testing.T) {
 	if r.status != 504 || r.err.Code == nil || *r.err.Code != "deadline_exceeded" {
 		t.Errorf("admission past the deadline: %d %s, want 504 deadline_exceeded", r.status, r.body)
 	}
-	if waited > 4*time.Second {
-		t.Errorf("the request waited %s: admission ran past its 300ms deadline to the ledger's busy_timeout", waited)
+	if waited > 30*time.Second {
+		t.Errorf("the request waited %s: admission ran past its 2s deadline toward the ledger's one-minute busy_timeout", waited)
 	}
 	if n := h.fp.Hits("/v1/decisions") - before; n != 0 {
 		t.Errorf("%d provider calls for a request never admitted", n)

@@ -41,6 +41,7 @@ type opts struct {
 	deadline         time.Duration
 	errorIdle        time.Duration
 	catalogTimeout   time.Duration
+	busyTimeout      time.Duration // the ledger's; 0: its default
 	maxBuffered      int64
 	quotaBuckets     map[string][]string
 	storeLimit       int          // live cooldown observations; 0: the default 10000
@@ -79,7 +80,7 @@ func newHarness(t *testing.T, o opts) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	store := ledgertest.Open(t, ledger.Options{Clock: clk})
+	store := ledgertest.Open(t, ledger.Options{Clock: clk, BusyTimeout: o.busyTimeout})
 	h := &harness{t: t, fp: p, clk: clk, store: store, pools: map[string]*pool.Pool{}, keys: map[string]string{}, log: &testutil.SyncBuffer{}}
 	pstore := pool.NewStore(clk, o.storeLimit)
 	byPool := map[string][]CredentialConfig{}
