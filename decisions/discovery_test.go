@@ -1,0 +1,100 @@
+package decisions
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	fp "github.com/rotorhq/rotor/internal/fakeprovider"
+)
+
+// Spec: "Credentials whose catalog is already fresh are tried first, so a
+// cold or stalled catalog elsewhere in the pool never delays them."
+func TestWarmCredentialsServedWhileAnotherCatalogStalls(t *testing.T) {
+	// A request that waited on team-b's stalled catalog would take the
+	// whole catalog timeout; one that did not takes far less, also on a
+	// loaded machine.
+	const catalogTimeout = 10 * time.Second
+	h := newHarness(t, opts{deadline: 2 * catalogTimeout, catalogTimeout: catalogTimeout})
+	// team-b's first catalog fetch fails, so only team-a is warm; then
+	// team-b's catalog stalls far longer than the deadline.
+	h.fp.ScriptCatalog(h.keys["team-b"], fp.ServerError())
+	wantStatus(t, h.post(decision("api/decide-mini")), 200, "")
+	h.fp.SetCatalogDefault(h.keys["team-b"], fp.SlowCatalog(time.Minute))
+	for i := 0; i < 3; i++ {
+		start := time.Now()
+		r := h.post(decision("api/decide-mini"))
+		wantStatus(t, r, 200, "")
+		if el := time.Since(start); el >= catalogTimeout {
+			t.Errorf("warm request took %v: the stalled catalog delayed it", el)
+		}
+	}
+	if n := h.hits("team-b", fp.PathModels); n != 1 {
+		t.Errorf("team-b catalog fetched %d times, want 1 (warm credentials go first)", n)
+	}
+}
+
+// Spec: "Other credentials in the same pool and region are discovered only
+// after the warm ones fail or are rate limited."
+func TestColdCredentialsDiscoveredOnlyAfterWarmOnesFailOrAreRateLimited(t *testing.T) {
+	h := newHarness(t, opts{})
+	h.fp.ScriptCatalog(h.keys["team-b"], fp.ServerError())
+	wantStatus(t, h.post(decision("api/decide-mini")), 200, "") // team-a warm, team-b cold
+	h.fp.Script(h.keys["team-a"], "", fp.RateLimited("30"))
+	before := h.hits("team-b", fp.PathModels)
+	r := h.post(decision("api/decide-mini"))
+	wantStatus(t, r, 200, "")
+	if r.header.Get("X-Rotor-Credential") != "team-b" || h.hits("team-b", fp.PathModels) != before+1 {
+		t.Errorf("served by %s; team-b catalog fetches %d -> %d; want team-b discovered after team-a was rate limited",
+			r.header.Get("X-Rotor-Credential"), before, h.hits("team-b", fp.PathModels))
+	}
+	var order []string
+	for _, rec := range h.fp.Requests()[3:] {
+		order = append(order, rec.Key[8:9]+rec.Path)
+	}
+	want := []string{"a/v1/decisions", "b/v1/models", "b/v1/decisions"}
+	if strings.Join(order, ",") != strings.Join(want, ",") {
+		t.Errorf("order %v, want %v", order, want)
+	}
+}
+
+// Spec: "When no catalog is fresh, the whole pool is discovered before the
+// first send."
+func TestNoFreshCatalogDiscoversWholePoolBeforeFirstSend(t *testing.T) {
+	creds := append(defaultCreds(), cred{name: "team-c", pool: "api", key: "sk-test-c-0000000000000000000003", models: []string{"decide-mini"}})
+	h := newHarness(t, opts{creds: creds})
+	wantStatus(t, h.post(decision("api/decide-mini")), 200, "")
+	recs := h.fp.Requests()
+	if len(recs) != 4 {
+		t.Fatalf("%d provider requests, want 3 catalogs and 1 decision", len(recs))
+	}
+	for i := 0; i < 3; i++ {
+		if recs[i].Path != fp.PathModels {
+			t.Errorf("request %d is %s before every catalog was fetched", i, recs[i].Path)
+		}
+	}
+	if recs[3].Path != fp.PathDecisions {
+		t.Errorf("last request %s, want the decision", recs[3].Path)
+	}
+}
+
+// A request stays in one region: the header names it, else the region of
+// the pool's first enabled credential.
+func TestRequestStaysInItsRegion(t *testing.T) {
+	creds := []cred{
+		{name: "us-1", pool: "api", region: "us", key: "sk-test-us-00000000000000000001", models: []string{"decide-mini"}},
+		{name: "eu-1", pool: "api", region: "eu", key: "sk-test-eu-00000000000000000002", models: []string{"decide-mini"}},
+	}
+	h := newHarness(t, opts{creds: creds})
+	h.fp.SetDefault("sk-test-us-00000000000000000001", "", fp.Unauthorized())
+	wantStatus(t, h.post(decision("api/decide-mini")), 503, "decisions_pool_unavailable")
+	if n := h.hits("eu-1", fp.PathDecisions) + h.hits("eu-1", fp.PathModels); n != 0 {
+		t.Errorf("the default region us reached eu-1 %d times", n)
+	}
+	r := h.post(decision("api/decide-mini"), RegionHeader, "eu")
+	wantStatus(t, r, 200, "")
+	if r.header.Get("X-Rotor-Credential") != "eu-1" {
+		t.Errorf("served by %s", r.header.Get("X-Rotor-Credential"))
+	}
+	wantStatus(t, h.post(decision("api/decide-mini"), RegionHeader, "mars"), 400, "unknown_region")
+}

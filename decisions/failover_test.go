@@ -1,0 +1,439 @@
+package decisions
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	fp "github.com/rotorhq/rotor/internal/fakeprovider"
+	"github.com/rotorhq/rotor/ledger"
+)
+
+// Spec: unsupported endpoint responses (405, 501, and a 404 that names the
+// model or endpoint or carries no structured error) allow another eligible
+// credential and are cached for five minutes per credential, model and
+// endpoint.
+func TestUnsupportedEndpointFailsOverAndIsCachedFiveMinutes(t *testing.T) {
+	for _, step := range []struct {
+		name string
+		s    fp.Step
+	}{
+		{"405", fp.MethodNotAllowed()}, {"501", fp.NotImplemented()}, {"404 model", fp.NotFoundModel()},
+		{"404 endpoint", fp.NotFoundEndpoint()}, {"404 unstructured", fp.NotFoundBare()},
+	} {
+		t.Run(step.name, func(t *testing.T) {
+			h := newHarness(t, opts{})
+			h.fp.SetDefault(h.keys["team-a"], "decide-mini", step.s)
+			r := h.post(decision("api/decide-mini"))
+			wantStatus(t, r, 200, "")
+			if got := r.header.Get("X-Rotor-Credential"); got != "team-b" {
+				t.Fatalf("served by %s, want team-b after failover", got)
+			}
+			// Cached: the next requests skip team-a for this model.
+			for i := 0; i < 3; i++ {
+				wantStatus(t, h.post(decision("api/decide-mini")), 200, "")
+			}
+			if n := h.hits("team-a", fp.PathDecisions); n != 1 {
+				t.Errorf("team-a got %d decisions, want 1 (cached as unsupported)", n)
+			}
+			// Another model on team-a is unaffected.
+			if r := h.post(decision("api/decide-large")); r.header.Get("X-Rotor-Credential") != "team-a" {
+				t.Errorf("decide-large served by %s, want team-a", r.header.Get("X-Rotor-Credential"))
+			}
+			h.clk.Advance(UnsupportedTTL - time.Second)
+			h.post(decision("api/decide-mini"))
+			if n := h.hits("team-a", fp.PathDecisions); n != 2 {
+				t.Errorf("before five minutes: team-a decisions = %d, want 2 (1 + decide-large)", n)
+			}
+			h.clk.Advance(time.Second)
+			h.post(decision("api/decide-mini"))
+			if n := h.hits("team-a", fp.PathDecisions); n != 3 {
+				t.Errorf("after five minutes: team-a decisions = %d, want 3 (tried again)", n)
+			}
+			first := h.row(r.header.Get("X-Request-ID"))
+			if first.Attempts != 2 || first.Credential != "team-b" {
+				t.Errorf("first row = %+v, want 2 attempts answered by team-b", first)
+			}
+		})
+	}
+}
+
+// Spec: "A 404 about request content, such as a missing input file, is
+// returned to the caller without failover or caching."
+func TestNotFoundAboutContentReturnedWithoutFailoverOrCache(t *testing.T) {
+	h := newHarness(t, opts{})
+	h.fp.Script(h.keys["team-a"], "decide-mini", fp.NotFoundContent())
+	r := h.post(decision("api/decide-mini"))
+	wantStatus(t, r, 404, "file_not_found")
+	if n := h.hits("team-b", fp.PathDecisions); n != 0 {
+		t.Errorf("failed over to team-b %d times", n)
+	}
+	wantStatus(t, h.post(decision("api/decide-mini")), 200, "")
+	if n := h.hits("team-a", fp.PathDecisions); n != 2 {
+		t.Errorf("team-a decisions = %d, want 2 (not cached)", n)
+	}
+}
+
+// Spec: "A credential rejected with 401, 403, or a permanent quota 429 ...
+// the next eligible credential in the same pool and region is tried and
+// the rejected one is not sent again for that request."
+func TestRejectedCredentialTriesNextAndIsNotSentAgain(t *testing.T) {
+	for _, step := range []struct {
+		name string
+		s    fp.Step
+	}{{"401", fp.Unauthorized()}, {"403", fp.Forbidden()}, {"permanent quota", fp.InsufficientQuota()}} {
+		t.Run(step.name, func(t *testing.T) {
+			creds := append(defaultCreds(), cred{name: "team-c", pool: "api", key: "sk-test-c-0000000000000000000003", models: []string{"decide-mini"}})
+			h := newHarness(t, opts{creds: creds})
+			h.fp.SetDefault(h.keys["team-a"], "", step.s)
+			h.fp.Script(h.keys["team-b"], "", fp.ServerError())
+			// team-b's 500 is not replayed, so the request ends there;
+			// what matters is that team-a was tried exactly once.
+			h.post(decision("api/decide-mini"))
+			if n := h.hits("team-a", fp.PathDecisions); n != 1 {
+				t.Errorf("team-a decisions = %d, want 1", n)
+			}
+			if n := h.hits("team-b", fp.PathDecisions); n != 1 {
+				t.Errorf("team-b decisions = %d, want 1 (the next credential)", n)
+			}
+		})
+	}
+}
+
+// Spec: "If every credential is rejected with 401 or 403, the caller gets
+// 503 decisions_pool_unavailable, never a 401 or 403."
+func TestEveryCredentialRejectedAuthGives503PoolUnavailable(t *testing.T) {
+	t.Run("at inference", func(t *testing.T) {
+		h := newHarness(t, opts{})
+		h.fp.SetDefault(h.keys["team-a"], "", fp.Unauthorized())
+		h.fp.SetDefault(h.keys["team-b"], "", fp.Forbidden())
+		r := h.post(decision("api/decide-mini"))
+		wantStatus(t, r, 503, "decisions_pool_unavailable")
+		if r.header.Get("x-should-retry") != "false" {
+			t.Error("pool unavailable without x-should-retry: false")
+		}
+		rows := h.rows()
+		if len(rows) != 1 || rows[0].Attempts != 2 || rows[0].Status != 503 {
+			t.Errorf("rows = %+v, want one row with 2 attempts and status 503", rows)
+		}
+	})
+	t.Run("at catalog discovery", func(t *testing.T) {
+		h := newHarness(t, opts{})
+		h.fp.SetCatalogDefault(h.keys["team-a"], fp.Unauthorized())
+		h.fp.SetCatalogDefault(h.keys["team-b"], fp.Forbidden())
+		wantStatus(t, h.post(decision("api/decide-mini")), 503, "decisions_pool_unavailable")
+		if n := h.fp.Hits(fp.PathDecisions); n != 0 {
+			t.Errorf("%d decisions sent by rejected credentials", n)
+		}
+		if n := len(h.rows()); n != 0 {
+			t.Errorf("%d rows for a request that sent nothing", n)
+		}
+	})
+	t.Run("mixed with permanent quota", func(t *testing.T) {
+		h := newHarness(t, opts{})
+		h.fp.SetDefault(h.keys["team-a"], "", fp.Unauthorized())
+		h.fp.SetDefault(h.keys["team-b"], "", fp.InsufficientQuota())
+		wantStatus(t, h.post(decision("api/decide-mini")), 503, "decisions_pool_unavailable")
+	})
+}
+
+// Spec: "a pool-wide permanent quota rejection stays a sanitized 429."
+func TestPoolWidePermanentQuotaIsSanitized429(t *testing.T) {
+	h := newHarness(t, opts{})
+	h.fp.SetDefault(h.keys["team-a"], "", fp.InsufficientQuota())
+	h.fp.SetDefault(h.keys["team-b"], "", fp.InsufficientQuota())
+	r := h.post(decision("api/decide-mini"))
+	wantStatus(t, r, 429, "insufficient_quota")
+	if strings.Contains(string(r.body), "billing") || strings.Contains(string(r.body), "sk-test") {
+		t.Errorf("provider message passed through: %s", r.body)
+	}
+}
+
+// Spec: "Confirmed temporary rate_limit_exceeded 429 responses use
+// Retry-After and shared backoff."
+func TestTemporaryRateLimitUsesRetryAfterAndSharedBackoff(t *testing.T) {
+	for _, scoped := range []bool{false, true} {
+		h := newHarness(t, opts{modelCooldown: scoped})
+		h.fp.Script(h.keys["team-a"], "decide-mini", fp.RateLimited("30"))
+		r := h.post(decision("api/decide-mini"))
+		wantStatus(t, r, 200, "")
+		if r.header.Get("X-Rotor-Credential") != "team-b" {
+			t.Fatalf("served by %s, want team-b", r.header.Get("X-Rotor-Credential"))
+		}
+		// The cooldown is shared: the next requests skip team-a.
+		for i := 0; i < 3; i++ {
+			h.post(decision("api/decide-mini"))
+		}
+		if n := h.hits("team-a", fp.PathDecisions); n != 1 {
+			t.Errorf("scoped=%v: team-a decisions = %d, want 1 while cooling", scoped, n)
+		}
+		h.clk.Advance(30 * time.Second)
+		if r := h.post(decision("api/decide-mini")); r.header.Get("X-Rotor-Credential") != "team-a" {
+			t.Errorf("scoped=%v: after Retry-After, served by %s, want team-a", scoped, r.header.Get("X-Rotor-Credential"))
+		}
+	}
+}
+
+// Spec: "When the shortest cooldown left in the pool outlasts the request
+// deadline, the caller gets 429 rate_limit_exceeded with Retry-After and
+// retry_after_ms set to that cooldown, including when the cooldown was
+// cached by an earlier request." (model_cooldown on the scoped path.)
+func TestCooldownOutlastingDeadlineGives429WithThatCooldown(t *testing.T) {
+	for _, tt := range []struct {
+		scoped bool
+		code   string
+	}{{false, "rate_limit_exceeded"}, {true, "model_cooldown"}} {
+		t.Run(fmt.Sprintf("scoped=%v", tt.scoped), func(t *testing.T) {
+			creds := defaultCreds()[:1]
+			h := newHarness(t, opts{creds: creds, modelCooldown: tt.scoped, deadline: 10 * time.Second})
+			h.fp.SetDefault(h.keys["team-a"], "", fp.RateLimited("120"))
+			r := h.post(decision("api/decide-mini"))
+			wantStatus(t, r, 429, tt.code)
+			if r.header.Get("Retry-After") != "120" || r.err.RetryAfterMS != 120000 {
+				t.Errorf("scoped=%v: Retry-After %q, retry_after_ms %d; want 120 and 120000", tt.scoped, r.header.Get("Retry-After"), r.err.RetryAfterMS)
+			}
+			// A later request hits the cached cooldown without a provider call.
+			h.clk.Advance(20 * time.Second)
+			r = h.post(decision("api/decide-mini"))
+			wantStatus(t, r, 429, tt.code)
+			if r.header.Get("Retry-After") != "100" {
+				t.Errorf("scoped=%v: cached cooldown Retry-After = %q, want 100", tt.scoped, r.header.Get("Retry-After"))
+			}
+			if n := h.hits("team-a", fp.PathDecisions); n != 1 {
+				t.Errorf("scoped=%v: %d provider calls, want 1", tt.scoped, n)
+			}
+			if rows := h.rows(); len(rows) != 1 {
+				t.Errorf("scoped=%v: %d rows, want 1 (the cached refusal sent nothing)", tt.scoped, len(rows))
+			}
+		})
+	}
+}
+
+// DESIGN: the route waits for the earliest release when it falls inside
+// the remaining deadline.
+func TestWaitsForEarliestReleaseInsideDeadline(t *testing.T) {
+	h := newHarness(t, opts{creds: defaultCreds()[:1], modelCooldown: true})
+	h.fp.Script(h.keys["team-a"], "decide-mini", fp.RateLimited("5"))
+	done := make(chan reply, 1)
+	go func() { done <- h.post(decision("api/decide-mini")) }()
+	h.waitTimers(1)
+	select {
+	case r := <-done:
+		t.Fatalf("answered %d before the cooldown released", r.status)
+	default:
+	}
+	h.clk.Advance(5 * time.Second)
+	r := <-done
+	wantStatus(t, r, 200, "")
+	if n := h.hits("team-a", fp.PathDecisions); n != 2 {
+		t.Errorf("team-a decisions = %d, want 2 (throttled, then served)", n)
+	}
+	if rows := h.rows(); len(rows) != 1 || rows[0].Attempts != 2 {
+		t.Errorf("rows = %+v, want one row with 2 attempts", rows)
+	}
+}
+
+// Spec: "Unclassified 429 rejections, network ambiguity, and other server
+// errors are not replayed."
+func TestAmbiguousFailuresAreNotReplayed(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		s      fp.Step
+		status int
+	}{
+		{"unclassified 429", fp.Unclassified429(), 429},
+		{"500", fp.ServerError(), 500},
+		{"connection reset after send", fp.ResetAfterRead(), 502},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, opts{})
+			h.fp.Script(h.keys["team-a"], "", tt.s)
+			r := h.post(decision("api/decide-mini"))
+			if r.status != tt.status {
+				t.Fatalf("status %d, want %d: %s", r.status, tt.status, r.body)
+			}
+			if n := h.fp.Hits(fp.PathDecisions); n != 1 {
+				t.Errorf("%d decisions sent, want 1 (no replay)", n)
+			}
+			rows := h.rows()
+			if len(rows) != 1 || rows[0].Attempts != 1 || rows[0].TotalTokens.Known {
+				t.Errorf("rows = %+v, want one row, 1 attempt, unknown tokens", rows)
+			}
+		})
+	}
+}
+
+// Spec: "Discovery, admission, response-body reads, and retries share a
+// 60-second deadline and respect cancellation."
+func TestDeadlineSharedAndProviderThatNeverAnswersIsNotReplayed(t *testing.T) {
+	h := newHarness(t, opts{deadline: 300 * time.Millisecond})
+	h.fp.Script(h.keys["team-a"], "", fp.Stall())
+	start := time.Now()
+	r := h.post(decision("api/decide-mini"))
+	wantStatus(t, r, 504, "deadline_exceeded")
+	if el := time.Since(start); el > 3*time.Second {
+		t.Errorf("answered after %v, want about the 300ms deadline", el)
+	}
+	if n := h.fp.Hits(fp.PathDecisions); n != 1 {
+		t.Errorf("%d decisions, want 1: no replay on another credential", n)
+	}
+	rows := h.rows()
+	if len(rows) != 1 || rows[0].Status != 504 || rows[0].TotalTokens.Known {
+		t.Errorf("rows = %+v, want one row of unknown usage", rows)
+	}
+}
+
+// Issue 14, item 2: with model cooldown off, first_key_fallback on and
+// every credential answering 429 rate_limit_exceeded with Retry-After: 30,
+// one request made 20,711 provider calls and ended in 504: the fallback
+// offered the first key again after every 429. It is given once per
+// request, and only to a key the request has not sent to; then the route
+// waits for the earliest release inside the deadline, else answers 429
+// rate_limit_exceeded with that release as Retry-After.
+func TestFirstKeyFallbackRetryStormEndsIn429(t *testing.T) {
+	h := newHarness(t, opts{firstKeyFallback: true})
+	for _, name := range []string{"team-a", "team-b"} {
+		h.fp.SetDefault(h.keys[name], "", fp.RateLimited("30"))
+	}
+	// First request: a and b answer 429 (no fallback: a was sent to),
+	// the route waits the 30 s release, a and b answer 429 again, and the
+	// next release (30 s) no longer falls inside the 60 s deadline.
+	done := make(chan reply, 1)
+	go func() { done <- h.post(decision("api/decide-mini")) }()
+	h.waitTimers(1)
+	h.clk.Advance(30 * time.Second)
+	r := <-done
+	wantStatus(t, r, 429, "rate_limit_exceeded")
+	if r.header.Get("Retry-After") != "30" || r.err.RetryAfterMS != 30000 {
+		t.Errorf("Retry-After %q, retry_after_ms %d; want 30 and 30000", r.header.Get("Retry-After"), r.err.RetryAfterMS)
+	}
+	if n := h.fp.Hits(fp.PathDecisions); n != 4 {
+		t.Errorf("first request: %d provider calls, want 4 (each key twice, one wait between)", n)
+	}
+	if row := h.row(r.header.Get("X-Request-ID")); row.Attempts != 4 || row.Status != 429 {
+		t.Errorf("row = %+v, want 4 attempts and status 429", row)
+	}
+
+	// A request that finds every key resting: the fallback sends to a
+	// once; the next release (30 s) outlasts the 20 s deadline, so the
+	// route answers 429 at once.
+	h2 := newHarness(t, opts{firstKeyFallback: true, deadline: 20 * time.Second})
+	for _, name := range []string{"team-a", "team-b"} {
+		h2.fp.SetDefault(h2.keys[name], "", fp.RateLimited("30"))
+	}
+	wantStatus(t, h2.post(decision("api/decide-mini")), 429, "rate_limit_exceeded") // a, b: 429
+	before := h2.fp.Hits(fp.PathDecisions)
+	r = h2.post(decision("api/decide-mini"))
+	wantStatus(t, r, 429, "rate_limit_exceeded")
+	if n := h2.fp.Hits(fp.PathDecisions) - before; n != 1 || h2.hits("team-a", fp.PathDecisions) != 2 {
+		t.Errorf("all resting: %d provider calls, want 1 (the first key, once)", n)
+	}
+	if r.header.Get("Retry-After") != "30" {
+		t.Errorf("Retry-After %q, want 30", r.header.Get("Retry-After"))
+	}
+}
+
+// Issue 14, item 3: a 404 is read by its structured error first (DESIGN,
+// "Reading the spec"): codes model_not_found and unknown_url, or no code
+// and no param with a message naming the model or endpoint, mean the
+// endpoint is unsupported (failover, cached five minutes); a param other
+// than model, or any other code, is about the request's content (returned,
+// no failover, no cache), whatever its message names. Before, a
+// file_not_found whose message named the model failed over and blocked a
+// healthy credential for five minutes for every caller.
+func TestNotFoundClassifiedByStructuredErrorFirst(t *testing.T) {
+	for _, tt := range []struct {
+		name        string
+		err         string // the provider's error object
+		unsupported bool
+	}{
+		{"file_not_found naming the model", `{"message":"No such file for decide-mini on /v1/decisions: file-abc","type":"invalid_request_error","code":"file_not_found","param":"input"}`, false},
+		{"other code naming the model, no param", `{"message":"previous decision of decide-mini not found at /v1/decisions endpoint","type":"invalid_request_error","code":"previous_response_not_found","param":null}`, false},
+		{"param input, no code, naming the model", `{"message":"input for decide-mini not found","type":"invalid_request_error","code":null,"param":"input"}`, false},
+		{"no code, no param, naming nothing", `{"message":"No such object","type":"invalid_request_error","code":null,"param":null}`, false},
+		{"model_not_found", `{"message":"no such model","type":"invalid_request_error","code":"model_not_found","param":null}`, true},
+		{"unknown_url", `{"message":"Unknown request URL","type":"invalid_request_error","code":"unknown_url","param":null}`, true},
+		{"param model, no code", `{"message":"not found","type":"invalid_request_error","code":null,"param":"model"}`, true},
+		{"no code, no param, naming the endpoint", `{"message":"Invalid URL (POST /v1/decisions)","type":"invalid_request_error","code":null,"param":null}`, true},
+		{"no code, no param, naming the model", "{\"message\":\"The model `decide-mini` does not exist\",\"type\":\"invalid_request_error\",\"code\":null,\"param\":null}", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, opts{})
+			h.fp.Script(h.keys["team-a"], "decide-mini", fp.Status(404, `{"error":`+tt.err+`}`, http.Header{"Content-Type": {"application/json"}}))
+			r := h.post(decision("api/decide-mini"))
+			again := h.post(decision("api/decide-mini"))
+			if tt.unsupported {
+				wantStatus(t, r, 200, "")
+				if r.header.Get("X-Rotor-Credential") != "team-b" || again.header.Get("X-Rotor-Credential") != "team-b" {
+					t.Errorf("served by %s then %s, want team-b twice (failover, then cached)", r.header.Get("X-Rotor-Credential"), again.header.Get("X-Rotor-Credential"))
+				}
+				if n := h.hits("team-a", fp.PathDecisions); n != 1 {
+					t.Errorf("team-a decisions = %d, want 1 (cached as unsupported)", n)
+				}
+				return
+			}
+			wantStatus(t, r, 404, "")
+			if n := h.hits("team-b", fp.PathDecisions); n != 0 {
+				t.Errorf("a 404 about content failed over to team-b")
+			}
+			wantStatus(t, again, 200, "")
+			if again.header.Get("X-Rotor-Credential") != "team-a" {
+				t.Errorf("next request served by %s, want team-a (not cached)", again.header.Get("X-Rotor-Credential"))
+			}
+		})
+	}
+}
+
+// Issue 14, item 4: 503 decisions_pool_unavailable only when every
+// credential was rejected with 401 or 403. DESIGN ("HTTP") rules on the
+// mixes: an unsupported answer (405, 501, an unsupported 404) does not
+// count either way, a permanent quota rejection joins the 503, a temporary
+// 429 gives the 429, an unclassified error that ended the request passes
+// through, and a credential whose catalog could not be fetched was not
+// rejected (502 catalog_unavailable: a retry may succeed).
+func TestPoolUnavailableOnlyWhenEveryCredentialRejected(t *testing.T) {
+	for _, tt := range []struct {
+		name         string
+		b            fp.Step // team-b's answer at inference
+		bCatalog     fp.Step // team-b's catalog answer, when not OK
+		status       int
+		code, header string
+	}{
+		{"401 and 403", fp.Forbidden(), fp.Step{}, 503, "decisions_pool_unavailable", ""},
+		{"401 and 405", fp.MethodNotAllowed(), fp.Step{}, 503, "decisions_pool_unavailable", ""},
+		{"401 and 501", fp.NotImplemented(), fp.Step{}, 503, "decisions_pool_unavailable", ""},
+		{"401 and an unsupported 404", fp.NotFoundModel(), fp.Step{}, 503, "decisions_pool_unavailable", ""},
+		{"401 and permanent quota", fp.InsufficientQuota(), fp.Step{}, 503, "decisions_pool_unavailable", ""},
+		{"401 and a temporary 429", fp.RateLimited("120"), fp.Step{}, 429, "rate_limit_exceeded", "120"},
+		{"401 and an unclassified 500", fp.ServerError(), fp.Step{}, 500, "", ""},
+		{"401 and a catalog that failed", fp.OK(), fp.ServerError(), 502, "catalog_unavailable", ""},
+		{"401 at the catalog and a catalog that failed", fp.OK(), fp.ServerError(), 502, "catalog_unavailable", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, opts{deadline: 10 * time.Second})
+			if strings.HasPrefix(tt.name, "401 at the catalog") {
+				h.fp.SetCatalogDefault(h.keys["team-a"], fp.Unauthorized())
+			} else {
+				h.fp.SetDefault(h.keys["team-a"], "", fp.Unauthorized())
+			}
+			h.fp.SetDefault(h.keys["team-b"], "", tt.b)
+			if tt.bCatalog.String() != "" {
+				h.fp.SetCatalogDefault(h.keys["team-b"], tt.bCatalog)
+			}
+			r := h.post(decision("api/decide-mini"))
+			wantStatus(t, r, tt.status, tt.code)
+			if tt.header != "" && r.header.Get("Retry-After") != tt.header {
+				t.Errorf("Retry-After %q, want %s", r.header.Get("Retry-After"), tt.header)
+			}
+		})
+	}
+}
+
+// settleFails is a ledger whose settlements fail: the provider has run the
+// request but its row cannot be written.
+type settleFails struct{ Ledger }
+
+func (settleFails) Settle(context.Context, ledger.Settlement) error { return ledger.ErrUnavailable }
