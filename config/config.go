@@ -22,10 +22,6 @@ const (
 	PoolZDR = rotornames.PoolZDR
 )
 
-// DecisionsEndpoint is the endpoint a model profile must list before a
-// credential is eligible for Decisions.
-const DecisionsEndpoint = "/v1/decisions"
-
 // Config is rotor's whole configuration. Default() fills every field.
 type Config struct {
 	CatalogTTL      time.Duration

@@ -52,7 +52,7 @@ func TestParseFileGood(t *testing.T) {
 		t.Errorf("base_url trailing slash kept: %q", a.BaseURL)
 	}
 	// Model names keep their case and dots (viper would fold and split them).
-	if got := a.ModelProfiles["Decide-Mini.v2"].SupportedEndpoints; !reflect.DeepEqual(got, []string{DecisionsEndpoint}) {
+	if got := a.ModelProfiles["Decide-Mini.v2"].SupportedEndpoints; !reflect.DeepEqual(got, []string{"/v1/decisions"}) {
 		t.Errorf("model profile lost: %+v", a.ModelProfiles)
 	}
 	if !a.Enabled || api.Credentials[1].Enabled {

@@ -17,8 +17,8 @@ import (
 // as owner, with the test names there in the rule's note.
 // TestSpecRuleMapIsComplete checks that every named test exists here.
 var specRules = []spectest.Rule{
-	spectest.R("The runtime accepts POST /v1/decisions and POST /decisions.", []string{"TestBothRoutesForwardToRegionalDecisionsEndpoint"}, "runtime: TestRuntimeServesBothDecisionsPaths"),
-	spectest.R("(DESIGN) Another method on /v1/decisions answers 405 method_not_allowed with Allow: POST, on runtime and bridge.", []string{"TestMethodOtherThanPost"}, "runtime, bridge: TestNonPostOnDecisionsIs405WithAllow"),
+	spectest.R("The runtime accepts POST /v1/decisions and POST /decisions.", []string{"TestBothRoutesForwardToRegionalDecisionsEndpoint"}, "gateway: TestRuntimeServesBothDecisionsPaths"),
+	spectest.R("(DESIGN) Another method on /v1/decisions answers 405 method_not_allowed with Allow: POST, on runtime and bridge.", []string{"TestMethodOtherThanPost"}, "gateway: TestNonPostOnDecisionsIs405WithAllow; bridge: TestNonPostOnDecisionsIs405WithAllow"),
 	spectest.R("The authenticated local bridge also forwards /v1/decisions to the runtime.", nil, "bridge: TestForwardStripsIdentityHeadersAndSetsLabel, TestStandaloneRuntimeGetsRuntimeToken; e2e: TestBridgeToStandaloneRuntimeAnswersLikeInProcess"),
 	spectest.R("Requests go to the selected credential's regional /v1/decisions endpoint; never translated.", []string{"TestBothRoutesForwardToRegionalDecisionsEndpoint", "TestRequestStaysInItsRegion"}, ""),
 	spectest.R("Select api/<model> or zdr/<model> explicitly.", []string{"TestBareModelsRejectedBeforeDiscoveryOrInference", "TestZDRSelectionUsesOnlyZDRCredentials"}, ""),

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/internal/defaults"
 	"github.com/rotorhq/rotor/pool"
 )
 
@@ -36,7 +37,7 @@ const (
 
 // Defaults of Config.
 const (
-	DefaultMaxSeconds      = 3600
+	DefaultMaxSeconds      = defaults.MaxCooldownSeconds
 	DefaultFallbackSeconds = 60
 	DefaultStoreTimeout    = time.Second
 )

@@ -77,7 +77,74 @@ func Check(t *testing.T, rules []Rule) {
 				t.Errorf("rule %q names %s, which does not exist", r.Rule, name)
 			}
 		}
+		for pkg, names := range ownerTests(r.Owner) {
+			have := testsIn(t, pkg)
+			for _, name := range names {
+				if !have[name] {
+					t.Errorf("rule %q names %s: %s, which does not exist", r.Rule, pkg, name)
+				}
+			}
+		}
 	}
+}
+
+// ownerTests reads an owner string, "pkg: TestA, TestB (why); other: TestC",
+// into the tests it names per package folder. A part without a colon names
+// a package alone.
+func ownerTests(owner string) map[string][]string {
+	out := map[string][]string{}
+	for _, part := range strings.Split(owner, ";") {
+		pkg, list, ok := strings.Cut(part, ":")
+		if !ok || len(strings.Fields(pkg)) == 0 {
+			continue
+		}
+		pkg = strings.Fields(pkg)[0] // "decisions (why)": the folder
+		for _, f := range strings.FieldsFunc(list, func(r rune) bool { return r == ',' || r == ' ' || r == '(' || r == ')' }) {
+			if strings.HasPrefix(f, "Test") {
+				out[pkg] = append(out[pkg], f)
+			}
+		}
+	}
+	return out
+}
+
+// testsIn returns the Test functions of the test files in folder pkg of
+// the module that holds the current directory.
+func testsIn(t *testing.T, pkg string) map[string]bool {
+	t.Helper()
+	root, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(root, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(root)
+		if parent == root {
+			t.Fatal("no go.mod above the current directory")
+		}
+		root = parent
+	}
+	files, err := filepath.Glob(filepath.Join(root, filepath.FromSlash(pkg), "*_test.go"))
+	if err != nil || len(files) == 0 {
+		t.Errorf("owner package %s has no test files", pkg)
+		return nil
+	}
+	out := map[string]bool{}
+	fset := token.NewFileSet()
+	for _, name := range files {
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			if fd, ok := d.(*ast.FuncDecl); ok && fd.Recv == nil && strings.HasPrefix(fd.Name.Name, "Test") {
+				out[fd.Name.Name] = true
+			}
+		}
+	}
+	return out
 }
 
 // R builds a Rule: the rule's words, the tests that cover it, and the
