@@ -27,20 +27,30 @@ const (
 // MaxCooldownSeconds is the largest MODEL_COOLDOWN_MAX_SECONDS.
 const MaxCooldownSeconds = 2147483647
 
-// specValue finds a spec setting by precedence: the spec's name, then the
-// ROTOR_-prefixed name, then the file; source is the name it was found
-// under. A variable set to an empty (or blank) value means the default, and
-// so does an empty file value.
-func specValue(env Lookup, name string, file *string) (v string, set bool, source string) {
+// SpecSource is the name a spec setting is read under: the spec's
+// variable when set, else its ROTOR_-prefixed twin when set, else the
+// file's key. Warnings name it, so the user fixes the right place.
+func SpecSource(env Lookup, name string) string {
 	for _, n := range []string{name, "ROTOR_" + name} {
-		if v, ok := env(n); ok {
-			v = strings.TrimSpace(v)
-			return v, v != "", n
+		if _, ok := env(n); ok {
+			return n
 		}
+	}
+	return specFileKey(name)
+}
+
+// specValue finds a spec setting by precedence (SpecSource); source is the
+// name it was found under. A variable set to an empty (or blank) value
+// means the default, and so does an empty file value.
+func specValue(env Lookup, name string, file *string) (v string, set bool, source string) {
+	source = SpecSource(env, name)
+	if v, ok := env(source); ok {
+		v = strings.TrimSpace(v)
+		return v, v != "", source
 	}
 	if file != nil {
 		v := strings.TrimSpace(*file)
-		return v, v != "", specFileKey(name)
+		return v, v != "", source
 	}
 	return "", false, ""
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/rotorhq/rotor/config"
 	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/learned"
 	"github.com/rotorhq/rotor/ledger"
 )
 
@@ -240,10 +241,21 @@ func (f *Factory) loadConfig() (*config.Config, error) {
 		return nil, err
 	}
 	log := f.loggerFor(&c)
-	c.ResolveSpec(f.LookupEnv, func(_, source string) {
+	warn := func(_, source string) {
 		f.malformed = append(f.malformed, source)
 		log.Warn("malformed setting ignored; its feature is disabled", "setting", source)
-	})
+	}
+	c.ResolveSpec(f.LookupEnv, warn)
+	// The policy is learned's to parse; checking it here names it where it
+	// was read (learned_cooldown.policy_json in the file), for config
+	// check too, and the runtime then finds learning off without a second
+	// warning.
+	if lc := &c.LearnedCooldown; lc.Mode != "off" {
+		if _, err := learned.ParsePolicy(lc.PolicyJSON); err != nil {
+			warn(config.EnvLearnedPolicy, config.SpecSource(f.LookupEnv, config.EnvLearnedPolicy))
+			lc.Mode = "off"
+		}
+	}
 	return &c, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -345,4 +346,44 @@ func userCommands(t *testing.T) (cmds [][]string, group []bool) {
 	}
 	walk(NewCmdRoot(f))
 	return cmds, group
+}
+
+// Issue 14, item 17: a malformed learned-cooldown policy is named where it
+// was read (the file's key, or the variable that was set), config check
+// counts it, and learning is off for the runtime.
+func TestMalformedPolicyNamedWhereItWasRead(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		want string // "" for a policy that parses
+	}{
+		{"file", nil, "learned_cooldown.policy_json"},
+		{"spec variable", map[string]string{"LEARNED_COOLDOWN_POLICY_JSON": `{"buckets":"x"}`}, "LEARNED_COOLDOWN_POLICY_JSON"},
+		{"rotor variable", map[string]string{"ROTOR_LEARNED_COOLDOWN_POLICY_JSON": `{"nope":1}`}, "ROTOR_LEARNED_COOLDOWN_POLICY_JSON"},
+		{"good variable over the file", map[string]string{"LEARNED_COOLDOWN_POLICY_JSON": `{"buckets":[]}`}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, _, _ := testFactory(t)
+			f.LookupEnv = func(k string) (string, bool) { v, ok := tt.env[k]; return v, ok }
+			yaml := "learned_cooldown: {mode: shadow, policy_json: 'not json'}\n"
+			if err := os.WriteFile(filepath.Join(f.home, "rotor.yaml"), []byte(yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := f.Config()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := f.Malformed()
+			if tt.want == "" {
+				if len(got) != 0 || cfg.LearnedCooldown.Mode != "shadow" {
+					t.Errorf("malformed %v, mode %s; want none, shadow", got, cfg.LearnedCooldown.Mode)
+				}
+				return
+			}
+			if len(got) != 1 || got[0] != tt.want || cfg.LearnedCooldown.Mode != "off" {
+				t.Errorf("malformed %v, mode %s; want [%s], off", got, cfg.LearnedCooldown.Mode, tt.want)
+			}
+		})
+	}
 }
