@@ -1,6 +1,7 @@
 package budgets
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -244,4 +245,28 @@ func Records(rs []ledger.BudgetRecord) ([]Budget, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, errors.Join(bad...)
+}
+
+// Viewer opens one consistent view of the ledger (*ledger.Store does).
+type Viewer interface {
+	View(ctx context.Context, fn func(ledger.WindowReader) error) error
+}
+
+// List evaluates every stored budget in one view of the ledger. skipped
+// reports the records that do not parse (they are left out); err is a
+// ledger failure.
+func List(ctx context.Context, v Viewer) (statuses []Status, skipped error, err error) {
+	err = v.View(ctx, func(r ledger.WindowReader) error {
+		var bs []Budget
+		bs, skipped = Records(r.Budgets())
+		for _, b := range bs {
+			st, err := Evaluate(r, b)
+			if err != nil {
+				return err
+			}
+			statuses = append(statuses, st)
+		}
+		return nil
+	})
+	return statuses, skipped, err
 }

@@ -11,8 +11,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	fp "github.com/rotorhq/rotor/internal/fakeprovider"
 )
 
 // readCounter is an endless request body that counts the bytes read.
@@ -50,12 +48,7 @@ func TestAnnouncedOversizedBodyRefusedWithoutBuffering(t *testing.T) {
 	if got := w.Header().Get("Connection"); got != "close" {
 		t.Errorf("Connection = %q, want close (the unread body ends the connection)", got)
 	}
-	if n := h.fp.Hits(fp.PathModels) + h.fp.Hits(fp.PathDecisions); n != 0 {
-		t.Errorf("provider hit %d times, want 0", n)
-	}
-	if n := len(h.rows()); n != 0 {
-		t.Errorf("%d ledger rows, want 0", n)
-	}
+	h.wantUntouched()
 	if r := h.post(`{"model":"api/decide-mini","input":"x","question":{"type":"predicate"}}`); r.status != 200 {
 		t.Errorf("a normal request after it: %d %s", r.status, r.body)
 	}
@@ -90,9 +83,7 @@ func TestOversizedContentLengthRefusedAtOnce(t *testing.T) {
 			t.Errorf("answer %d, want 413", resp.StatusCode)
 		}
 	}
-	if n := h.fp.Hits(fp.PathModels) + h.fp.Hits(fp.PathDecisions); n != 0 {
-		t.Errorf("provider hit %d times, want 0", n)
-	}
+	h.wantNoProviderCall()
 }
 
 // rawOversized sends the headers of a POST /v1/decisions announcing 64 MiB

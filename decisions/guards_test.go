@@ -26,12 +26,7 @@ func TestCostBudgetRefusesBeforeDiscovery(t *testing.T) {
 	if !strings.Contains(r.err.Message, "spend") {
 		t.Errorf("message %q does not name the budget", r.err.Message)
 	}
-	if n := h.fp.Hits(fp.PathModels) + h.fp.Hits(fp.PathDecisions); n != 0 {
-		t.Errorf("provider touched %d times", n)
-	}
-	if n := len(h.rows()); n != 0 {
-		t.Errorf("%d rows", n)
-	}
+	h.wantUntouched()
 }
 
 func TestRequestsBudgetUsedUpGives429WithRetryAfter(t *testing.T) {

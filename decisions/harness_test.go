@@ -230,3 +230,22 @@ func (h *harness) waitTimers(n int) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// wantNoProviderCall fails the test if the provider saw a catalog fetch or
+// a decision.
+func (h *harness) wantNoProviderCall() {
+	h.t.Helper()
+	if n := h.fp.Hits(fp.PathModels) + h.fp.Hits(fp.PathDecisions); n != 0 {
+		h.t.Errorf("provider hit %d times, want 0", n)
+	}
+}
+
+// wantUntouched fails the test if the provider saw anything or the ledger
+// holds a row: what every refusal before discovery must leave.
+func (h *harness) wantUntouched() {
+	h.t.Helper()
+	h.wantNoProviderCall()
+	if n := len(h.rows()); n != 0 {
+		h.t.Errorf("%d ledger rows, want 0", n)
+	}
+}

@@ -45,12 +45,7 @@ func TestBareModelsRejectedBeforeDiscoveryOrInference(t *testing.T) {
 	}
 	wantStatus(t, h.post(`{"input":"no model"}`), 400, "invalid_model_prefix")
 	wantStatus(t, h.post(`{"model":7}`), 400, "invalid_model_prefix")
-	if n := h.fp.Hits(fp.PathModels) + h.fp.Hits(fp.PathDecisions); n != 0 {
-		t.Errorf("provider hit %d times, want 0", n)
-	}
-	if n := len(h.rows()); n != 0 {
-		t.Errorf("%d ledger rows, want 0", n)
-	}
+	h.wantUntouched()
 }
 
 func TestInvalidJSONIs400BeforeAnything(t *testing.T) {
@@ -62,9 +57,7 @@ func TestInvalidJSONIs400BeforeAnything(t *testing.T) {
 	// are refused: rotor and the provider must agree on the model.
 	wantStatus(t, h.post(`{"model":"api/decide-mini","model":"decide-large"}`), 400, "invalid_json")
 	wantStatus(t, h.post(`{"model":"api/decide-mini","Model":"decide-large"}`), 400, "invalid_json")
-	if n := h.fp.Hits(fp.PathModels) + h.fp.Hits(fp.PathDecisions); n != 0 {
-		t.Errorf("provider hit %d times, want 0", n)
-	}
+	h.wantNoProviderCall()
 }
 
 func TestRequestOver64MiBIs413BeforeAnything(t *testing.T) {
@@ -74,12 +67,7 @@ func TestRequestOver64MiBIs413BeforeAnything(t *testing.T) {
 	h := newHarness(t, opts{})
 	big := `{"model":"api/decide-mini","input":"` + strings.Repeat("x", MaxBody) + `"}`
 	wantStatus(t, h.post(big), 413, "request_too_large")
-	if n := h.fp.Hits(fp.PathModels) + h.fp.Hits(fp.PathDecisions); n != 0 {
-		t.Errorf("provider hit %d times, want 0", n)
-	}
-	if n := len(h.rows()); n != 0 {
-		t.Errorf("%d ledger rows, want 0", n)
-	}
+	h.wantUntouched()
 }
 
 // Spec: "A zdr/ selection uses only operator-declared ZDR credentials."

@@ -82,18 +82,7 @@ func (rt *Route) StatusDocument(ctx context.Context, version string, list Budget
 // BudgetLister returns a Budgets function over the ledger.
 func BudgetLister(store *ledger.Store) Budgets {
 	return func(ctx context.Context) ([]budgets.Status, error) {
-		var out []budgets.Status
-		err := store.View(ctx, func(r ledger.WindowReader) error {
-			bs, _ := budgets.Records(r.Budgets())
-			for _, b := range bs {
-				st, err := budgets.Evaluate(r, b)
-				if err != nil {
-					return err
-				}
-				out = append(out, st)
-			}
-			return nil
-		})
+		out, _, err := budgets.List(ctx, store)
 		return out, err
 	}
 }

@@ -201,20 +201,7 @@ func budgetListRun(ctx context.Context, opts *budgetListOptions) error {
 	if err != nil {
 		return err
 	}
-	var statuses []budgets.Status
-	var bad error
-	err = store.View(ctx, func(r ledger.WindowReader) error {
-		var bs []budgets.Budget
-		bs, bad = budgets.Records(r.Budgets())
-		for _, b := range bs {
-			st, err := budgets.Evaluate(r, b)
-			if err != nil {
-				return err
-			}
-			statuses = append(statuses, st)
-		}
-		return nil
-	})
+	statuses, bad, err := budgets.List(ctx, store)
 	if err != nil {
 		return err
 	}
