@@ -18,10 +18,10 @@ import (
 // walk is one request's way through its pool: discovery, selection,
 // sends (each one attempt at a provider call) and failover, rule by rule as spec/decisions-api.md states them.
 type walk struct {
-	rt       *Route
-	kind     *Kind
+	rt   *Route
+	kind *Kind
 	// beta is the caller's OpenAI-Beta header, sent upstream.
-	beta     string
+	beta string
 	// pinned, when set, is the only credential that may serve the
 	// request (a Responses previous_response_id).
 	pinned   string
