@@ -136,7 +136,7 @@ func TestOpenAIRoutesForwardByteForByte(t *testing.T) {
 	h, u := newOpenAIHarness(t, opts{})
 	cases := []struct {
 		path, op, answer, request string
-		in, out, total        int64
+		in, out, total            int64
 	}{
 		{KindChat.Path, "chat.completions", chatAnswer, `{"model":"api/gpt-test","messages":[{"role":"user","content":"hi"}]}`, 11, 7, 18},
 		{KindResponses.Path, "responses", responsesAnswer, `{"model":"api/gpt-test","input":"hi"}`, 21, 9, 30},
