@@ -28,6 +28,8 @@ func (b *batch) apply(o *op) (err error) {
 		return b.release(o.id)
 	case opTouch:
 		return b.touch(o.touch)
+	case opResolve:
+		return b.resolve(o.resolve)
 	case opFunc:
 		if err := o.fn(b.ctx, b.q); err != nil {
 			var r *refusal

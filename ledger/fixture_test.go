@@ -102,7 +102,7 @@ FROM r`
 // fixtureRollups rebuild the rollups of every bucket from :bucket (in
 // minutes for usage_minute, hours for the others) on from raw rows, the
 // way the writer keeps them: a reservation counts one request of unknown
-// tokens and cost; errors are rows settled with a status >= 400 or none.
+// tokens and cost; errors are rows settled with a status >= 400 or none, or an error code.
 var fixtureRollups = []string{
 	`DELETE FROM usage_minute WHERE bucket >= :minute`,
 	`INSERT INTO usage_minute (bucket, requests, tokens, tokens_null, cost_micros, cost_null)
@@ -117,7 +117,7 @@ FROM usage WHERE ts_ms >= :hour * 3600000 GROUP BY 1`,
   cached_input_tokens, cached_null, reasoning_tokens, reasoning_null)
 SELECT ts_ms / 3600000, operation, model, credential, client, status,
   COUNT(*), COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), COALESCE(SUM(total_tokens), 0), COUNT(*) - COUNT(total_tokens),
-  COALESCE(SUM(cost_micros), 0), COUNT(*) - COUNT(cost_micros), SUM(status >= 400 OR status = 0), COUNT(*) - COUNT(input_tokens), COUNT(*) - COUNT(output_tokens),
+  COALESCE(SUM(cost_micros), 0), COUNT(*) - COUNT(cost_micros), SUM(status >= 400 OR status = 0 OR error_code <> ''), COUNT(*) - COUNT(input_tokens), COUNT(*) - COUNT(output_tokens),
   COALESCE(SUM(cached_input_tokens), 0), COUNT(*) - COUNT(cached_input_tokens), COALESCE(SUM(reasoning_tokens), 0), COUNT(*) - COUNT(reasoning_tokens)
 FROM usage WHERE ts_ms >= :hour * 3600000 AND state = 1 GROUP BY 1, 2, 3, 4, 5, 6`,
 	// The hour rollup as the writer leaves it at fixtureAnchor (migration
@@ -459,7 +459,7 @@ func rawReport(t *testing.T, db *sql.DB, q ledger.ReportQuery) []ledger.ReportRo
 	}
 	keys := strings.Join(sel, ", ")
 	rows, err := db.Query(`SELECT `+keys+`, COUNT(*), COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), COALESCE(SUM(total_tokens), 0),
-  COUNT(*) - COUNT(total_tokens), COALESCE(SUM(cost_micros), 0), COUNT(*) = COUNT(cost_micros), SUM(state = 1 AND (status >= 400 OR status = 0)),
+  COUNT(*) - COUNT(total_tokens), COALESCE(SUM(cost_micros), 0), COUNT(*) = COUNT(cost_micros), SUM(state = 1 AND (status >= 400 OR status = 0 OR error_code <> '')),
   COUNT(*) - COUNT(input_tokens), COUNT(*) - COUNT(output_tokens),
   COALESCE(SUM(cached_input_tokens), 0), COUNT(*) - COUNT(cached_input_tokens), COALESCE(SUM(reasoning_tokens), 0), COUNT(*) - COUNT(reasoning_tokens),
   COUNT(*) - COUNT(cost_micros)

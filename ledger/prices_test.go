@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -97,5 +98,56 @@ func TestCostComputedAtSettlementFromAdmissionPrice(t *testing.T) {
 		if r.RequestID == "refused" && (r.InputTokens != Known(0) || r.OutputTokens != Known(0) || r.TotalTokens != Known(0)) {
 			t.Errorf("refused: tokens %+v %+v %+v, want known 0", r.InputTokens, r.OutputTokens, r.TotalTokens)
 		}
+	}
+}
+
+// `rotor ledger settle` resolves a row of unknown usage: a settled row of
+// unknown tokens, or a reservation left open, gets the operator's tokens
+// and the cost at the price in force then; windows and reports, read from
+// the rollups or raw, agree; a row already known is refused.
+func TestLedgerSettleResolvesUnknownRow(t *testing.T) {
+	clk := clock.NewFake(t0)
+	s, _ := openTest(t, clk)
+	if _, err := s.PutPrices(ctx, []Price{{Model: "gpt", InputMicros: 1_000_000, OutputMicros: 2_000_000, Source: SourceSet}}, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"cut", "orphan", "known"} {
+		if err := s.Reserve(ctx, Reservation{RequestID: id, Operation: "chat.completions", Model: "gpt", Expires: clk.Now().Add(time.Minute)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Settle(ctx, Settlement{RequestID: "cut", Model: "gpt", Status: 200, ErrorCode: "upstream_stream_cut"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Settle(ctx, Settlement{RequestID: "known", Model: "gpt", Status: 200, InputTokens: Known(1), OutputTokens: Known(1), TotalTokens: Known(2)}); err != nil {
+		t.Fatal(err)
+	}
+	// Folded into the rollups before it is resolved: the resolution must
+	// move the rollups too.
+	clk.Advance(2 * time.Hour)
+	if _, err := s.PutPrices(ctx, []Price{{Model: "other", InputMicros: 1, OutputMicros: 1, Source: SourceSet}}, false); err != nil {
+		t.Fatal(err) // a write whose batch folds
+	}
+	for _, id := range []string{"cut", "orphan"} {
+		if err := s.Resolve(ctx, Resolution{RequestID: id, Input: Known(1000), Output: Known(500), CachedInput: Known(0)}); err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+	}
+	if err := s.Resolve(ctx, Resolution{RequestID: "known", Input: Known(1), Output: Known(1)}); !errors.Is(err, ErrUsageKnown) {
+		t.Errorf("known row: %v, want ErrUsageKnown", err)
+	}
+	if err := s.Resolve(ctx, Resolution{RequestID: "nope", Input: Known(1), Output: Known(1)}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("no row: %v, want ErrNotFound", err)
+	}
+	w := Window{From: t0.Add(-time.Hour), To: clk.Now().Add(time.Millisecond)}
+	if got := viewTotals(t, s, w); got.CostUnknown != 0 || got.TokensUnknown != 0 || got.CostMicros != 2*2000+3 || got.Tokens != 3002 {
+		t.Errorf("window totals = %+v, want every row known: cost 4003, tokens 3002", got)
+	}
+	rep, err := s.Report(ctx, ReportQuery{From: w.From, To: w.To, By: []string{KeyModel}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep) != 1 || rep[0].CostUnknown != 0 || rep[0].TokensUnknown != 0 || rep[0].CostMicros != 4003 || rep[0].InputTokens != 2001 || rep[0].Errors != 2 {
+		t.Errorf("report = %+v, want one group, all known, cost 4003, input 2001, 2 errors (the cut stream and the orphan)", rep)
 	}
 }

@@ -183,12 +183,13 @@ func (s *Store) Report(ctx context.Context, q ReportQuery) ([]ReportRow, error) 
 	if len(groupBy) > 0 {
 		group = " GROUP BY " + strings.Join(groupBy, ", ")
 	}
-	// Errors are settled rows with a status >= 400 or none, as the writer
+	// Errors are settled rows with a status >= 400 or none, or an error
+	// code (a cut stream is an error), as the writer
 	// counts them in the rollup, so a report does not depend on which rows
 	// fall in whole hours.
 	rawQ := `SELECT ` + strings.Join(rawKeys, "") + `
   COUNT(*), ` + sqlSum(inputR) + `, ` + sqlSum(outputR) + `, ` + sqlSum(tokensR) + `, COUNT(*) - COUNT(` + tokensR + `),
-  ` + sqlSum(costR) + `, COUNT(*) - COUNT(` + costR + `), COALESCE(SUM(state = 1 AND (status >= 400 OR status = 0)),0),
+  ` + sqlSum(costR) + `, COUNT(*) - COUNT(` + costR + `), COALESCE(SUM(state = 1 AND (status >= 400 OR status = 0 OR error_code <> '')),0),
   COUNT(*) - COUNT(` + inputR + `), COUNT(*) - COUNT(` + outputR + `),
   ` + sqlSum(cachedR) + `, COUNT(*) - COUNT(` + cachedR + `), ` + sqlSum(reasoningR) + `, COUNT(*) - COUNT(` + reasoningR + `)
 FROM usage WHERE ts_ms >= ? AND ts_ms < ?` + group

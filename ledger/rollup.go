@@ -49,7 +49,8 @@ const (
 // The rollups count rows as the writer's deltas do (see
 // reservationDelta, settlementDelta): a row of unknown tokens or cost
 // counts as such, never as zero; the report rollup holds settled rows
-// only; errors are settled rows with a status >= 400 or none. Values are
+// only; errors are settled rows with a status >= 400 or none, or an error
+// code. Values are
 // read through sqlReadable and summed with sqlSum, as windows read them.
 var (
 	tokensR, costR, inputR, outputR = sqlReadable("total_tokens"), sqlReadable("cost_micros"), sqlReadable("input_tokens"), sqlReadable("output_tokens")
@@ -71,7 +72,7 @@ FROM usage WHERE ts_ms >= ? AND ts_ms < ? GROUP BY 1
   cached_input_tokens, cached_null, reasoning_tokens, reasoning_null)
 SELECT ts_ms / 3600000, operation, model, credential, client, status,
   COUNT(*), ` + sqlSum(inputR) + `, ` + sqlSum(outputR) + `, ` + sqlSum(tokensR) + `, COUNT(*) - COUNT(` + tokensR + `),
-  ` + sqlSum(costR) + `, COUNT(*) - COUNT(` + costR + `), SUM(status >= 400 OR status = 0),
+  ` + sqlSum(costR) + `, COUNT(*) - COUNT(` + costR + `), SUM(status >= 400 OR status = 0 OR error_code <> ''),
   COUNT(*) - COUNT(` + inputR + `), COUNT(*) - COUNT(` + outputR + `),
   ` + sqlSum(cachedR) + `, COUNT(*) - COUNT(` + cachedR + `), ` + sqlSum(reasoningR) + `, COUNT(*) - COUNT(` + reasoningR + `)
 FROM usage WHERE ts_ms >= ? AND ts_ms < ? AND state = 1 GROUP BY 1, 2, 3, 4, 5, 6

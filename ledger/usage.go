@@ -193,7 +193,7 @@ func settlementDelta(s Settlement) delta {
 	} else {
 		d.reasoningUnknown = 1
 	}
-	if s.Status >= 400 || s.Status == 0 {
+	if s.Status >= 400 || s.Status == 0 || s.ErrorCode != "" {
 		d.errors = 1
 	}
 	return d

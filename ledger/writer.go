@@ -26,6 +26,7 @@ const (
 	opRelease
 	opTouch
 	opFunc
+	opResolve
 )
 
 type op struct {
@@ -33,9 +34,11 @@ type op struct {
 	res    Reservation
 	admit  Admitter
 	settle Settlement
-	id     string
-	touch  map[string]time.Time
-	fn     func(ctx context.Context, q execQuerier) error
+	// resolve is an operator's usage for a row of unknown usage.
+	resolve Resolution
+	id      string
+	touch   map[string]time.Time
+	fn      func(ctx context.Context, q execQuerier) error
 	// bumpsConfig marks fn as a change to budgets or tokens.
 	bumpsConfig bool
 	// ctx, for a reservation, is the request's: the write is given up,
