@@ -10,9 +10,9 @@ import (
 )
 
 // OperationDecisions is the ledger operation of the Decisions route.
-const OperationDecisions = "decisions"
+const OperationDecisions = ledger.OperationDecisions
 
-// ExceededError is a used-up requests or tokens budget.
+// ExceededError is a used-up budget (429).
 type ExceededError struct {
 	Status
 	// RetryAfter is how long until the budget frees.
@@ -27,11 +27,17 @@ func (e *ExceededError) Error() string {
 // Unwrap returns ErrExceeded.
 func (e *ExceededError) Unwrap() error { return ErrExceeded }
 
-// PolicyBlockedError is a refusal by cost budgets: Decisions cost is
-// unknown, so it cannot be admitted while a cost budget exists.
+// PolicyBlockedError is a refusal by cost budgets (403): a Decisions
+// request, whose cost is unknown, while a cost budget exists; a request
+// for a model without a price while a cost budget exists; or a cost budget
+// that fails closed on usage of unknown cost in its window.
 type PolicyBlockedError struct {
 	// Budgets are the cost budgets responsible.
 	Budgets []Status
+	// Operation and Model are the refused request's.
+	Operation, Model string
+	// Unpriced: Model has no price.
+	Unpriced bool
 }
 
 func (e *PolicyBlockedError) Error() string {
@@ -43,7 +49,14 @@ func (e *PolicyBlockedError) Error() string {
 		}
 		parts = append(parts, p)
 	}
-	return "Decisions requests are refused while a cost budget exists, because their cost is unknown; budget on --requests or --tokens instead. Cost budgets: " + strings.Join(parts, ", ")
+	names := strings.Join(parts, ", ")
+	switch {
+	case e.Operation == OperationDecisions:
+		return "Decisions requests are refused while a cost budget exists, because their cost is unknown; budget on --requests or --tokens instead. Cost budgets: " + names
+	case e.Unpriced:
+		return fmt.Sprintf("model %q has no price, so its cost would be unknown, and cost budgets exist; give it one with `rotor pricing set %s --input USD --output USD`. Cost budgets: %s", e.Model, e.Model, names)
+	}
+	return "cost budgets fail closed while their window holds usage of unknown cost; resolve a row with `rotor ledger settle`, or wait until it leaves the window. Cost budgets: " + names
 }
 
 // Unwrap returns ErrPolicyBlocked.
@@ -86,10 +99,10 @@ func (a *Admitter) budgets(rs []ledger.BudgetRecord) []Budget {
 	return out
 }
 
-// Admit refuses the reservation with a *PolicyBlockedError when a cost
-// budget exists (Decisions cost is unknown, so any cost budget would fail
-// closed), or with an *ExceededError when a requests or tokens budget is
-// used up.
+// Admit refuses the reservation with a *PolicyBlockedError while a cost
+// budget exists for a Decisions request or a request whose model has no
+// price (its cost would be unknown), or while a cost budget fails closed;
+// and with an *ExceededError when a budget is used up.
 func (a *Admitter) Admit(r ledger.WindowReader, res ledger.Reservation) error {
 	bs := a.budgets(r.Budgets())
 	var costs []Budget
@@ -98,8 +111,8 @@ func (a *Admitter) Admit(r ledger.WindowReader, res ledger.Reservation) error {
 			costs = append(costs, b)
 		}
 	}
-	if len(costs) > 0 {
-		pe := &PolicyBlockedError{}
+	if len(costs) > 0 && (res.Operation == OperationDecisions || !res.Priced) {
+		pe := &PolicyBlockedError{Operation: res.Operation, Model: res.Model, Unpriced: res.Operation != OperationDecisions}
 		for _, b := range costs {
 			st, err := Evaluate(r, b)
 			if err != nil {
@@ -110,18 +123,29 @@ func (a *Admitter) Admit(r ledger.WindowReader, res ledger.Reservation) error {
 		return pe
 	}
 	var worst *ExceededError
+	var closed *PolicyBlockedError
 	for _, b := range bs {
 		st, err := Evaluate(r, b)
 		if err != nil {
 			return err
 		}
-		if st.State == StateOK {
+		switch st.State {
+		case StateOK:
+			continue
+		case StateFailClosed:
+			if closed == nil {
+				closed = &PolicyBlockedError{Operation: res.Operation, Model: res.Model}
+			}
+			closed.Budgets = append(closed.Budgets, st)
 			continue
 		}
 		e := &ExceededError{Status: st, RetryAfter: st.FreesAt.Sub(st.Now)}
 		if worst == nil || e.RetryAfter > worst.RetryAfter {
 			worst = e
 		}
+	}
+	if closed != nil {
+		return closed
 	}
 	if worst != nil {
 		return worst

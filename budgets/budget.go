@@ -197,6 +197,15 @@ func Evaluate(r ledger.WindowReader, b Budget) (Status, error) {
 		st.Used, st.UnknownRows, m = t.Tokens, t.TokensUnknown, ledger.MeasureTokens
 	case KindCost:
 		st.Used, st.UnknownRows, m = t.CostMicros, t.CostUnknown, ledger.MeasureCost
+		if t.CostUnknown > 0 {
+			// A request in flight, within its deadline plus grace, is
+			// not usage of unknown cost (DESIGN, Prices and cost).
+			n, err := r.InFlight(w, t.CostUnknown)
+			if err != nil {
+				return Status{}, err
+			}
+			st.UnknownRows -= min(n, st.UnknownRows)
+		}
 	}
 	if st.Used >= b.Limit {
 		st.State = StateExhausted
@@ -214,7 +223,7 @@ func Evaluate(r ledger.WindowReader, b Budget) (Status, error) {
 	}
 	// Only cost budgets fail closed on unknown values (the spec); a tokens
 	// budget skips rows of unknown tokens.
-	if b.Kind == KindCost && t.CostUnknown > 0 {
+	if b.Kind == KindCost && st.UnknownRows > 0 {
 		at, ok, err := r.NewestUnknownCost(w)
 		if err != nil {
 			return Status{}, err

@@ -418,7 +418,8 @@ func TestHelperAdmitProcess(t *testing.T) {
 }
 
 // A reservation left by a killed process counts as a request of unknown
-// usage: a requests budget counts it and a cost budget fails closed.
+// usage once its deadline plus grace has passed: a requests budget counts
+// it and a cost budget fails closed.
 func TestKilledProcessReservationCountsAsUnknownUsage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns a process")
@@ -446,11 +447,93 @@ func TestHelperReserveAndDie(t *testing.T) {
 		t.Skip("helper process")
 	}
 	s := ledgertest.OpenAt(t, os.Getenv("ROTOR_HELPER_DB"))
-	if err := s.Reserve(ctx, ledger.Reservation{RequestID: "orphan", Operation: OperationDecisions, Expires: time.Now().Add(time.Minute)}, nil); err != nil {
+	if err := s.Reserve(ctx, ledger.Reservation{RequestID: "orphan", Operation: OperationDecisions, Expires: time.Now()}, nil); err != nil {
 		t.Fatal(err)
 	}
 	fmt.Println("reserved")
 	p, _ := os.FindProcess(os.Getpid())
 	p.Kill() // SIGKILL: no deferred Close, no settlement
 	select {}
+}
+
+func reserveOp(s *ledger.Store, a *Admitter, id, op, model string, expires time.Time) error {
+	return s.Reserve(ctx, ledger.Reservation{RequestID: id, Operation: op, Model: model, Expires: expires}, a)
+}
+
+func setPrice(t *testing.T, s *ledger.Store, model string, in, out int64) {
+	t.Helper()
+	if _, err := s.PutPrices(ctx, []ledger.Price{{Model: model, InputMicros: in, OutputMicros: out, Source: ledger.SourceSet}}, false); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// DESIGN, Prices and cost: while a cost budget exists, a request whose
+// model has no price is refused (403) naming the cost budgets; a priced one
+// is admitted while the known cost is under the limit, and a used-up cost
+// budget answers 429 with the time it frees. Decisions stays refused.
+func TestCostBudgetAdmitsPricedAndRefusesUnpriced(t *testing.T) {
+	clk := clock.NewFake(t0)
+	s, _ := openStore(t, clk)
+	a := NewAdmitter()
+	setPrice(t, s, "gpt", 1_000_000, 1_000_000) // $1 per 1M tokens
+	add(t, s, Budget{Name: "spend", Kind: KindCost, Limit: 1_000, Window: Window{Rolling: time.Hour}})
+	exp := t0.Add(time.Hour)
+
+	err := reserveOp(s, a, "u", "chat.completions", "unpriced", exp)
+	var pe *PolicyBlockedError
+	if !errors.As(err, &pe) || !pe.Unpriced || !strings.Contains(err.Error(), "spend") || !strings.Contains(err.Error(), `"unpriced"`) {
+		t.Fatalf("unpriced model: %v, want PolicyBlockedError naming the model and the budget", err)
+	}
+	if err := reserveOp(s, a, "d", OperationDecisions, "gpt", exp); !errors.As(err, &pe) || pe.Unpriced {
+		t.Fatalf("decisions: %v, want the Decisions policy block", err)
+	}
+	if err := reserveOp(s, a, "p1", "responses", "gpt", exp); err != nil {
+		t.Fatalf("priced model: %v", err)
+	}
+	// 600 + 400 tokens at $1/1M = 1000 micro-USD: the budget is used up.
+	if err := s.Settle(ctx, ledger.Settlement{RequestID: "p1", Model: "gpt", Status: 200,
+		InputTokens: ledger.Known(600), OutputTokens: ledger.Known(400), TotalTokens: ledger.Known(1000)}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Minute)
+	err = reserveOp(s, a, "p2", "responses", "gpt", exp)
+	var ee *ExceededError
+	if !errors.As(err, &ee) || ee.RetryAfter != 59*time.Minute {
+		t.Fatalf("used-up cost budget: %v, want ExceededError freeing in 59m", err)
+	}
+	rows, _ := s.Rows(ctx, t0.Add(-time.Hour), t0.Add(time.Hour), 0)
+	if len(rows) != 1 || rows[0].CostMicros != ledger.Known(1000) {
+		t.Errorf("rows = %+v, want the one priced row costing 1000 micro-USD", rows)
+	}
+}
+
+// An open reservation within its deadline plus grace is a request in
+// flight, not usage of unknown cost: a cost budget keeps admitting beside
+// it, and fails closed only once it outlives its deadline.
+func TestInFlightReservationIsNotUnknownCost(t *testing.T) {
+	clk := clock.NewFake(t0)
+	s, path := openStore(t, clk)
+	a := NewAdmitter()
+	setPrice(t, s, "gpt", 1_000_000, 1_000_000)
+	add(t, s, Budget{Name: "spend", Kind: KindCost, Limit: 1_000_000, Window: Window{Calendar: "day"}})
+	if err := reserveOp(s, a, "open", "chat.completions", "gpt", t0.Add(10*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := reserveOp(s, a, "next", "chat.completions", "gpt", t0.Add(time.Hour)); err != nil {
+		t.Fatalf("beside a request in flight: %v", err)
+	}
+	// Another process sees the other's reservations as in flight too.
+	other := ledgertest.OpenAt(t, path, ledger.Options{Clock: clk})
+	if err := reserveOp(other, NewAdmitter(), "third", "chat.completions", "gpt", t0.Add(time.Hour)); err != nil {
+		t.Fatalf("another process, beside requests in flight: %v", err)
+	}
+	clk.Advance(10 * time.Minute) // "open" outlives its deadline
+	err := reserveOp(s, a, "late", "chat.completions", "gpt", t0.Add(time.Hour))
+	var pe *PolicyBlockedError
+	if !errors.As(err, &pe) || pe.Unpriced || len(pe.Budgets) != 1 || pe.Budgets[0].State != StateFailClosed || pe.Budgets[0].UnknownRows != 1 {
+		t.Fatalf("after the deadline: %v, want the cost budget failing closed on one row", err)
+	}
+	if st := statusOf(t, s, "spend"); st.State != StateFailClosed || st.UnknownRows != 1 {
+		t.Errorf("budget list view: %+v, want fail-closed with 1 unknown row", st)
+	}
 }

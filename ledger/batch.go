@@ -28,6 +28,8 @@ func (b *batch) apply(o *op) (err error) {
 		return b.release(o.id)
 	case opTouch:
 		return b.touch(o.touch)
+	case opResolve:
+		return b.resolve(o.resolve)
 	case opFunc:
 		if err := o.fn(b.ctx, b.q); err != nil {
 			var r *refusal
@@ -63,6 +65,12 @@ func (b *batch) reserve(o *op) error {
 			return ErrTokenRevoked
 		}
 	}
+	var price *Price
+	if r.Operation != OperationDecisions {
+		if p, ok := b.w.prices[r.Model]; ok {
+			price, r.Priced = &p, true
+		}
+	}
 	if o.admit != nil {
 		if err := o.admit.Admit(b.view, r); err != nil {
 			return err
@@ -80,8 +88,28 @@ func (b *batch) reserve(o *op) error {
 	d := dims{operation: r.Operation, model: r.Model, client: r.Client}
 	b.addTotals(ts, reservationDelta().Totals)
 	b.w.unfolded++
-	b.opened[r.RequestID] = openRow{ts: ts, dim: d}
+	b.opened[r.RequestID] = openRow{ts: ts, expires: r.Expires.UnixMilli(), dim: d, price: price, reserved: true}
 	return nil
+}
+
+// inFlight counts this process's open reservations in [f, t) whose
+// expiry is after now, those of this batch included.
+func (b *batch) inFlight(f, t, now int64) int64 {
+	n := int64(0)
+	for _, m := range []map[string]openRow{b.w.open, b.opened} {
+		for _, r := range m {
+			if r.ts >= f && r.ts < t && r.expires > now {
+				n++
+			}
+		}
+	}
+	// Settled or released by this batch, still in w.open until it commits.
+	for _, id := range b.closed {
+		if r, ok := b.w.open[id]; ok && r.ts >= f && r.ts < t && r.expires > now {
+			n--
+		}
+	}
+	return n
 }
 
 func (b *batch) lookupOpen(id string) (openRow, bool, error) {
@@ -117,10 +145,15 @@ func (b *batch) settleRow(s Settlement) error {
 	if !ok {
 		return fmt.Errorf("ledger: settle %s: no open reservation: %w", s.RequestID, ErrNotFound)
 	}
+	if err := b.price(&s, r); err != nil {
+		return err
+	}
 	res, err := b.q.ExecContext(b.ctx, `UPDATE usage SET state = 1, model = ?, credential = ?, region = CASE WHEN ? = '' THEN region ELSE ? END, attempts = ?, status = ?, error_code = ?,
-		input_tokens = ?, output_tokens = ?, total_tokens = ?, cost_micros = ?, latency_ms = ? WHERE ts_ms = ? AND request_id = ? AND state = 0`,
+		input_tokens = ?, output_tokens = ?, total_tokens = ?, cost_micros = ?, latency_ms = ?, cached_input_tokens = ?, reasoning_tokens = ?
+		WHERE ts_ms = ? AND request_id = ? AND state = 0`,
 		s.Model, s.Credential, s.Region, s.Region, s.Attempts, s.Status, s.ErrorCode,
-		s.InputTokens.arg(), s.OutputTokens.arg(), s.TotalTokens.arg(), s.CostMicros.arg(), s.Latency.Milliseconds(), r.ts, s.RequestID)
+		s.InputTokens.arg(), s.OutputTokens.arg(), s.TotalTokens.arg(), s.CostMicros.arg(), s.Latency.Milliseconds(),
+		s.CachedInputTokens.arg(), s.ReasoningTokens.arg(), r.ts, s.RequestID)
 	if err != nil {
 		return &dbError{err}
 	}
@@ -137,6 +170,34 @@ func (b *batch) settleRow(s Settlement) error {
 	b.addDims(r.ts, nd, sd)
 	delete(b.opened, s.RequestID)
 	b.closed = append(b.closed, s.RequestID)
+	return nil
+}
+
+// price sets the cost of a settlement of the open row r, once: a refused
+// request (a provider's structured 4xx) records 0 tokens and 0 cost; a
+// Decisions row keeps the cost it was given (unknown); any other row costs
+// its tokens at the price taken at admission, or, for a row this process
+// did not reserve, the price in force now.
+func (b *batch) price(s *Settlement, r openRow) error {
+	if s.Refused {
+		s.InputTokens, s.OutputTokens, s.TotalTokens = Known(0), Known(0), Known(0)
+		s.CachedInputTokens, s.ReasoningTokens, s.CostMicros = Known(0), Known(0), Known(0)
+		return nil
+	}
+	if r.dim.operation == OperationDecisions {
+		return nil
+	}
+	p := r.price
+	if !r.reserved {
+		q, ok, err := priceOf(b.ctx, b.q, s.Model)
+		if err != nil {
+			return &dbError{err}
+		}
+		if ok {
+			p = &q
+		}
+	}
+	s.CostMicros = costOf(p, s.InputTokens, s.CachedInputTokens, s.OutputTokens)
 	return nil
 }
 

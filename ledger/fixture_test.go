@@ -102,7 +102,7 @@ FROM r`
 // fixtureRollups rebuild the rollups of every bucket from :bucket (in
 // minutes for usage_minute, hours for the others) on from raw rows, the
 // way the writer keeps them: a reservation counts one request of unknown
-// tokens and cost; errors are rows settled with a status >= 400 or none.
+// tokens and cost; errors are rows settled with a status >= 400 or none, or an error code.
 var fixtureRollups = []string{
 	`DELETE FROM usage_minute WHERE bucket >= :minute`,
 	`INSERT INTO usage_minute (bucket, requests, tokens, tokens_null, cost_micros, cost_null)
@@ -113,10 +113,12 @@ FROM usage WHERE ts_ms >= :minute * 60000 GROUP BY 1`,
 SELECT ts_ms / 3600000, COUNT(*), COALESCE(SUM(total_tokens), 0), COUNT(*) - COUNT(total_tokens), COALESCE(SUM(cost_micros), 0), COUNT(*) - COUNT(cost_micros)
 FROM usage WHERE ts_ms >= :hour * 3600000 GROUP BY 1`,
 	`DELETE FROM usage_hour_dims WHERE bucket >= :hour`,
-	`INSERT INTO usage_hour_dims (bucket, operation, model, credential, client, status, requests, input_tokens, output_tokens, total_tokens, tokens_null, cost_micros, cost_null, errors, input_null, output_null)
+	`INSERT INTO usage_hour_dims (bucket, operation, model, credential, client, status, requests, input_tokens, output_tokens, total_tokens, tokens_null, cost_micros, cost_null, errors, input_null, output_null,
+  cached_input_tokens, cached_null, reasoning_tokens, reasoning_null)
 SELECT ts_ms / 3600000, operation, model, credential, client, status,
   COUNT(*), COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), COALESCE(SUM(total_tokens), 0), COUNT(*) - COUNT(total_tokens),
-  COALESCE(SUM(cost_micros), 0), COUNT(*) - COUNT(cost_micros), SUM(status >= 400 OR status = 0), COUNT(*) - COUNT(input_tokens), COUNT(*) - COUNT(output_tokens)
+  COALESCE(SUM(cost_micros), 0), COUNT(*) - COUNT(cost_micros), SUM(status >= 400 OR status = 0 OR error_code <> ''), COUNT(*) - COUNT(input_tokens), COUNT(*) - COUNT(output_tokens),
+  COALESCE(SUM(cached_input_tokens), 0), COUNT(*) - COUNT(cached_input_tokens), COALESCE(SUM(reasoning_tokens), 0), COUNT(*) - COUNT(reasoning_tokens)
 FROM usage WHERE ts_ms >= :hour * 3600000 AND state = 1 GROUP BY 1, 2, 3, 4, 5, 6`,
 	// The hour rollup as the writer leaves it at fixtureAnchor (migration
 	// 0005): written up to the hour before the anchor's.
@@ -457,8 +459,10 @@ func rawReport(t *testing.T, db *sql.DB, q ledger.ReportQuery) []ledger.ReportRo
 	}
 	keys := strings.Join(sel, ", ")
 	rows, err := db.Query(`SELECT `+keys+`, COUNT(*), COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), COALESCE(SUM(total_tokens), 0),
-  COUNT(*) - COUNT(total_tokens), COALESCE(SUM(cost_micros), 0), COUNT(*) = COUNT(cost_micros), SUM(state = 1 AND (status >= 400 OR status = 0)),
-  COUNT(*) - COUNT(input_tokens), COUNT(*) - COUNT(output_tokens)
+  COUNT(*) - COUNT(total_tokens), COALESCE(SUM(cost_micros), 0), COUNT(*) = COUNT(cost_micros), SUM(state = 1 AND (status >= 400 OR status = 0 OR error_code <> '')),
+  COUNT(*) - COUNT(input_tokens), COUNT(*) - COUNT(output_tokens),
+  COALESCE(SUM(cached_input_tokens), 0), COUNT(*) - COUNT(cached_input_tokens), COALESCE(SUM(reasoning_tokens), 0), COUNT(*) - COUNT(reasoning_tokens),
+  COUNT(*) - COUNT(cost_micros)
 FROM usage WHERE ts_ms >= ? AND ts_ms < ? GROUP BY `+keys+` ORDER BY `+keys, q.From.UnixMilli(), q.To.UnixMilli())
 	if err != nil {
 		t.Fatal(err)
@@ -471,7 +475,8 @@ FROM usage WHERE ts_ms >= ? AND ts_ms < ? GROUP BY `+keys+` ORDER BY `+keys, q.F
 		for i := range r.Keys {
 			dest = append(dest, &r.Keys[i])
 		}
-		dest = append(dest, &r.Requests, &r.InputTokens, &r.OutputTokens, &r.TotalTokens, &r.TokensUnknown, &r.CostMicros, &r.CostKnown, &r.Errors, &r.InputUnknown, &r.OutputUnknown)
+		dest = append(dest, &r.Requests, &r.InputTokens, &r.OutputTokens, &r.TotalTokens, &r.TokensUnknown, &r.CostMicros, &r.CostKnown, &r.Errors, &r.InputUnknown, &r.OutputUnknown,
+			&r.CachedInputTokens, &r.CachedUnknown, &r.ReasoningTokens, &r.ReasoningUnknown, &r.CostUnknown)
 		if err := rows.Scan(dest...); err != nil {
 			t.Fatal(err)
 		}

@@ -117,6 +117,13 @@ func TestMigrationCountsUnknownInputAndOutput(t *testing.T) {
 	}
 	// The ledger as rotor left it before migration 0007.
 	for _, q := range []string{
+		`ALTER TABLE usage DROP COLUMN cached_input_tokens`,
+		`ALTER TABLE usage DROP COLUMN reasoning_tokens`,
+		`ALTER TABLE usage_hour_dims DROP COLUMN cached_input_tokens`,
+		`ALTER TABLE usage_hour_dims DROP COLUMN cached_null`,
+		`ALTER TABLE usage_hour_dims DROP COLUMN reasoning_tokens`,
+		`ALTER TABLE usage_hour_dims DROP COLUMN reasoning_null`,
+		`DROP TABLE prices`,
 		`ALTER TABLE usage_hour_dims DROP COLUMN input_null`,
 		`ALTER TABLE usage_hour_dims DROP COLUMN output_null`,
 		`DELETE FROM meta WHERE key = 'set_aside'`,

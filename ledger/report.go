@@ -47,6 +47,14 @@ type ReportRow struct {
 	CostMicros int64
 	CostKnown  bool
 	Errors     int64
+	// CachedInputTokens and ReasoningTokens sum the rows that report
+	// them; CachedUnknown and ReasoningUnknown count the rows that do not
+	// (Decisions, embeddings, unsettled rows).
+	CachedInputTokens, ReasoningTokens int64
+	CachedUnknown, ReasoningUnknown    int64
+	// CostUnknown counts the rows of unknown cost: CostMicros is then
+	// the sum of the known rows only.
+	CostUnknown int64
 }
 
 // StatusLabel is how a report shows a row's status: the HTTP status, or
@@ -61,6 +69,19 @@ func StatusLabel(status int) string {
 
 type reportAgg struct {
 	requests, input, output, total, tokensNull, cost, costNull, errors, inputNull, outputNull int64
+	cached, cachedNull, reasoning, reasoningNull                                              int64
+}
+
+// add adds x to g, saturating.
+func (g *reportAgg) add(x reportAgg) {
+	for _, p := range [][2]*int64{
+		{&g.requests, &x.requests}, {&g.input, &x.input}, {&g.output, &x.output}, {&g.total, &x.total},
+		{&g.tokensNull, &x.tokensNull}, {&g.cost, &x.cost}, {&g.costNull, &x.costNull}, {&g.errors, &x.errors},
+		{&g.inputNull, &x.inputNull}, {&g.outputNull, &x.outputNull}, {&g.cached, &x.cached}, {&g.cachedNull, &x.cachedNull},
+		{&g.reasoning, &x.reasoning}, {&g.reasoningNull, &x.reasoningNull},
+	} {
+		*p[0] = satAdd(*p[0], *p[1])
+	}
 }
 
 // reportCols are the SQL expressions of the group keys, over raw usage rows
@@ -98,16 +119,7 @@ func (s *Store) Report(ctx context.Context, q ReportQuery) ([]ReportRow, error) 
 			groups[key] = g
 			keyVals[key] = vals
 		}
-		g.requests = satAdd(g.requests, a.requests)
-		g.input = satAdd(g.input, a.input)
-		g.output = satAdd(g.output, a.output)
-		g.total = satAdd(g.total, a.total)
-		g.tokensNull = satAdd(g.tokensNull, a.tokensNull)
-		g.cost = satAdd(g.cost, a.cost)
-		g.costNull = satAdd(g.costNull, a.costNull)
-		g.errors = satAdd(g.errors, a.errors)
-		g.inputNull = satAdd(g.inputNull, a.inputNull)
-		g.outputNull = satAdd(g.outputNull, a.outputNull)
+		g.add(a)
 	}
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
@@ -127,11 +139,12 @@ func (s *Store) Report(ctx context.Context, q ReportQuery) ([]ReportRow, error) 
 		defer rows.Close()
 		raw := make([]any, len(q.By))
 		var a reportAgg
-		dest := make([]any, 0, len(q.By)+10)
+		dest := make([]any, 0, len(q.By)+14)
 		for i := range raw {
 			dest = append(dest, &raw[i])
 		}
-		dest = append(dest, &a.requests, &a.input, &a.output, &a.total, &a.tokensNull, &a.cost, &a.costNull, &a.errors, &a.inputNull, &a.outputNull)
+		dest = append(dest, &a.requests, &a.input, &a.output, &a.total, &a.tokensNull, &a.cost, &a.costNull, &a.errors, &a.inputNull, &a.outputNull,
+			&a.cached, &a.cachedNull, &a.reasoning, &a.reasoningNull)
 		for rows.Next() {
 			if err := rows.Scan(dest...); err != nil {
 				return fmt.Errorf("report: %w", err)
@@ -170,18 +183,21 @@ func (s *Store) Report(ctx context.Context, q ReportQuery) ([]ReportRow, error) 
 	if len(groupBy) > 0 {
 		group = " GROUP BY " + strings.Join(groupBy, ", ")
 	}
-	// Errors are settled rows with a status >= 400 or none, as the writer
+	// Errors are settled rows with a status >= 400 or none, or an error
+	// code (a cut stream is an error), as the writer
 	// counts them in the rollup, so a report does not depend on which rows
 	// fall in whole hours.
 	rawQ := `SELECT ` + strings.Join(rawKeys, "") + `
   COUNT(*), ` + sqlSum(inputR) + `, ` + sqlSum(outputR) + `, ` + sqlSum(tokensR) + `, COUNT(*) - COUNT(` + tokensR + `),
-  ` + sqlSum(costR) + `, COUNT(*) - COUNT(` + costR + `), COALESCE(SUM(state = 1 AND (status >= 400 OR status = 0)),0),
-  COUNT(*) - COUNT(` + inputR + `), COUNT(*) - COUNT(` + outputR + `)
+  ` + sqlSum(costR) + `, COUNT(*) - COUNT(` + costR + `), COALESCE(SUM(state = 1 AND (status >= 400 OR status = 0 OR error_code <> '')),0),
+  COUNT(*) - COUNT(` + inputR + `), COUNT(*) - COUNT(` + outputR + `),
+  ` + sqlSum(cachedR) + `, COUNT(*) - COUNT(` + cachedR + `), ` + sqlSum(reasoningR) + `, COUNT(*) - COUNT(` + reasoningR + `)
 FROM usage WHERE ts_ms >= ? AND ts_ms < ?` + group
 	openQ := strings.Replace(rawQ, "WHERE ts_ms >= ? AND ts_ms < ?", "WHERE ts_ms >= ? AND ts_ms < ? AND state = 0", 1)
 	hourQ := `SELECT ` + strings.Join(hourKeys, "") + `
   ` + sqlSum("requests") + `, ` + sqlSum("input_tokens") + `, ` + sqlSum("output_tokens") + `, ` + sqlSum("total_tokens") + `, ` + sqlSum("tokens_null") + `,
-  ` + sqlSum("cost_micros") + `, ` + sqlSum("cost_null") + `, ` + sqlSum("errors") + `, ` + sqlSum("input_null") + `, ` + sqlSum("output_null") + `
+  ` + sqlSum("cost_micros") + `, ` + sqlSum("cost_null") + `, ` + sqlSum("errors") + `, ` + sqlSum("input_null") + `, ` + sqlSum("output_null") + `,
+  ` + sqlSum("cached_input_tokens") + `, ` + sqlSum("cached_null") + `, ` + sqlSum("reasoning_tokens") + `, ` + sqlSum("reasoning_null") + `
 FROM usage_hour_dims WHERE bucket >= ? AND bucket < ?` + group
 	h1, h2 := ceilTo(f, hourMS), floorTo(t, hourMS)
 	if f < t {
@@ -239,6 +255,7 @@ FROM usage_hour_dims WHERE bucket >= ? AND bucket < ?` + group
 		out = append(out, ReportRow{
 			Keys: keyVals[key], Requests: g.requests, InputTokens: g.input, OutputTokens: g.output, TotalTokens: g.total,
 			TokensUnknown: g.tokensNull, InputUnknown: g.inputNull, OutputUnknown: g.outputNull, CostMicros: g.cost, CostKnown: g.costNull == 0, Errors: g.errors,
+			CachedInputTokens: g.cached, ReasoningTokens: g.reasoning, CachedUnknown: g.cachedNull, ReasoningUnknown: g.reasoningNull, CostUnknown: g.costNull,
 		})
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -305,7 +322,7 @@ func validKey(k string) bool {
 // limit (0 = no limit). For tests and debugging.
 func (s *Store) Rows(ctx context.Context, from, to time.Time, limit int) ([]Row, error) {
 	q := `SELECT request_id, ts_ms, state, expires_ms, operation, pool, model, credential, region, client, attempts, status, error_code,
-  ` + inputR + `, ` + outputR + `, ` + tokensR + `, ` + costR + `, COALESCE(latency_ms, 0) FROM usage WHERE ts_ms >= ? AND ts_ms < ? ORDER BY ts_ms, request_id`
+  ` + inputR + `, ` + outputR + `, ` + tokensR + `, ` + costR + `, COALESCE(latency_ms, 0), ` + cachedR + `, ` + reasoningR + ` FROM usage WHERE ts_ms >= ? AND ts_ms < ? ORDER BY ts_ms, request_id`
 	args := []any{from.UnixMilli(), to.UnixMilli()}
 	if limit > 0 {
 		q += " LIMIT ?"
@@ -321,13 +338,14 @@ func (s *Store) Rows(ctx context.Context, from, to time.Time, limit int) ([]Row,
 		var r Row
 		var ts, exp, lat int64
 		var state int
-		var in, outT, tot, cost *int64
+		var in, outT, tot, cost, cached, reasoning *int64
 		if err := rows.Scan(&r.RequestID, &ts, &state, &exp, &r.Operation, &r.Pool, &r.Model, &r.Credential, &r.Region, &r.Client,
-			&r.Attempts, &r.Status, &r.ErrorCode, &in, &outT, &tot, &cost, &lat); err != nil {
+			&r.Attempts, &r.Status, &r.ErrorCode, &in, &outT, &tot, &cost, &lat, &cached, &reasoning); err != nil {
 			return nil, fmt.Errorf("rows: %w", err)
 		}
 		r.Time, r.Expires, r.Settled, r.Latency = time.UnixMilli(ts).UTC(), time.UnixMilli(exp).UTC(), state == 1, time.Duration(lat)*time.Millisecond
 		r.InputTokens, r.OutputTokens, r.TotalTokens, r.CostMicros = countOf(in), countOf(outT), countOf(tot), countOf(cost)
+		r.CachedInputTokens, r.ReasoningTokens = countOf(cached), countOf(reasoning)
 		out = append(out, r)
 	}
 	return out, rows.Err()

@@ -49,26 +49,32 @@ const (
 // The rollups count rows as the writer's deltas do (see
 // reservationDelta, settlementDelta): a row of unknown tokens or cost
 // counts as such, never as zero; the report rollup holds settled rows
-// only; errors are settled rows with a status >= 400 or none. Values are
+// only; errors are settled rows with a status >= 400 or none, or an error
+// code. Values are
 // read through sqlReadable and summed with sqlSum, as windows read them.
 var (
 	tokensR, costR, inputR, outputR = sqlReadable("total_tokens"), sqlReadable("cost_micros"), sqlReadable("input_tokens"), sqlReadable("output_tokens")
+	cachedR, reasoningR             = sqlReadable("cached_input_tokens"), sqlReadable("reasoning_tokens")
 
 	// setAsideRows makes the unreadable usage of a row written by an older
 	// rotor (or by hand) unknown, whole: the row then counts as one request
 	// of unknown usage, and can always be folded.
-	setAsideRows = `UPDATE usage SET input_tokens = NULL, output_tokens = NULL, total_tokens = NULL, cost_micros = NULL
+	setAsideRows = `UPDATE usage SET input_tokens = NULL, output_tokens = NULL, total_tokens = NULL, cost_micros = NULL,
+  cached_input_tokens = NULL, reasoning_tokens = NULL
 WHERE ts_ms >= ? AND ts_ms < ? AND (` + sqlUnreadable("input_tokens") + ` OR ` + sqlUnreadable("output_tokens") + ` OR ` +
-		sqlUnreadable("total_tokens") + ` OR ` + sqlUnreadable("cost_micros") + `)`
+		sqlUnreadable("total_tokens") + ` OR ` + sqlUnreadable("cost_micros") + ` OR ` +
+		sqlUnreadable("cached_input_tokens") + ` OR ` + sqlUnreadable("reasoning_tokens") + `)`
 	foldMinutes = `INSERT INTO usage_minute (bucket, requests, tokens, tokens_null, cost_micros, cost_null)
 SELECT ts_ms / 60000, COUNT(*), ` + sqlSum(tokensR) + `, COUNT(*) - COUNT(` + tokensR + `), ` + sqlSum(costR) + `, COUNT(*) - COUNT(` + costR + `)
 FROM usage WHERE ts_ms >= ? AND ts_ms < ? GROUP BY 1
 ` + totalsConflict
-	foldDims = `INSERT INTO usage_hour_dims (bucket, operation, model, credential, client, status, requests, input_tokens, output_tokens, total_tokens, tokens_null, cost_micros, cost_null, errors, input_null, output_null)
+	foldDims = `INSERT INTO usage_hour_dims (bucket, operation, model, credential, client, status, requests, input_tokens, output_tokens, total_tokens, tokens_null, cost_micros, cost_null, errors, input_null, output_null,
+  cached_input_tokens, cached_null, reasoning_tokens, reasoning_null)
 SELECT ts_ms / 3600000, operation, model, credential, client, status,
   COUNT(*), ` + sqlSum(inputR) + `, ` + sqlSum(outputR) + `, ` + sqlSum(tokensR) + `, COUNT(*) - COUNT(` + tokensR + `),
-  ` + sqlSum(costR) + `, COUNT(*) - COUNT(` + costR + `), SUM(status >= 400 OR status = 0),
-  COUNT(*) - COUNT(` + inputR + `), COUNT(*) - COUNT(` + outputR + `)
+  ` + sqlSum(costR) + `, COUNT(*) - COUNT(` + costR + `), SUM(status >= 400 OR status = 0 OR error_code <> ''),
+  COUNT(*) - COUNT(` + inputR + `), COUNT(*) - COUNT(` + outputR + `),
+  ` + sqlSum(cachedR) + `, COUNT(*) - COUNT(` + cachedR + `), ` + sqlSum(reasoningR) + `, COUNT(*) - COUNT(` + reasoningR + `)
 FROM usage WHERE ts_ms >= ? AND ts_ms < ? AND state = 1 GROUP BY 1, 2, 3, 4, 5, 6
 ` + dimsConflict
 )
@@ -194,6 +200,10 @@ func (b *batch) addDims(ts int64, d dims, x delta) {
 	dd.output = satAdd(dd.output, x.output)
 	dd.inputUnknown = satAdd(dd.inputUnknown, x.inputUnknown)
 	dd.outputUnknown = satAdd(dd.outputUnknown, x.outputUnknown)
+	dd.cached = satAdd(dd.cached, x.cached)
+	dd.reasoning = satAdd(dd.reasoning, x.reasoning)
+	dd.cachedUnknown = satAdd(dd.cachedUnknown, x.cachedUnknown)
+	dd.reasoningUnknown = satAdd(dd.reasoningUnknown, x.reasoningUnknown)
 	dd.errors = satAdd(dd.errors, x.errors)
 	b.dims[k] = dd
 }
@@ -217,13 +227,18 @@ var (
 		`cost_null = ` + sqlClamp("cost_null + excluded.cost_null") + `, ` +
 		`errors = ` + sqlClamp("errors + excluded.errors") + `, ` +
 		`input_null = ` + sqlClamp("input_null + excluded.input_null") + `, ` +
-		`output_null = ` + sqlClamp("output_null + excluded.output_null")
+		`output_null = ` + sqlClamp("output_null + excluded.output_null") + `, ` +
+		`cached_input_tokens = ` + sqlClamp("cached_input_tokens + excluded.cached_input_tokens") + `, ` +
+		`cached_null = ` + sqlClamp("cached_null + excluded.cached_null") + `, ` +
+		`reasoning_tokens = ` + sqlClamp("reasoning_tokens + excluded.reasoning_tokens") + `, ` +
+		`reasoning_null = ` + sqlClamp("reasoning_null + excluded.reasoning_null")
 
 	upsertMinute = `INSERT INTO usage_minute (bucket, requests, tokens, tokens_null, cost_micros, cost_null) VALUES (?, ?, ?, ?, ?, ?)
 ` + totalsConflict
 	upsertHour = `INSERT INTO usage_hour (bucket, requests, tokens, tokens_null, cost_micros, cost_null) VALUES (?, ?, ?, ?, ?, ?)
 ` + totalsConflict
-	upsertDims = `INSERT INTO usage_hour_dims (bucket, operation, model, credential, client, status, requests, input_tokens, output_tokens, total_tokens, tokens_null, cost_micros, cost_null, errors, input_null, output_null) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	upsertDims = `INSERT INTO usage_hour_dims (bucket, operation, model, credential, client, status, requests, input_tokens, output_tokens, total_tokens, tokens_null, cost_micros, cost_null, errors, input_null, output_null,
+  cached_input_tokens, cached_null, reasoning_tokens, reasoning_null) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ` + dimsConflict
 )
 
@@ -248,7 +263,8 @@ func (b *batch) flush() error {
 	for k, d := range b.dims {
 		if d != (delta{}) {
 			if _, err := b.q.ExecContext(b.ctx, upsertDims, k.hour, k.operation, k.model, k.credential, k.client, k.status,
-				d.Requests, d.input, d.output, d.Tokens, d.TokensUnknown, d.CostMicros, d.CostUnknown, d.errors, d.inputUnknown, d.outputUnknown); err != nil {
+				d.Requests, d.input, d.output, d.Tokens, d.TokensUnknown, d.CostMicros, d.CostUnknown, d.errors, d.inputUnknown, d.outputUnknown,
+				d.cached, d.cachedUnknown, d.reasoning, d.reasoningUnknown); err != nil {
 				return err
 			}
 		}

@@ -49,6 +49,10 @@ type Reservation struct {
 	// checked it against a cached list.
 	Token      [32]byte
 	CheckToken bool
+	// Priced is set by the ledger, before admission, when Model has a
+	// price (for operations other than Decisions): the price is taken
+	// then and kept for the settlement's cost.
+	Priced bool
 }
 
 // Settlement completes a reservation with what the request did.
@@ -66,7 +70,17 @@ type Settlement struct {
 	InputTokens  Count
 	OutputTokens Count
 	TotalTokens  Count
-	// CostMicros is the cost in micro-USD; unknown for Decisions.
+	// CachedInputTokens (part of InputTokens) and ReasoningTokens (part
+	// of OutputTokens) are unknown when the provider did not report them.
+	CachedInputTokens Count
+	ReasoningTokens   Count
+	// Refused marks a provider's 4xx answer with a structured error body:
+	// the provider did not bill it, so the row records 0 tokens and 0
+	// cost, whatever the price.
+	Refused bool
+	// CostMicros is the cost in micro-USD of a Decisions row (unknown, as
+	// the spec says). For other operations it is ignored: the ledger
+	// computes the cost from the price taken at admission (see costOf).
 	CostMicros Count
 	Latency    time.Duration
 }
@@ -75,7 +89,7 @@ type Settlement struct {
 // reports whether it changed any.
 func (s *Settlement) readable() bool {
 	changed := false
-	for _, c := range []*Count{&s.InputTokens, &s.OutputTokens, &s.TotalTokens, &s.CostMicros} {
+	for _, c := range []*Count{&s.InputTokens, &s.OutputTokens, &s.TotalTokens, &s.CachedInputTokens, &s.ReasoningTokens, &s.CostMicros} {
 		r := c.readable()
 		changed = changed || r != *c
 		*c = r
@@ -101,8 +115,12 @@ type Row struct {
 	InputTokens  Count
 	OutputTokens Count
 	TotalTokens  Count
-	CostMicros   Count
-	Latency      time.Duration
+	// CachedInputTokens and ReasoningTokens are unknown when the provider
+	// did not report them.
+	CachedInputTokens Count
+	ReasoningTokens   Count
+	CostMicros        Count
+	Latency           time.Duration
 }
 
 // dims is a usage row's position in the report rollup.
@@ -114,8 +132,14 @@ type dims struct {
 // openRow is what the writer remembers of a reservation it wrote, so that
 // settling it needs no read.
 type openRow struct {
-	ts  int64
-	dim dims
+	ts, expires int64
+	dim         dims
+	// price is the model's price taken at admission (nil: none, or a
+	// Decisions row).
+	price *Price
+	// reserved: this process wrote the reservation (price is the one
+	// taken at admission); otherwise the row was read back.
+	reserved bool
 }
 
 // delta is a change to the rollups caused by one write.
@@ -125,7 +149,12 @@ type delta struct {
 	// inputUnknown and outputUnknown count the settled rows of unknown
 	// input or output tokens (TokensUnknown counts those of unknown total).
 	inputUnknown, outputUnknown int64
-	errors                      int64
+	// cached and reasoning sum the known cached-input and reasoning
+	// tokens; cachedUnknown and reasoningUnknown count the settled rows
+	// where they are unknown.
+	cached, reasoning               int64
+	cachedUnknown, reasoningUnknown int64
+	errors                          int64
 }
 
 func reservationDelta() delta {
@@ -154,7 +183,17 @@ func settlementDelta(s Settlement) delta {
 	} else {
 		d.outputUnknown = 1
 	}
-	if s.Status >= 400 || s.Status == 0 {
+	if s.CachedInputTokens.Known {
+		d.cached = s.CachedInputTokens.V
+	} else {
+		d.cachedUnknown = 1
+	}
+	if s.ReasoningTokens.Known {
+		d.reasoning = s.ReasoningTokens.V
+	} else {
+		d.reasoningUnknown = 1
+	}
+	if s.Status >= 400 || s.Status == 0 || s.ErrorCode != "" {
 		d.errors = 1
 	}
 	return d

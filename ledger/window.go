@@ -69,7 +69,16 @@ type WindowReader interface {
 	// NewestUnknownCost returns the time of the newest row of unknown cost
 	// in w; ok=false when there is none.
 	NewestUnknownCost(w Window) (at time.Time, ok bool, err error)
+	// InFlight counts, up to upTo, the open reservations in w still
+	// within their deadline plus grace (and younger than MaxInFlight):
+	// requests in flight, which Totals counts as rows of unknown tokens
+	// and cost but a cost budget does not (DESIGN, Prices and cost).
+	InFlight(w Window, upTo int64) (int64, error)
 }
+
+// MaxInFlight bounds how long an open reservation counts as in flight,
+// whatever its deadline: an older one is usage of unknown cost.
+const MaxInFlight = 24 * time.Hour
 
 // querier is the part of *sql.Conn that views use.
 type querier interface {
@@ -106,6 +115,10 @@ type view struct {
 	// foldUntil is the minute rollup's frontier (unix ms, migration
 	// 0006): rows from it on are read raw. It must be the database's.
 	foldUntil int64
+	// open, in the writer's views, counts the in-flight reservations
+	// this process wrote in [f, t) at now, so that a lone process need
+	// not read them back.
+	open func(f, t, now int64) int64
 }
 
 func (v *view) Now() time.Time          { return v.now }
@@ -159,6 +172,27 @@ func (v *view) NewestUnknownCost(w Window) (time.Time, bool, error) {
 		}
 	}
 	return time.Time{}, false, nil
+}
+
+func (v *view) InFlight(w Window, upTo int64) (int64, error) {
+	f, t := w.ms()
+	now := v.now.UnixMilli()
+	f = max(f, now-MaxInFlight.Milliseconds())
+	if f >= t || upTo <= 0 {
+		return 0, nil
+	}
+	if v.open != nil {
+		if n := v.open(f, t, now); n >= upTo {
+			return n, nil
+		}
+	}
+	var n int64
+	err := v.q.QueryRowContext(v.ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM usage WHERE ts_ms >= ? AND ts_ms < ? AND state = 0 AND expires_ms > ? LIMIT ?)`,
+		f, t, now, upTo).Scan(&n)
+	if err != nil {
+		return 0, &dbError{err}
+	}
+	return n, nil
 }
 
 // View runs fn on a consistent read-only view of the ledger at the current

@@ -26,6 +26,7 @@ const (
 	opRelease
 	opTouch
 	opFunc
+	opResolve
 )
 
 type op struct {
@@ -33,9 +34,11 @@ type op struct {
 	res    Reservation
 	admit  Admitter
 	settle Settlement
-	id     string
-	touch  map[string]time.Time
-	fn     func(ctx context.Context, q execQuerier) error
+	// resolve is an operator's usage for a row of unknown usage.
+	resolve Resolution
+	id      string
+	touch   map[string]time.Time
+	fn      func(ctx context.Context, q execQuerier) error
 	// bumpsConfig marks fn as a change to budgets or tokens.
 	bumpsConfig bool
 	// ctx, for a reservation, is the request's: the write is given up,
@@ -82,6 +85,7 @@ type writer struct {
 	cfgVer  int64
 	budgets []BudgetRecord
 	tokens  map[[32]byte]string
+	prices  map[string]Price
 	open    map[string]openRow
 	windows windowCache
 	lastNow time.Time
@@ -508,7 +512,7 @@ func (w *writer) runBatch(ops []*op) []error {
 		rollback()
 		return failAll(err)
 	}
-	b.view = &view{ctx: ctx, q: b.q, now: now, budgets: w.budgets, flush: b.flush, wc: &w.windows, hourUntil: w.hourUntil, foldUntil: w.foldUntil}
+	b.view = &view{ctx: ctx, q: b.q, now: now, budgets: w.budgets, flush: b.flush, wc: &w.windows, hourUntil: w.hourUntil, foldUntil: w.foldUntil, open: b.inFlight}
 	errs := make([]error, len(ops))
 	for i, o := range ops {
 		err := b.apply(o)
@@ -561,7 +565,7 @@ func unavailable(err error) error {
 // connections (PRAGMA data_version moves only for those): their rows are
 // not in the cached windows, and they may have moved the rollups'
 // frontiers, which every write must know exactly (see addTotals). A batch
-// that admits also reloads budgets and tokens when config_version says
+// that admits also reloads budgets, tokens and prices when config_version says
 // they changed.
 func (w *writer) sync(ctx context.Context, q stmtConn, admits bool) error {
 	var dv int64
@@ -596,7 +600,11 @@ func (w *writer) sync(ctx context.Context, q stmtConn, admits bool) error {
 	if err != nil {
 		return err
 	}
-	w.budgets, w.tokens, w.cfgVer = bs, toks, cv
+	prices, err := listPrices(ctx, w.conn)
+	if err != nil {
+		return err
+	}
+	w.budgets, w.tokens, w.prices, w.cfgVer = bs, toks, prices, cv
 	w.s.tokens.Store(&toks)
 	return nil
 }
