@@ -137,10 +137,11 @@ func TestOpenAIRoutesForwardByteForByte(t *testing.T) {
 	cases := []struct {
 		path, op, answer, request string
 		in, out, total            int64
+		cached, reasoning         ledger.Count
 	}{
-		{KindChat.Path, "chat.completions", chatAnswer, `{"model":"api/gpt-test","messages":[{"role":"user","content":"hi"}]}`, 11, 7, 18},
-		{KindResponses.Path, "responses", responsesAnswer, `{"model":"api/gpt-test","input":"hi"}`, 21, 9, 30},
-		{KindEmbeddings.Path, "embeddings", embeddingsAnswer, `{"input":"hi", "model":"api/gpt-test"}`, 6, 0, 6},
+		{KindChat.Path, "chat.completions", chatAnswer, `{"model":"api/gpt-test","messages":[{"role":"user","content":"hi"}]}`, 11, 7, 18, ledger.Known(3), ledger.Known(2)},
+		{KindResponses.Path, "responses", responsesAnswer, `{"model":"api/gpt-test","input":"hi"}`, 21, 9, 30, ledger.Known(5), ledger.Known(4)},
+		{KindEmbeddings.Path, "embeddings", embeddingsAnswer, `{"input":"hi", "model":"api/gpt-test"}`, 6, 0, 6, ledger.Count{}, ledger.Count{}},
 	}
 	for _, c := range cases {
 		u.script(keyA, c.path, upReply{status: 200, body: c.answer,
@@ -165,6 +166,9 @@ func TestOpenAIRoutesForwardByteForByte(t *testing.T) {
 		row := h.row(r.header.Get("X-Request-ID"))
 		if row.Operation != c.op || row.Status != 200 || row.InputTokens != ledger.Known(c.in) || row.TotalTokens != ledger.Known(c.total) {
 			t.Errorf("%s: row %+v", c.path, row)
+		}
+		if row.CachedInputTokens != c.cached || row.ReasoningTokens != c.reasoning {
+			t.Errorf("%s: cached %+v reasoning %+v, want %+v %+v", c.path, row.CachedInputTokens, row.ReasoningTokens, c.cached, c.reasoning)
 		}
 		if c.out != 0 && row.OutputTokens != ledger.Known(c.out) {
 			t.Errorf("%s: output tokens %+v, want %d", c.path, row.OutputTokens, c.out)
