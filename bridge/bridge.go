@@ -192,6 +192,8 @@ func (b *Bridge) proxy() http.Handler {
 			pr.Out.Header.Del("X-Forwarded-For")
 		},
 		Transport: tr,
+		// Stream events reach the caller as they arrive.
+		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if r.Context().Err() != nil {
 				httpx.WriteError(w, httpx.NewError(httpx.CodeClientClosedRequest))

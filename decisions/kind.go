@@ -23,6 +23,8 @@ type Kind struct {
 	strictProfiles bool
 	// barePool: a bare model name may use Config.DefaultPool.
 	barePool bool
+	// streams: "stream": true is served as an event stream.
+	streams bool
 	// generation: the request is bounded by Config.GenerationDeadline,
 	// not Config.Deadline.
 	generation bool
@@ -37,9 +39,9 @@ type Kind struct {
 var (
 	KindDecisions = &Kind{Path: Endpoint, Operation: Operation, strictProfiles: true, usage: readUsage,
 		poolUnavailable: httpx.CodePoolUnavailable, tooLarge: httpx.CodeResponseTooLarge}
-	KindResponses = &Kind{Path: "/v1/responses", Operation: "responses", barePool: true, generation: true, usage: readResponsesUsage,
+	KindResponses = &Kind{Path: "/v1/responses", Operation: "responses", barePool: true, generation: true, streams: true, usage: readResponsesUsage,
 		poolUnavailable: httpx.CodeRoutePoolUnavailable, tooLarge: httpx.CodeRouteResponseTooLarge}
-	KindChat = &Kind{Path: "/v1/chat/completions", Operation: "chat.completions", barePool: true, generation: true, usage: readChatUsage,
+	KindChat = &Kind{Path: "/v1/chat/completions", Operation: "chat.completions", barePool: true, generation: true, streams: true, usage: readChatUsage,
 		poolUnavailable: httpx.CodeRoutePoolUnavailable, tooLarge: httpx.CodeRouteResponseTooLarge}
 	KindEmbeddings = &Kind{Path: "/v1/embeddings", Operation: "embeddings", barePool: true, generation: true, usage: readChatUsage,
 		poolUnavailable: httpx.CodeRoutePoolUnavailable, tooLarge: httpx.CodeRouteResponseTooLarge}

@@ -3,6 +3,7 @@ package decisions
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -105,6 +106,9 @@ type Config struct {
 	// GenerationDeadline bounds a whole request on the OpenAI routes
 	// (default 10m); waits and failover stay within Deadline.
 	GenerationDeadline time.Duration
+	// StreamIdleTimeout cuts a stream whose provider is silent this long
+	// (default 120s); it is also the window of each write to the caller.
+	StreamIdleTimeout time.Duration
 	// DefaultPool, when set, is the pool a bare model name uses on the
 	// OpenAI routes (never on Decisions).
 	DefaultPool string
@@ -185,6 +189,9 @@ func New(cfg Config) *Route {
 	}
 	if cfg.GenerationDeadline <= 0 {
 		cfg.GenerationDeadline = defaults.GenerationDeadline
+	}
+	if cfg.StreamIdleTimeout <= 0 {
+		cfg.StreamIdleTimeout = defaults.StreamIdleTimeout
 	}
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = "rotor"
@@ -296,6 +303,11 @@ func (rt *Route) serve(ctx context.Context, k *Kind, w http.ResponseWriter, r *h
 		}
 		return httpx.NewError(httpx.CodeInvalidJSON)
 	}
+	req, stream, injected, err := streamRequest(k, req)
+	if err != nil {
+		rt.refused("invalid_json")
+		return httpx.NewError(httpx.CodeInvalidJSON).WithParam("stream_options")
+	}
 	prefix, upstream, ok := strings.Cut(req.model, "/")
 	if k.barePool && rt.cfg.DefaultPool != "" && (!ok || !slices.Contains(PoolNames, prefix)) {
 		// routes.default_pool: a bare name, on the OpenAI routes only.
@@ -354,7 +366,7 @@ func (rt *Route) serve(ctx context.Context, k *Kind, w http.ResponseWriter, r *h
 		return err
 	}
 	failpoint.Hit(failpoint.AfterAdmission) // crash tests: reservation committed, nothing sent
-	wk := &walk{rt: rt, kind: k, ps: ps, req: req, beta: r.Header.Get("OpenAI-Beta"), upstream: upstream, region: region, id: id, info: info,
+	wk := &walk{rt: rt, kind: k, ps: ps, req: req, beta: r.Header.Get("OpenAI-Beta"), stream: stream, upstream: upstream, region: region, id: id, info: info,
 		scope: pool.Scope{Model: upstream, QuotaBucket: ps.pool.BucketFor(upstream)}, deadline: start.Add(rt.cfg.Deadline)}
 	if k == KindResponses {
 		if prev, ok := stringMember(req.body, "previous_response_id"); ok && prev != "" {
@@ -374,6 +386,11 @@ func (rt *Route) serve(ctx context.Context, k *Kind, w http.ResponseWriter, r *h
 			err = ErrUpstream
 		}
 		return err
+	}
+	if err == nil && out.stream != nil {
+		info.Attempts, info.Ran = wk.sent, wk.ran
+		rt.streamAnswer(ctx, r.Context(), k, w, wk, out, injected, start, info)
+		return nil
 	}
 	// The row is settled before the caller sees the answer: an answer
 	// received as 200 always has its ledger row.
@@ -458,6 +475,12 @@ type answer struct {
 	header http.Header
 	body   *buffer
 	usage  Usage
+	// stream, when set, is an event stream to pump to the caller instead
+	// of body; cancel ends its provider call with a cause, and streamCtx
+	// is that call's context.
+	stream    io.ReadCloser
+	cancel    context.CancelCauseFunc
+	streamCtx context.Context
 }
 
 // allows applies a credential's visibility globs.

@@ -55,6 +55,8 @@ type walk struct {
 	// ran: a call ended the request, so the provider may have run it
 	// (every call that failed over was a classified rejection).
 	ran bool
+	// stream: the caller asked for "stream": true on a route that streams.
+	stream bool
 	// deadline is the request deadline on the route's clock.
 	deadline time.Time
 }
@@ -329,8 +331,16 @@ func (wk *walk) send(ctx context.Context, c *credential) (out *answer, next bool
 	if wk.body == nil {
 		wk.body = wk.req.withModel(wk.upstream)
 	}
-	callCtx, cancelCall := context.WithCancel(ctx)
-	defer cancelCall()
+	callCtx, cancelCause := context.WithCancelCause(ctx)
+	cancelCall := func() { cancelCause(nil) }
+	// handedOff: a stream's body and its context now belong to the
+	// caller's pump (stream.go).
+	handedOff := false
+	defer func() {
+		if !handedOff {
+			cancelCall()
+		}
+	}()
 	hreq, err := http.NewRequestWithContext(callCtx, http.MethodPost, c.BaseURL+wk.kind.Path, bytes.NewReader(wk.body))
 	if err != nil {
 		wk.fail(c.Name)
@@ -348,7 +358,11 @@ func (wk *walk) send(ctx context.Context, c *credential) (out *answer, next bool
 	h := hreq.Header
 	h.Set("Authorization", "Bearer "+c.Key.Reveal())
 	h.Set("Content-Type", "application/json")
-	h.Set("Accept", "application/json")
+	if wk.stream {
+		h.Set("Accept", "text/event-stream")
+	} else {
+		h.Set("Accept", "application/json")
+	}
 	h.Set("User-Agent", rt.cfg.UserAgent)
 	h.Set("X-Request-ID", wk.id)
 	if wk.beta != "" && wk.kind != KindDecisions {
@@ -374,7 +388,11 @@ func (wk *walk) send(ctx context.Context, c *credential) (out *answer, next bool
 		}
 		return nil, false, ErrUpstream
 	}
-	defer resp.Body.Close()
+	defer func() {
+		if !handedOff {
+			resp.Body.Close()
+		}
+	}()
 	wk.sentBy(c.Name)
 	failpoint.Hit(failpoint.DuringUpstream) // crash tests: the provider has the request, its answer is unread
 	status := resp.StatusCode
@@ -395,6 +413,13 @@ func (wk *walk) send(ctx context.Context, c *credential) (out *answer, next bool
 	}
 	switch v {
 	case outcomeAnswer:
+		if wk.stream && isEventStream(resp.Header) {
+			// The first byte is the caller's from here: no failover, no
+			// replay.
+			wk.ps.pool.Record(c.Name, pool.Observation{Scope: wk.scope, Status: status})
+			handedOff = true
+			return &answer{status: status, header: resp.Header, stream: resp.Body, cancel: cancelCause, streamCtx: callCtx}, false, nil
+		}
 		body, err := readAll(resp.Body, MaxBody, rt.buffers, resp.ContentLength)
 		wk.ps.pool.Record(c.Name, pool.Observation{Scope: wk.scope, Status: status})
 		if err != nil {

@@ -214,7 +214,7 @@ func buildRoute(f *Factory, cfg *config.Config, store *ledger.Store, metrics *ga
 		Deadline: cfg.Runtime.Deadline, CatalogTTL: cfg.CatalogTTL, CatalogTimeout: cfg.CatalogTimeout,
 		ErrorBodyIdle: cfg.Runtime.ErrorBodyIdle, MaxBuffered: cfg.Runtime.MaxBufferedMB << 20,
 		ReservationGrace: cfg.Ledger.ReservationGrace, Metrics: metrics, UserAgent: "rotor/" + f.Version,
-		GenerationDeadline: cfg.Runtime.GenerationDeadline, DefaultPool: cfg.Routes.DefaultPool,
+		GenerationDeadline: cfg.Runtime.GenerationDeadline, DefaultPool: cfg.Routes.DefaultPool, StreamIdleTimeout: cfg.Runtime.StreamIdleTimeout,
 	})
 	return router, nil
 }
