@@ -32,6 +32,12 @@ type upReply struct {
 	status int
 	header map[string]string
 	body   string
+	// events, when set, are written one by one as text/event-stream,
+	// flushed; after stallAfter of them (when > 0) the answer waits for
+	// the request to be cancelled and closes gone.
+	events     []string
+	stallAfter int
+	gone       chan struct{}
 }
 
 type upRequest struct {
@@ -84,6 +90,23 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	for k, v := range rep.header {
 		w.Header().Set(k, v)
+	}
+	if rep.events != nil {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(rep.status)
+		rc := http.NewResponseController(w)
+		for i, ev := range rep.events {
+			if rep.stallAfter > 0 && i == rep.stallAfter {
+				break
+			}
+			_, _ = io.WriteString(w, ev)
+			_ = rc.Flush()
+		}
+		if rep.stallAfter > 0 {
+			<-r.Context().Done()
+			close(rep.gone)
+		}
+		return
 	}
 	w.WriteHeader(rep.status)
 	_, _ = io.WriteString(w, rep.body)
