@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rotorhq/rotor/internal/httpx"
 	"github.com/rotorhq/rotor/ledger"
@@ -38,6 +39,8 @@ type upReply struct {
 	events     []string
 	stallAfter int
 	gone       chan struct{}
+	// every spaces the events in wall time.
+	every time.Duration
 }
 
 type upRequest struct {
@@ -98,6 +101,9 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 		for i, ev := range rep.events {
 			if rep.stallAfter > 0 && i == rep.stallAfter {
 				break
+			}
+			if i > 0 {
+				time.Sleep(rep.every)
 			}
 			_, _ = io.WriteString(w, ev)
 			_ = rc.Flush()

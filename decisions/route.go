@@ -221,6 +221,10 @@ func New(cfg Config) *Route {
 
 var _ http.Handler = (*Route)(nil)
 
+// writeMargin is how long past a request's deadline its answer may still
+// be written.
+const writeMargin = 15 * time.Second
+
 // RegionHeader names the region a request stays in.
 const RegionHeader = "X-Rotor-Region"
 
@@ -242,6 +246,11 @@ func (rt *Route) serveKind(k *Kind, w http.ResponseWriter, r *http.Request) {
 		info.Code = httpx.CodeRequestTooLarge
 		httpx.RefuseTooLarge(w, r, MaxBody)
 		return
+	}
+	if k.generation {
+		// The server's write timeout fits the Decisions deadline; an
+		// answer on these routes may take the generation deadline.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(k.deadline(&rt.cfg) + writeMargin))
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), k.deadline(&rt.cfg))
 	defer cancel()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -195,5 +196,30 @@ func TestStreamTerminalEventWaitsForTheRow(t *testing.T) {
 		if want := strings.Join(c.events[:len(c.events)-1], ""); string(got) != want {
 			t.Errorf("%s: the row did not commit, caller saw\n%q\nwant everything but %s", c.path, got, c.terminal)
 		}
+	}
+}
+
+func TestStreamOutlastsTheServerWriteTimeout(t *testing.T) {
+	h, u := newOpenAIHarness(t, opts{})
+	// Seven events 500 ms apart: a 3 s stream behind a 1 s write timeout.
+	events := []string{}
+	for range 6 {
+		events = append(events, chatEvents[0])
+	}
+	events = append(events, "data: [DONE]\n\n")
+	u.script(keyA, KindChat.Path, upReply{status: 200, events: events, every: 500 * time.Millisecond})
+	srv := httptest.NewUnstartedServer(h.srv.Config.Handler)
+	srv.Config.WriteTimeout = time.Second
+	srv.Start()
+	defer srv.Close()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+KindChat.Path, strings.NewReader(`{"model":"api/gpt-test","stream":true,"stream_options":{"include_usage":true},"messages":[]}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || string(got) != strings.Join(events, "") {
+		t.Errorf("stream behind a 1 s write timeout: %v, got %q", err, got)
 	}
 }
