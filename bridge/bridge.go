@@ -11,9 +11,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rotorhq/rotor/decisions"
 	"github.com/rotorhq/rotor/internal/clock"
 	"github.com/rotorhq/rotor/internal/httpx"
+	"github.com/rotorhq/rotor/internal/names"
 	"github.com/rotorhq/rotor/internal/secret"
 )
 
@@ -110,7 +110,7 @@ func (b *Bridge) Handler() http.Handler {
 
 func (b *Bridge) authenticate(r *http.Request, tok secret.Value) (string, bool, error) {
 	lookup := b.cfg.Tokens.LookupToken
-	if b.cfg.RuntimeURL == nil && r.Method == http.MethodPost && (r.URL.Path == "/v1/decisions" || decisions.OpenAIMethod(r.URL.Path) == http.MethodPost) {
+	if b.cfg.RuntimeURL == nil && r.Method == http.MethodPost && (r.URL.Path == "/v1/decisions" || names.OpenAIMethods(r.URL.Path) == http.MethodPost) {
 		lookup = b.cfg.Tokens.LookupTokenCached
 	}
 	label, ok, err := lookup(r.Context(), tok.Hash())
@@ -125,7 +125,7 @@ func (b *Bridge) authenticate(r *http.Request, tok secret.Value) (string, bool, 
 
 func (b *Bridge) serve(w http.ResponseWriter, r *http.Request) {
 	method, known := forwarded[r.URL.Path]
-	if m := decisions.OpenAIMethod(r.URL.Path); m != "" {
+	if m := names.OpenAIMethods(r.URL.Path); m != "" {
 		method, known = m, true
 	}
 	switch {

@@ -2,10 +2,10 @@ package decisions
 
 import (
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/rotorhq/rotor/internal/httpx"
+	"github.com/rotorhq/rotor/internal/names"
 )
 
 // Kind is what differs between the routes one Route serves (DESIGN,
@@ -102,27 +102,10 @@ func (rt *Route) OpenAI() http.Handler {
 	mux.Handle("/v1/models", httpx.OnlyMethod(http.MethodGet, http.HandlerFunc(rt.serveModels)))
 	mux.HandleFunc("/v1/responses/", func(w http.ResponseWriter, r *http.Request) {
 		if !httpx.MethodAllowed(r.Method, http.MethodGet) && r.Method != http.MethodDelete {
-			httpx.MethodNotAllowed(w, "GET, DELETE")
+			httpx.MethodNotAllowed(w, names.OpenAIMethods(r.URL.Path))
 			return
 		}
 		httpx.WriteError(w, httpx.NewError(httpx.CodeNotFound).WithMessage("stored responses are not served by rotor"))
 	})
 	return mux
-}
-
-// OpenAIPaths are the paths OpenAI serves, for the servers' muxes.
-var OpenAIPaths = []string{"/v1/responses", "/v1/responses/", "/v1/chat/completions", "/v1/embeddings", "/v1/models"}
-
-// OpenAIMethod is the method a known OpenAI path takes ("" when the path
-// is not one of them), for the bridge's method check.
-func OpenAIMethod(path string) string {
-	switch {
-	case path == "/v1/models":
-		return http.MethodGet
-	case strings.HasPrefix(path, "/v1/responses/"):
-		return "GET, DELETE"
-	case path == KindResponses.Path, path == KindChat.Path, path == KindEmbeddings.Path:
-		return http.MethodPost
-	}
-	return ""
 }

@@ -6,9 +6,9 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/rotorhq/rotor/decisions"
 	"github.com/rotorhq/rotor/internal/clock"
 	"github.com/rotorhq/rotor/internal/httpx"
+	"github.com/rotorhq/rotor/internal/names"
 	"github.com/rotorhq/rotor/internal/secret"
 )
 
@@ -21,7 +21,7 @@ type Config struct {
 	// Decisions serves POST /v1/decisions and POST /decisions; it answers
 	// other methods itself.
 	Decisions http.Handler
-	// OpenAI serves the OpenAI-compatible routes (decisions.OpenAIPaths);
+	// OpenAI serves the OpenAI-compatible routes (names.OpenAIRoutes);
 	// it answers other methods itself. Nil leaves them 404.
 	OpenAI http.Handler
 	// Status returns the GET /v1/status document, encoded as JSON.
@@ -62,7 +62,7 @@ func New(cfg Config) *Server {
 	s.mux.Handle("/v1/decisions", cfg.Decisions)
 	s.mux.Handle("/decisions", cfg.Decisions)
 	if cfg.OpenAI != nil {
-		for _, p := range decisions.OpenAIPaths {
+		for p := range names.OpenAIRoutes {
 			s.mux.Handle(p, cfg.OpenAI)
 		}
 	}
