@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rotorhq/rotor/budgets"
 	"github.com/rotorhq/rotor/internal/httpx"
 	"github.com/rotorhq/rotor/ledger"
 )
@@ -399,6 +400,58 @@ func TestClassifyUpstreamAnswer(t *testing.T) {
 	} {
 		if got := classify(c.status, c.pe, "m1", "/v1/chat/completions"); got != c.want {
 			t.Errorf("%s: classify(%d) = %d, want %d", c.name, c.status, got, c.want)
+		}
+	}
+}
+
+// A cost budget admits priced traffic on the OpenAI routes, with the row's
+// cost computed by the ledger; an unpriced model is refused before
+// discovery with 403 policy_blocked; a used-up cost budget is 429
+// budget_exceeded.
+func TestCostBudgetOnOpenAIRoutes(t *testing.T) {
+	h, u := newOpenAIHarness(t, opts{})
+	ctx := context.Background()
+	u.catalogs[keyA] = append(u.catalogs[keyA], "unpriced")
+	if err := h.store.PutBudget(ctx, budgets.Budget{Name: "spend", Kind: budgets.KindCost, Limit: 100, Window: budgets.Window{Calendar: "month"}}.Record(), false); err != nil {
+		t.Fatal(err)
+	}
+	// $1 per 1M input, $2 per 1M output: 11 in and 7 out cost 25 micro-USD.
+	if _, err := h.store.PutPrices(ctx, []ledger.Price{{Model: "gpt-test", InputMicros: 1_000_000, OutputMicros: 2_000_000, Source: ledger.SourceSet}}, true); err != nil {
+		t.Fatal(err)
+	}
+	r := h.do(ctx, KindChat.Path, `{"model":"api/unpriced","messages":[]}`)
+	wantStatus(t, r, 403, httpx.CodePolicyBlocked)
+	if len(u.requests()) != 0 {
+		t.Fatalf("an unpriced model reached the provider")
+	}
+	u.script(keyA, KindChat.Path, upReply{status: 200, body: chatAnswer})
+	for range 4 {
+		r = h.do(ctx, KindChat.Path, `{"model":"api/gpt-test","messages":[]}`)
+		wantStatus(t, r, 200, "")
+	}
+	if row := h.row(r.header.Get("X-Request-ID")); row.CostMicros != ledger.Known(25) {
+		t.Errorf("row cost %+v, want 25 micro-USD", row.CostMicros)
+	}
+	wantStatus(t, h.do(ctx, KindChat.Path, `{"model":"api/gpt-test","messages":[]}`), 429, httpx.CodeBudgetExceeded)
+}
+
+func TestOpenAIRoutesNameTheirOwnErrors(t *testing.T) {
+	for _, c := range []struct {
+		k         *Kind
+		err       error
+		code      string
+		status    int
+		neverRetr bool
+	}{
+		{KindChat, ErrResponseTooLarge, "response_too_large", 502, true},
+		{KindResponses, ErrPoolUnavailable, "pool_unavailable", 503, true},
+		{KindDecisions, ErrResponseTooLarge, "decisions_response_too_large", 502, true},
+		{KindDecisions, ErrPoolUnavailable, "decisions_pool_unavailable", 503, true},
+		{KindEmbeddings, ErrModelNotAvailable, "model_not_available", 404, false},
+	} {
+		e := c.k.errorResponse(c.err)
+		if e.Code != c.code || e.Status != c.status || e.NeverRetry != c.neverRetr {
+			t.Errorf("%s %v: %d %s never-retry %v, want %d %s %v", c.k.Path, c.err, e.Status, e.Code, e.NeverRetry, c.status, c.code, c.neverRetr)
 		}
 	}
 }
