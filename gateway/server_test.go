@@ -206,18 +206,7 @@ func TestNonPostOnDecisionsIs405WithAllow(t *testing.T) {
 // runtime's guard.
 func TestRuntimeServesBothDecisionsPaths(t *testing.T) {
 	r := newRig(t)
-	for _, path := range []string{"/v1/decisions", "/decisions"} {
-		req, _ := http.NewRequest("POST", r.srv.URL+path, strings.NewReader(`{"model":"api/decide-mini","input":"x","question":{"type":"predicate"}}`))
-		req.Header.Set("Authorization", "Bearer "+runtimeToken)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			t.Errorf("POST %s = %d, want 200", path, resp.StatusCode)
-		}
-	}
+	r.postOK(t, "/v1/decisions", "/decisions")
 	if n := len(r.route.served()); n != 2 {
 		t.Errorf("%d decisions reached the route, want 2", n)
 	}
@@ -248,8 +237,21 @@ func TestMetricsExportBudgets(t *testing.T) {
 // the caller's label; Decisions never sees them.
 func TestRuntimeServesOpenAIRoutes(t *testing.T) {
 	r := newRig(t)
-	for _, path := range []string{"/v1/responses", "/v1/chat/completions", "/v1/embeddings", "/v1/models", "/v1/responses/resp_1"} {
-		req, _ := http.NewRequest("POST", r.srv.URL+path, strings.NewReader(`{}`))
+	r.postOK(t, "/v1/responses", "/v1/chat/completions", "/v1/embeddings", "/v1/models", "/v1/responses/resp_1")
+	if got := r.openAI.served(); len(got) != 5 || got[0] != DirectClient {
+		t.Errorf("OpenAI handler served %v", got)
+	}
+	if n := len(r.route.served()); n != 0 {
+		t.Errorf("Decisions served %d", n)
+	}
+}
+
+// postOK posts a Decisions body to each path with the runtime token and
+// fails unless each answers 200.
+func (r *rig) postOK(t *testing.T, paths ...string) {
+	t.Helper()
+	for _, path := range paths {
+		req, _ := http.NewRequest("POST", r.srv.URL+path, strings.NewReader(`{"model":"api/decide-mini","input":"x","question":{"type":"predicate"}}`))
 		req.Header.Set("Authorization", "Bearer "+runtimeToken)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -259,11 +261,5 @@ func TestRuntimeServesOpenAIRoutes(t *testing.T) {
 		if resp.StatusCode != 200 {
 			t.Errorf("POST %s = %d, want 200", path, resp.StatusCode)
 		}
-	}
-	if got := r.openAI.served(); len(got) != 5 || got[0] != DirectClient {
-		t.Errorf("OpenAI handler served %v", got)
-	}
-	if n := len(r.route.served()); n != 0 {
-		t.Errorf("Decisions served %d", n)
 	}
 }
