@@ -67,13 +67,22 @@ func responseID(body []byte) string {
 
 // stringMember is a top-level string member of a JSON object.
 func stringMember(body []byte, name string) (string, bool) {
-	var out string
-	var found bool
+	raw, ok := member(body, name)
+	if !ok {
+		return "", false
+	}
+	return unquote(raw)
+}
+
+// member is the raw value of a top-level member of a JSON object (the
+// last one, as encoding/json reads duplicates).
+func member(body []byte, name string) ([]byte, bool) {
+	var out []byte
 	_ = topLevel(body, func(key string, _ []byte, v span) bool {
 		if key == name {
-			out, found = unquote(body[v.start:v.end])
+			out = body[v.start:v.end]
 		}
 		return true
 	})
-	return out, found
+	return out, out != nil
 }

@@ -247,18 +247,11 @@ func readResponsesUsage(body []byte) Usage { return responsesUsage.read(topUsage
 // readChatUsage serves chat and embeddings (which has no completion).
 func readChatUsage(body []byte) Usage { return chatUsage.read(topUsage(body)) }
 
-// topUsage finds the answer's top-level usage object, leaving the rest of
-// the answer untouched and undecoded. The answer is not validated first: a
-// malformed one yields no usage.
+// topUsage is the answer's top-level usage object, the rest of the answer
+// untouched and undecoded. The answer is not validated first: a malformed
+// one yields no usage.
 func topUsage(body []byte) []byte {
-	var raw []byte
-	// The last "usage" wins, as encoding/json reads duplicate keys.
-	_ = topLevel(body, func(key string, _ []byte, v span) bool {
-		if key == "usage" {
-			raw = body[v.start:v.end]
-		}
-		return true
-	})
+	raw, _ := member(body, "usage")
 	return raw
 }
 
@@ -303,17 +296,11 @@ func (n usageNames) read(raw []byte) Usage {
 
 // detail reads one count of a *_details object; nil when absent.
 func detail(obj []byte, name string) *int64 {
-	var out *int64
-	_ = topLevel(obj, func(key string, _ []byte, v span) bool {
-		if key == name {
-			out = nil
-			if n, ok := parseCount(obj[v.start:v.end]); ok {
-				out = &n
-			}
-		}
-		return true
-	})
-	return out
+	raw, _ := member(obj, name)
+	if n, ok := parseCount(raw); ok {
+		return &n
+	}
+	return nil
 }
 
 // parseCount reads a nonnegative JSON integer without allocating.

@@ -127,6 +127,7 @@ func (rt *Route) streamAnswer(ctx context.Context, caller context.Context, k *Ki
 	var usage Usage
 	var terminal []byte
 	ended := false // a Responses stream's final event was seen
+	respID := ""   // its response's id
 	writeErr := false
 	var scanErr error
 	for {
@@ -147,6 +148,9 @@ func (rt *Route) streamAnswer(ctx context.Context, caller context.Context, k *Ki
 			if typ, u, ok := sse.ResponsesUsage(ev); ok {
 				usage, ended = responsesUsage.read(u), true
 				held = typ == sse.ResponseCompleted
+				if obj, ok := member(ev.Data, "response"); ok {
+					respID = responseID(obj)
+				}
 			}
 		}
 		if held {
@@ -206,6 +210,7 @@ func (rt *Route) streamAnswer(ctx context.Context, caller context.Context, k *Ki
 		return
 	}
 	info.Recorded = true
+	rt.affinity.remember(respID, wk.lastCred)
 	if terminal != nil {
 		_ = rc.SetWriteDeadline(time.Now().Add(window))
 		if _, err := w.Write(terminal); err == nil {

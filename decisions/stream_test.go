@@ -102,6 +102,9 @@ func TestResponsesStreamRecordsUsage(t *testing.T) {
 	if row.ErrorCode != "" || row.InputTokens != ledger.Known(8) || row.ReasoningTokens != ledger.Known(1) || row.Operation != "responses" {
 		t.Errorf("row %+v", row)
 	}
+	if cred, ok := h.router.affinity.lookup("resp_s"); !ok || cred != "team-a" {
+		t.Errorf("a streamed response's id is not pinned to its credential: %q %v", cred, ok)
+	}
 }
 
 func TestStreamFailsOverBeforeTheFirstByteOnly(t *testing.T) {
