@@ -202,6 +202,9 @@ func TestEmbeddingsAnswer(t *testing.T) {
 			}
 			var got answer
 			decodeStrict(t, b, &got)
+			if bytes.Contains(b, []byte("padding")) {
+				t.Errorf("a normal answer has HugeAnswer's padding member: %s", b)
+			}
 			if got.Object != "list" || got.Model != embedModel || len(got.Data) != tt.inputs {
 				t.Fatalf("answer = %s", b)
 			}
