@@ -46,6 +46,8 @@ fuzz=(
   "./config FuzzParseFile"
   "./decisions FuzzParseRequest"
   "./decisions FuzzReadUsage"
+  "./internal/sse FuzzScanner"
+  "./internal/sse FuzzChatRewriter"
 )
 
 if [ "$list" = 1 ]; then
