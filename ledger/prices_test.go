@@ -151,3 +151,38 @@ func TestLedgerSettleResolvesUnknownRow(t *testing.T) {
 		t.Errorf("report = %+v, want one group, all known, cost 4003, input 2001, 2 errors (the cut stream and the orphan)", rep)
 	}
 }
+
+// A price set by another process (the CLI) binds a running runtime at its
+// next admission, through config_version, and a removed one unbinds.
+func TestPriceSetByAnotherProcessBindsAtNextAdmission(t *testing.T) {
+	clk := clock.NewFake(t0)
+	s, path := openTest(t, clk)
+	cli := openAt(t, path, clk)
+	priced := func(id string) bool {
+		t.Helper()
+		var got bool
+		if err := s.Reserve(ctx, Reservation{RequestID: id, Operation: "embeddings", Model: "emb", Expires: clk.Now().Add(time.Hour)},
+			AdmitFunc(func(_ WindowReader, r Reservation) error { got = r.Priced; return nil })); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if priced("a") {
+		t.Fatal("priced before any price was set")
+	}
+	if _, err := cli.PutPrices(ctx, []Price{{Model: "emb", InputMicros: 20_000, Source: "prices.json"}}, false); err != nil {
+		t.Fatal(err)
+	}
+	if !priced("b") {
+		t.Error("a price set by another process did not bind the next admission")
+	}
+	if err := cli.RemovePrice(ctx, "emb"); err != nil {
+		t.Fatal(err)
+	}
+	if priced("c") {
+		t.Error("a price removed by another process still binds")
+	}
+	if err := cli.RemovePrice(ctx, "emb"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("remove again: %v, want ErrNotFound", err)
+	}
+}
