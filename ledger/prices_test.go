@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -184,5 +185,43 @@ func TestPriceSetByAnotherProcessBindsAtNextAdmission(t *testing.T) {
 	}
 	if err := cli.RemovePrice(ctx, "emb"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("remove again: %v, want ErrNotFound", err)
+	}
+}
+
+// Cached and reasoning tokens follow the other usage values: outside
+// 0..10^12 they are unknown, never stored or summed; and an unreadable
+// input makes the cost unknown.
+func TestCachedAndReasoningOutOfRangeAreUnknown(t *testing.T) {
+	clk := clock.NewFake(t0)
+	s, _ := openTest(t, clk)
+	if _, err := s.PutPrices(ctx, []Price{{Model: "gpt", InputMicros: 1_000_000, OutputMicros: 1_000_000, Source: SourceSet}}, false); err != nil {
+		t.Fatal(err)
+	}
+	for i, st := range []Settlement{
+		{CachedInputTokens: Known(MaxUsage + 1), ReasoningTokens: Known(-1), InputTokens: Known(10), OutputTokens: Known(10)},
+		{CachedInputTokens: Known(1), ReasoningTokens: Known(1), InputTokens: Known(-5), OutputTokens: Known(10)},
+	} {
+		id := fmt.Sprint("r", i)
+		if err := s.Reserve(ctx, Reservation{RequestID: id, Operation: "responses", Model: "gpt", Expires: clk.Now().Add(time.Hour)}, nil); err != nil {
+			t.Fatal(err)
+		}
+		st.RequestID, st.Model, st.Status = id, "gpt", 200
+		if err := s.Settle(ctx, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows, err := s.Rows(ctx, t0.Add(-time.Hour), t0.Add(time.Hour), 0)
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("rows %v, %v", rows, err)
+	}
+	if r := rows[0]; r.CachedInputTokens.Known || r.ReasoningTokens.Known || r.CostMicros != Known(20) {
+		t.Errorf("r0 = %+v, want cached and reasoning unknown, cost 20 (cached unreported counts as none)", r)
+	}
+	if r := rows[1]; r.InputTokens.Known || r.CostMicros.Known {
+		t.Errorf("r1 = %+v, want input and cost unknown", r)
+	}
+	rep, err := s.Report(ctx, ReportQuery{From: t0.Add(-time.Hour), To: t0.Add(time.Hour), By: []string{KeyOperation}})
+	if err != nil || len(rep) != 1 || rep[0].CachedInputTokens != 1 || rep[0].CachedUnknown != 1 || rep[0].ReasoningUnknown != 1 || rep[0].CostUnknown != 1 {
+		t.Errorf("report = %+v, %v", rep, err)
 	}
 }
