@@ -6,10 +6,12 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/rotorhq/rotor/decisions"
 	"github.com/rotorhq/rotor/internal/clock"
 	"github.com/rotorhq/rotor/internal/httpx"
 	"github.com/rotorhq/rotor/internal/secret"
@@ -108,7 +110,7 @@ func (b *Bridge) Handler() http.Handler {
 
 func (b *Bridge) authenticate(r *http.Request, tok secret.Value) (string, bool, error) {
 	lookup := b.cfg.Tokens.LookupToken
-	if b.cfg.RuntimeURL == nil && r.Method == http.MethodPost && r.URL.Path == "/v1/decisions" {
+	if b.cfg.RuntimeURL == nil && r.Method == http.MethodPost && (r.URL.Path == "/v1/decisions" || decisions.OpenAIMethod(r.URL.Path) == http.MethodPost) {
 		lookup = b.cfg.Tokens.LookupTokenCached
 	}
 	label, ok, err := lookup(r.Context(), tok.Hash())
@@ -123,6 +125,9 @@ func (b *Bridge) authenticate(r *http.Request, tok secret.Value) (string, bool, 
 
 func (b *Bridge) serve(w http.ResponseWriter, r *http.Request) {
 	method, known := forwarded[r.URL.Path]
+	if m := decisions.OpenAIMethod(r.URL.Path); m != "" {
+		method, known = m, true
+	}
 	switch {
 	case r.URL.Path == "/healthz":
 		if !httpx.MethodAllowed(r.Method, http.MethodGet) {
@@ -134,7 +139,7 @@ func (b *Bridge) serve(w http.ResponseWriter, r *http.Request) {
 	case !known:
 		httpx.WriteError(w, httpx.NewError(httpx.CodeNotFound))
 		return
-	case !httpx.MethodAllowed(r.Method, method):
+	case !slices.ContainsFunc(strings.Split(method, ", "), func(m string) bool { return httpx.MethodAllowed(r.Method, m) }):
 		httpx.MethodNotAllowed(w, method)
 		return
 	case r.ContentLength > MaxBody:
@@ -187,6 +192,8 @@ func (b *Bridge) proxy() http.Handler {
 			pr.Out.Header.Del("X-Forwarded-For")
 		},
 		Transport: tr,
+		// Stream events reach the caller as they arrive.
+		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if r.Context().Err() != nil {
 				httpx.WriteError(w, httpx.NewError(httpx.CodeClientClosedRequest))

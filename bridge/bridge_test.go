@@ -126,7 +126,7 @@ func TestLastUseIsCoalescedAndWrittenOnClose(t *testing.T) {
 func TestOnlyKnownRoutesAreForwarded(t *testing.T) {
 	hits := 0
 	_, srv, _ := setup(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits++ }), nil)
-	for _, p := range []string{"/v1/models", "/admin", "/v1/decisions/../x"} {
+	for _, p := range []string{"/v1/files", "/admin", "/v1/decisions/../x"} {
 		req, _ := http.NewRequest("GET", srv.URL+p, nil)
 		req.Header.Set("Authorization", "Bearer "+tok)
 		resp, _ := http.DefaultClient.Do(req)
@@ -248,6 +248,8 @@ func TestNonPostOnDecisionsIs405WithAllow(t *testing.T) {
 		for _, tt := range []struct{ method, path, allow string }{
 			{"GET", "/v1/decisions", "POST"}, {"PUT", "/v1/decisions", "POST"}, {"HEAD", "/v1/decisions", "POST"},
 			{"POST", "/v1/status", "GET"}, {"DELETE", "/metrics", "GET"}, {"POST", "/healthz", "GET"},
+			{"GET", "/v1/chat/completions", "POST"}, {"PUT", "/v1/responses", "POST"}, {"GET", "/v1/embeddings", "POST"},
+			{"POST", "/v1/models", "GET"}, {"POST", "/v1/responses/resp_1", "GET, DELETE"},
 		} {
 			req, _ := http.NewRequest(tt.method, srv.URL+tt.path, nil)
 			req.Header.Set("Authorization", "Bearer "+tok)
@@ -361,5 +363,74 @@ func TestStandaloneRuntimeGetsLabelHeader(t *testing.T) {
 	resp.Body.Close()
 	if got.Get(httpx.ClientHeader) != "ci" || got.Get("X-Rotor-Token-Hash") != "" || got.Get("Authorization") != "Bearer runtime-token-0123456789abcdefghijkl" {
 		t.Errorf("standalone runtime saw client %q hash %q auth %q", got.Get(httpx.ClientHeader), got.Get("X-Rotor-Token-Hash"), got.Get("Authorization"))
+	}
+}
+
+// The OpenAI routes reach the runtime, in-process or standalone, and a
+// stream's events reach the caller as they arrive (each one before the
+// runtime sends the next).
+func TestOpenAIRoutesForwardedAndStreamsFlushed(t *testing.T) {
+	next := make(chan struct{})
+	var mu sync.Mutex
+	var paths []string
+	runtime := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		paths = append(paths, r.Method+" "+r.URL.Path)
+		mu.Unlock()
+		if r.URL.Path != "/v1/chat/completions" {
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: 1\n\n")
+		http.NewResponseController(w).Flush()
+		<-next
+		io.WriteString(w, "data: [DONE]\n\n")
+	})
+	standalone := httptest.NewServer(runtime)
+	defer standalone.Close()
+	u, _ := url.Parse(standalone.URL)
+	for _, rt := range []struct {
+		name string
+		h    http.Handler
+		u    *url.URL
+	}{{"in-process", runtime, nil}, {"standalone", nil, u}} {
+		t.Run(rt.name, func(t *testing.T) {
+			mu.Lock()
+			paths = nil
+			mu.Unlock()
+			_, srv, _ := setup(t, rt.h, rt.u)
+			for _, c := range []struct{ method, path string }{
+				{"POST", "/v1/responses"}, {"POST", "/v1/embeddings"}, {"GET", "/v1/models"}, {"GET", "/v1/responses/resp_1"}, {"DELETE", "/v1/responses/resp_1"},
+			} {
+				req, _ := http.NewRequest(c.method, srv.URL+c.path, strings.NewReader("{}"))
+				req.Header.Set("Authorization", "Bearer "+tok)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+			}
+			req, _ := http.NewRequest("POST", srv.URL+"/v1/chat/completions", strings.NewReader("{}"))
+			req.Header.Set("Authorization", "Bearer "+tok)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			br := bufio.NewReader(resp.Body)
+			if line, err := br.ReadString('\n'); err != nil || line != "data: 1\n" {
+				t.Errorf("first event %q %v before the second was sent", line, err)
+			}
+			next <- struct{}{}
+			rest, _ := io.ReadAll(br)
+			resp.Body.Close()
+			if string(rest) != "\ndata: [DONE]\n\n" {
+				t.Errorf("rest of the stream %q", rest)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(paths) != 6 {
+				t.Errorf("runtime saw %v, want every OpenAI route", paths)
+			}
+		})
 	}
 }

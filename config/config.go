@@ -29,6 +29,7 @@ type Config struct {
 	Log             Log
 	Runtime         Runtime
 	Bridge          Bridge
+	Routes          Routes
 	Ledger          Ledger
 	ModelCooldown   ModelCooldown
 	LearnedCooldown LearnedCooldown
@@ -60,6 +61,17 @@ type Runtime struct {
 	// ReadTimeout bounds reading a whole request, body included, on the
 	// bridge and the runtime servers.
 	ReadTimeout time.Duration
+	// GenerationDeadline bounds a whole request on the OpenAI routes.
+	GenerationDeadline time.Duration
+	// StreamIdleTimeout cuts a stream whose provider is silent this long.
+	StreamIdleTimeout time.Duration
+}
+
+// Routes configures the OpenAI-compatible routes.
+type Routes struct {
+	// DefaultPool is the pool a bare model name uses there; empty
+	// requires a prefix.
+	DefaultPool string
 }
 
 // Bridge configures the authenticated local bridge.
@@ -202,11 +214,18 @@ func (c *Config) Validate() error {
 		pos("ledger.reservation_grace", c.Ledger.ReservationGrace),
 		pos("runtime.read_header_timeout", c.Runtime.ReadHeaderTimeout),
 		pos("runtime.read_timeout", c.Runtime.ReadTimeout),
+		pos("runtime.generation_deadline", c.Runtime.GenerationDeadline),
+		pos("runtime.stream_idle_timeout", c.Runtime.StreamIdleTimeout),
 		pos("ledger.busy_timeout", c.Ledger.BusyTimeout),
 	} {
 		if check != nil {
 			return check
 		}
+	}
+	switch c.Routes.DefaultPool {
+	case "", "api", "zdr":
+	default:
+		return fieldErr("routes.default_pool", "must be api, zdr or empty, not %q", c.Routes.DefaultPool)
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rotorhq/rotor/internal/defaults"
 	"github.com/rotorhq/rotor/internal/dur"
 )
 
@@ -62,6 +63,10 @@ var settings = []field[Config]{
 	{key: "runtime.listen", ptr: func(c *Config) any { return &c.Runtime.Listen }, def: DefaultRuntimeListen, override: true},
 	{key: "runtime.deadline", ptr: func(c *Config) any { return &c.Runtime.Deadline }, def: DefaultDeadline, override: true,
 		doc: "shared by discovery, admission, body reads and retries"},
+	{key: "runtime.generation_deadline", ptr: func(c *Config) any { return &c.Runtime.GenerationDeadline }, def: defaults.GenerationDeadline, override: true,
+		doc: "bounds a whole request on the OpenAI routes (responses, chat, embeddings)"},
+	{key: "runtime.stream_idle_timeout", ptr: func(c *Config) any { return &c.Runtime.StreamIdleTimeout }, def: defaults.StreamIdleTimeout, override: true,
+		doc: "a stream whose provider is silent this long is cut"},
 	{key: "runtime.token_file", ptr: func(c *Config) any { return &c.Runtime.TokenFile }, def: "runtime.token", override: true,
 		doc: "bearer token of a standalone runtime, relative to the home folder"},
 	{key: "runtime.allowed_origins", ptr: func(c *Config) any { return &c.Runtime.AllowedOrigins }, override: true,
@@ -74,6 +79,8 @@ var settings = []field[Config]{
 		doc: "a connection still sending its headers after this is closed (slowloris); bridge and runtime"},
 	{key: "runtime.read_timeout", ptr: func(c *Config) any { return &c.Runtime.ReadTimeout }, def: DefaultReadTimeout, override: true,
 		doc: "reading a whole request, body included, is cut after this; bridge and runtime"},
+	{key: "routes.default_pool", ptr: func(c *Config) any { return &c.Routes.DefaultPool }, override: true, fold: true,
+		doc: "the pool (api or zdr) a bare model name uses on the OpenAI routes; empty: a prefix is required"},
 	{key: "bridge.listen", ptr: func(c *Config) any { return &c.Bridge.Listen }, def: DefaultBridgeListen, override: true,
 		doc: "a non-loopback address needs --allow-non-loopback"},
 	{key: "bridge.allowed_origins", ptr: func(c *Config) any { return &c.Bridge.AllowedOrigins }, override: true},

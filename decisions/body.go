@@ -222,13 +222,35 @@ func isPlainJSONString(s string) bool {
 // Usage is the provider's token counts; a nil field is unknown.
 type Usage struct {
 	Input, Output, Total *int64
+	// Cached is the input served from the provider's cache; Reasoning
+	// the output spent on reasoning (OpenAI routes only).
+	Cached, Reasoning *int64
 }
 
-// readUsage finds the answer's top-level usage object and reads its token
-// counts, leaving the rest of the answer untouched and undecoded. The
-// answer is not validated first: a malformed one yields unknown counts.
-func readUsage(body []byte) Usage {
-	var u Usage
+// usageNames are the member names one route's usage object uses.
+type usageNames struct {
+	input, output string
+	// inputDetails and outputDetails hold cached_tokens and
+	// reasoning_tokens; empty when the route has none.
+	inputDetails, outputDetails string
+}
+
+var (
+	decisionsUsage = usageNames{input: "input_tokens", output: "output_tokens"}
+	responsesUsage = usageNames{input: "input_tokens", output: "output_tokens", inputDetails: "input_tokens_details", outputDetails: "output_tokens_details"}
+	chatUsage      = usageNames{input: "prompt_tokens", output: "completion_tokens", inputDetails: "prompt_tokens_details", outputDetails: "completion_tokens_details"}
+)
+
+func readUsage(body []byte) Usage          { return decisionsUsage.read(topUsage(body)) }
+func readResponsesUsage(body []byte) Usage { return responsesUsage.read(topUsage(body)) }
+
+// readChatUsage serves chat and embeddings (which has no completion).
+func readChatUsage(body []byte) Usage { return chatUsage.read(topUsage(body)) }
+
+// topUsage finds the answer's top-level usage object, leaving the rest of
+// the answer untouched and undecoded. The answer is not validated first: a
+// malformed one yields no usage.
+func topUsage(body []byte) []byte {
 	var raw []byte
 	// The last "usage" wins, as encoding/json reads duplicate keys.
 	_ = topLevel(body, func(key string, _ []byte, v span) bool {
@@ -237,18 +259,32 @@ func readUsage(body []byte) Usage {
 		}
 		return true
 	})
+	return raw
+}
+
+// read reads the token counts of a usage object.
+func (n usageNames) read(raw []byte) Usage {
+	var u Usage
 	if len(raw) == 0 || raw[0] != '{' || !json.Valid(raw) {
 		return u
 	}
 	_ = topLevel(raw, func(key string, _ []byte, v span) bool {
 		var p **int64
 		switch key {
-		case "input_tokens":
+		case n.input:
 			p = &u.Input
-		case "output_tokens":
+		case n.output:
 			p = &u.Output
 		case "total_tokens":
 			p = &u.Total
+		case "":
+			return true
+		case n.inputDetails:
+			u.Cached = detail(raw[v.start:v.end], "cached_tokens")
+			return true
+		case n.outputDetails:
+			u.Reasoning = detail(raw[v.start:v.end], "reasoning_tokens")
+			return true
 		default:
 			return true
 		}
@@ -263,6 +299,21 @@ func readUsage(body []byte) Usage {
 		u.Total = &t
 	}
 	return u
+}
+
+// detail reads one count of a *_details object; nil when absent.
+func detail(obj []byte, name string) *int64 {
+	var out *int64
+	_ = topLevel(obj, func(key string, _ []byte, v span) bool {
+		if key == name {
+			out = nil
+			if n, ok := parseCount(obj[v.start:v.end]); ok {
+				out = &n
+			}
+		}
+		return true
+	})
+	return out
 }
 
 // parseCount reads a nonnegative JSON integer without allocating.

@@ -44,6 +44,14 @@ var (
 type ProviderError struct {
 	Status            int
 	Code, Type, Param string
+	// Structured: the answer held an OpenAI-style error object.
+	Structured bool
+}
+
+// Refused reports a 4xx with a structured error: the provider refused the
+// request and does not bill it.
+func (e *ProviderError) Refused() bool {
+	return e.Structured && e.Status >= 400 && e.Status < 500
 }
 
 func (e *ProviderError) Error() string {
@@ -63,7 +71,7 @@ func sanitize(s, key string) string {
 }
 
 func newProviderError(status int, pe providerError, key string) *ProviderError {
-	return &ProviderError{Status: status, Code: sanitize(pe.Code, key), Type: sanitize(pe.Type, key), Param: sanitize(pe.Param, key)}
+	return &ProviderError{Status: status, Code: sanitize(pe.Code, key), Type: sanitize(pe.Type, key), Param: sanitize(pe.Param, key), Structured: pe.structured}
 }
 
 // ErrorResponse is the route's one table from errors to answers.

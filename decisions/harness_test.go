@@ -48,6 +48,12 @@ type opts struct {
 	httpClient       *http.Client // default: the router's own
 	// wrapLedger, when set, wraps the ledger the router writes to.
 	wrapLedger func(Ledger) Ledger
+	// openAI: no model profiles unless profiles says otherwise (the
+	// OpenAI routes' rule), and routes.default_pool.
+	openAI      bool
+	profiles    map[string][]string
+	defaultPool string
+	generation  time.Duration
 }
 
 type harness struct {
@@ -99,7 +105,12 @@ func newHarness(t *testing.T, o opts) *harness {
 			profiled = c.models
 		}
 		for _, m := range profiled {
-			prof[m] = []string{Endpoint}
+			if !o.openAI {
+				prof[m] = []string{Endpoint}
+			}
+		}
+		for m, eps := range o.profiles {
+			prof[m] = eps
 		}
 		if _, ok := byPool[c.pool]; !ok {
 			order = append(order, c.pool)
@@ -124,9 +135,14 @@ func newHarness(t *testing.T, o opts) *harness {
 	}
 	h.router = New(Config{Pools: pcs, Ledger: lg, Admitter: budgets.NewAdmitter(), Clock: clk,
 		HTTPClient: o.httpClient, Deadline: o.deadline, ErrorBodyIdle: o.errorIdle, CatalogTimeout: o.catalogTimeout, MaxBuffered: o.maxBuffered,
-		Logger: newTestLogger(h.log)})
+		Logger: newTestLogger(h.log), DefaultPool: o.defaultPool, GenerationDeadline: o.generation})
+	openAI := h.router.OpenAI()
 	h.srv = httptest.NewServer(httpx.RequestIDs(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, _ := httpx.WithAccessInfo(httpx.WithCaller(r.Context(), httpx.Caller{Label: "test-client"}))
+		if r.URL.Path != Endpoint && r.URL.Path != "/decisions" {
+			openAI.ServeHTTP(w, r.WithContext(ctx))
+			return
+		}
 		h.router.ServeHTTP(w, r.WithContext(ctx))
 	}), false))
 	t.Cleanup(h.srv.Close)

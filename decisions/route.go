@@ -3,6 +3,7 @@ package decisions
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -102,6 +103,15 @@ type Config struct {
 	ReservationGrace time.Duration
 	Metrics          Metrics
 	UserAgent        string
+	// GenerationDeadline bounds a whole request on the OpenAI routes
+	// (default 10m); waits and failover stay within Deadline.
+	GenerationDeadline time.Duration
+	// StreamIdleTimeout cuts a stream whose provider is silent this long
+	// (default 120s); it is also the window of each write to the caller.
+	StreamIdleTimeout time.Duration
+	// DefaultPool, when set, is the pool a bare model name uses on the
+	// OpenAI routes (never on Decisions).
+	DefaultPool string
 }
 
 // Route serves POST /v1/decisions. It is safe for concurrent use.
@@ -112,6 +122,9 @@ type Route struct {
 	unsupported *unsupported
 	buffers     *limiter
 	log         *slog.Logger
+	// affinity pins a Responses previous_response_id to the credential
+	// that answered it.
+	affinity *affinity
 }
 
 type poolState struct {
@@ -174,6 +187,12 @@ func New(cfg Config) *Route {
 	if cfg.MaxBuffered <= 0 {
 		cfg.MaxBuffered = defaults.MaxBufferedMB << 20
 	}
+	if cfg.GenerationDeadline <= 0 {
+		cfg.GenerationDeadline = defaults.GenerationDeadline
+	}
+	if cfg.StreamIdleTimeout <= 0 {
+		cfg.StreamIdleTimeout = defaults.StreamIdleTimeout
+	}
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = "rotor"
 	}
@@ -184,6 +203,7 @@ func New(cfg Config) *Route {
 		unsupported: newUnsupported(cfg.Clock),
 		buffers:     newLimiter(cfg.MaxBuffered),
 		log:         cfg.Logger,
+		affinity:    newAffinity(cfg.Clock),
 	}
 	for _, pc := range cfg.Pools {
 		ps := &poolState{name: pc.Name, pool: pc.Pool, unusable: pc.Unusable}
@@ -201,11 +221,18 @@ func New(cfg Config) *Route {
 
 var _ http.Handler = (*Route)(nil)
 
+// writeMargin is how long past a request's deadline its answer may still
+// be written.
+const writeMargin = 15 * time.Second
+
 // RegionHeader names the region a request stays in.
 const RegionHeader = "X-Rotor-Region"
 
 // ServeHTTP handles one Decisions request.
-func (rt *Route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (rt *Route) ServeHTTP(w http.ResponseWriter, r *http.Request) { rt.serveKind(KindDecisions, w, r) }
+
+// serveKind handles one request of route k.
+func (rt *Route) serveKind(k *Kind, w http.ResponseWriter, r *http.Request) {
 	info := httpx.AccessInfoFrom(r.Context())
 	if r.Method != http.MethodPost {
 		httpx.MethodNotAllowed(w, http.MethodPost)
@@ -220,14 +247,19 @@ func (rt *Route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpx.RefuseTooLarge(w, r, MaxBody)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), rt.cfg.Deadline)
+	if k.generation {
+		// The server's write timeout fits the Decisions deadline; an
+		// answer on these routes may take the generation deadline.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(k.deadline(&rt.cfg) + writeMargin))
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), k.deadline(&rt.cfg))
 	defer cancel()
-	err := rt.serve(ctx, w, r, info)
+	err := rt.serve(ctx, k, w, r, info)
 	if err == nil {
 		return
 	}
 	err = callerView(err, r.Context())
-	e := ErrorResponse(err)
+	e := k.errorResponse(err)
 	info.Code = e.Code
 	if info.Ran && (e.Status == http.StatusBadGateway || e.Status == http.StatusServiceUnavailable || e.Status == http.StatusGatewayTimeout) {
 		// A provider call may have run: an SDK that retries would pay
@@ -235,13 +267,13 @@ func (rt *Route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		e.NeverRetry = true
 	}
 	if e.Status >= 500 && e.Code == httpx.CodeInternal {
-		rt.log.Error("decisions request failed", "request_id", httpx.RequestID(r.Context()), "error", err)
+		rt.log.Error("request failed", "path", k.Path, "request_id", httpx.RequestID(r.Context()), "error", err)
 	}
 	httpx.WriteError(w, e)
 }
 
 // serve returns nil when it wrote an answer itself.
-func (rt *Route) serve(ctx context.Context, w http.ResponseWriter, r *http.Request, info *httpx.AccessInfo) error {
+func (rt *Route) serve(ctx context.Context, k *Kind, w http.ResponseWriter, r *http.Request, info *httpx.AccessInfo) error {
 	// 1. Size cap (an announced one is refused in ServeHTTP), then 2.
 	// JSON, then 3. model prefix: all before anything else, and before
 	// budgets.
@@ -280,7 +312,16 @@ func (rt *Route) serve(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		}
 		return httpx.NewError(httpx.CodeInvalidJSON)
 	}
+	req, stream, injected, err := streamRequest(k, req)
+	if err != nil {
+		rt.refused("invalid_json")
+		return httpx.NewError(httpx.CodeInvalidJSON).WithParam("stream_options")
+	}
 	prefix, upstream, ok := strings.Cut(req.model, "/")
+	if k.barePool && rt.cfg.DefaultPool != "" && (!ok || !slices.Contains(PoolNames, prefix)) {
+		// routes.default_pool: a bare name, on the OpenAI routes only.
+		prefix, upstream, ok = rt.cfg.DefaultPool, req.model, req.model != ""
+	}
 	ps := rt.pools[prefix]
 	if !ok || !slices.Contains(PoolNames, prefix) || upstream == "" {
 		rt.refused("invalid_model_prefix")
@@ -319,8 +360,8 @@ func (rt *Route) serve(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	}
 	start := rt.cfg.Clock.Now()
 	caller := httpx.CallerFrom(r.Context())
-	res := ledger.Reservation{RequestID: id, Expires: start.Add(rt.cfg.Deadline + rt.cfg.ReservationGrace),
-		Operation: Operation, Pool: prefix, Model: upstream, Region: region, Client: caller.Label}
+	res := ledger.Reservation{RequestID: id, Expires: start.Add(k.deadline(&rt.cfg) + rt.cfg.ReservationGrace),
+		Operation: k.Operation, Pool: prefix, Model: upstream, Region: region, Client: caller.Label}
 	if caller.CheckToken {
 		res.Token, res.CheckToken = caller.TokenHash, true
 	}
@@ -334,8 +375,15 @@ func (rt *Route) serve(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		return err
 	}
 	failpoint.Hit(failpoint.AfterAdmission) // crash tests: reservation committed, nothing sent
-	wk := &walk{rt: rt, ps: ps, req: req, upstream: upstream, region: region, id: id, info: info,
+	wk := &walk{rt: rt, kind: k, ps: ps, req: req, beta: r.Header.Get("OpenAI-Beta"), stream: stream, upstream: upstream, region: region, id: id, info: info,
 		scope: pool.Scope{Model: upstream, QuotaBucket: ps.pool.BucketFor(upstream)}, deadline: start.Add(rt.cfg.Deadline)}
+	if k == KindResponses {
+		if prev, ok := stringMember(req.body, "previous_response_id"); ok && prev != "" {
+			if name, ok := rt.affinity.lookup(prev); ok {
+				wk.pinned = name
+			}
+		}
+	}
 	out, err := wk.run(ctx)
 	if wk.sent == 0 {
 		// No provider call was made: the reservation is released and no
@@ -348,23 +396,26 @@ func (rt *Route) serve(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		}
 		return err
 	}
+	if err == nil && out.stream != nil {
+		info.Attempts, info.Ran = wk.sent, wk.ran
+		rt.streamAnswer(ctx, r.Context(), k, w, wk, out, injected, start, info)
+		return nil
+	}
 	// The row is settled before the caller sees the answer: an answer
 	// received as 200 always has its ledger row.
 	st := ledger.Settlement{RequestID: id, Model: upstream, Credential: wk.lastCred, Region: region, Attempts: wk.sent,
 		Latency: rt.cfg.Clock.Now().Sub(start)}
 	if err != nil {
-		e := ErrorResponse(callerView(err, r.Context()))
+		e := k.errorResponse(callerView(err, r.Context()))
 		st.Status, st.ErrorCode = e.Status, e.Code
+		if pe, ok := errors.AsType[*ProviderError](err); ok && pe.Refused() {
+			settleRefused(&st)
+		}
 	} else {
 		st.Status = out.status
-		if out.usage.Input != nil {
-			st.InputTokens = ledger.Known(*out.usage.Input)
-		}
-		if out.usage.Output != nil {
-			st.OutputTokens = ledger.Known(*out.usage.Output)
-		}
-		if out.usage.Total != nil {
-			st.TotalTokens = ledger.Known(*out.usage.Total)
+		settleUsage(&st, out.usage)
+		if k == KindResponses {
+			rt.affinity.remember(responseID(out.body.b), wk.lastCred)
 		}
 	}
 	info.Attempts, info.Ran = wk.sent, wk.ran
@@ -433,6 +484,12 @@ type answer struct {
 	header http.Header
 	body   *buffer
 	usage  Usage
+	// stream, when set, is an event stream to pump to the caller instead
+	// of body; cancel ends its provider call with a cause, and streamCtx
+	// is that call's context.
+	stream    io.ReadCloser
+	cancel    context.CancelCauseFunc
+	streamCtx context.Context
 }
 
 // allows applies a credential's visibility globs.
@@ -447,15 +504,6 @@ func (c *credential) allows(model string) bool {
 	}
 	for _, g := range c.Allow {
 		if ok, _ := path.Match(g, model); ok {
-			return true
-		}
-	}
-	return false
-}
-
-func (c *credential) supports(model string) bool {
-	for _, e := range c.Profiles[model] {
-		if e == Endpoint {
 			return true
 		}
 	}

@@ -18,7 +18,13 @@ import (
 // walk is one request's way through its pool: discovery, selection,
 // sends (each one attempt at a provider call) and failover, rule by rule as spec/decisions-api.md states them.
 type walk struct {
-	rt       *Route
+	rt   *Route
+	kind *Kind
+	// beta is the caller's OpenAI-Beta header, sent upstream.
+	beta string
+	// pinned, when set, is the only credential that may serve the
+	// request (a Responses previous_response_id).
+	pinned   string
 	ps       *poolState
 	req      request
 	upstream string
@@ -49,6 +55,8 @@ type walk struct {
 	// ran: a call ended the request, so the provider may have run it
 	// (every call that failed over was a classified rejection).
 	ran bool
+	// stream: the caller asked for "stream": true on a route that streams.
+	stream bool
 	// deadline is the request deadline on the route's clock.
 	deadline time.Time
 }
@@ -68,7 +76,8 @@ const (
 // warmOnly limits them to credentials whose catalog was fresh.
 func (wk *walk) candidates() (names []string, undiscovered int) {
 	for _, c := range wk.ps.creds {
-		if c.Region != wk.region || wk.rejectedAuth[c.Name] || wk.rejectedQuota[c.Name] || wk.failed[c.Name] {
+		if c.Region != wk.region || wk.rejectedAuth[c.Name] || wk.rejectedQuota[c.Name] || wk.failed[c.Name] ||
+			(wk.pinned != "" && c.Name != wk.pinned) {
 			continue
 		}
 		cat, fresh := wk.rt.catalogs.fresh(c.Name)
@@ -76,10 +85,10 @@ func (wk *walk) candidates() (names []string, undiscovered int) {
 			undiscovered++
 			continue
 		}
-		if _, listed := cat.models[wk.upstream]; !listed || !c.allows(wk.upstream) || !c.supports(wk.upstream) {
+		if _, listed := cat.models[wk.upstream]; !listed || !c.allows(wk.upstream) || !wk.kind.eligible(c, wk.upstream) {
 			continue
 		}
-		if wk.rt.unsupported.has(capKey{c.Name, wk.upstream, Endpoint}) {
+		if wk.rt.unsupported.has(capKey{c.Name, wk.upstream, wk.kind.Path}) {
 			continue
 		}
 		names = append(names, c.Name)
@@ -214,7 +223,7 @@ func (wk *walk) run(ctx context.Context) (*answer, error) {
 				wk.discover(ctx)
 				continue
 			}
-			if ce.Fallback != "" && !wk.fallbackUsed && !wk.sentTo[ce.Fallback] {
+			if ce.Fallback != "" && !wk.fallbackUsed && !wk.sentTo[ce.Fallback] && wk.pinned == "" {
 				// The legacy first-key fallback: once per request, and
 				// only to a credential this request has not sent to.
 				// Offered again, it would be a loop of provider calls
@@ -272,6 +281,49 @@ var permanentQuotaCodes = map[string]bool{
 	"account_quota_exceeded":     true,
 }
 
+// outcome is how one upstream answer is read.
+type outcome int
+
+const (
+	outcomeAnswer      outcome = iota // 2xx: the answer
+	outcomeRedirect                   // 3xx: never followed, not replayed
+	outcomeQuota                      // 429 permanent quota: reject, fail over
+	outcomeRateLimited                // 429 confirmed temporary: shared backoff, fail over
+	outcomeAuth                       // 401/403: reject, fail over
+	outcomeUnsupported                // endpoint unsupported: cache, fail over
+	outcomePassThrough                // anything else: back to the caller, never replayed
+)
+
+// classify reads one upstream answer by its status and structured error
+// (pe, zero when the answer is not an error). It has no side effects: send
+// applies its outcome. model and path are the request's upstream model and
+// endpoint, which an unstructured 404 may name.
+func classify(status int, pe providerError, model, path string) outcome {
+	switch {
+	case status >= 200 && status < 300:
+		return outcomeAnswer
+	case status >= 300 && status < 400:
+		return outcomeRedirect
+	case status == http.StatusTooManyRequests:
+		switch {
+		case permanentQuotaCodes[pe.Code] || (pe.Code == "" && permanentQuotaCodes[pe.Type]):
+			return outcomeQuota
+		case pe.Code == "rate_limit_exceeded":
+			return outcomeRateLimited
+		}
+		// An unclassified 429 is not replayed.
+		return outcomePassThrough
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return outcomeAuth
+	case status == http.StatusMethodNotAllowed || status == http.StatusNotImplemented ||
+		(status == http.StatusNotFound && unsupportedNotFound(pe, model, path)):
+		return outcomeUnsupported
+	}
+	// Caller errors (a 404 about request content included) and provider
+	// failures.
+	return outcomePassThrough
+}
+
 // send makes one provider call with c. next reports whether to try another
 // credential.
 func (wk *walk) send(ctx context.Context, c *credential) (out *answer, next bool, err error) {
@@ -279,9 +331,17 @@ func (wk *walk) send(ctx context.Context, c *credential) (out *answer, next bool
 	if wk.body == nil {
 		wk.body = wk.req.withModel(wk.upstream)
 	}
-	callCtx, cancelCall := context.WithCancel(ctx)
-	defer cancelCall()
-	hreq, err := http.NewRequestWithContext(callCtx, http.MethodPost, c.BaseURL+Endpoint, bytes.NewReader(wk.body))
+	callCtx, cancelCause := context.WithCancelCause(ctx)
+	cancelCall := func() { cancelCause(nil) }
+	// handedOff: a stream's body and its context now belong to the
+	// caller's pump (stream.go).
+	handedOff := false
+	defer func() {
+		if !handedOff {
+			cancelCall()
+		}
+	}()
+	hreq, err := http.NewRequestWithContext(callCtx, http.MethodPost, c.BaseURL+wk.kind.Path, bytes.NewReader(wk.body))
 	if err != nil {
 		wk.fail(c.Name)
 		return nil, true, nil
@@ -293,12 +353,21 @@ func (wk *walk) send(ctx context.Context, c *credential) (out *answer, next bool
 	// sends a POST again only when not one byte of it was written (a pooled
 	// connection the provider had closed); the provider never sees it twice.
 	hreq.ContentLength = int64(len(wk.body))
+	// A fresh header: nothing of the caller's (Authorization,
+	// OpenAI-Organization, OpenAI-Project) travels but OpenAI-Beta.
 	h := hreq.Header
 	h.Set("Authorization", "Bearer "+c.Key.Reveal())
 	h.Set("Content-Type", "application/json")
-	h.Set("Accept", "application/json")
+	if wk.stream {
+		h.Set("Accept", "text/event-stream")
+	} else {
+		h.Set("Accept", "application/json")
+	}
 	h.Set("User-Agent", rt.cfg.UserAgent)
 	h.Set("X-Request-ID", wk.id)
+	if wk.beta != "" && wk.kind != KindDecisions {
+		h.Set("OpenAI-Beta", wk.beta)
+	}
 
 	wk.info.Credential, wk.info.CredentialDigest = c.Name, c.fingerprint
 	resp, err := rt.cfg.HTTPClient.Do(hreq)
@@ -319,12 +388,38 @@ func (wk *walk) send(ctx context.Context, c *credential) (out *answer, next bool
 		}
 		return nil, false, ErrUpstream
 	}
-	defer resp.Body.Close()
+	defer func() {
+		if !handedOff {
+			resp.Body.Close()
+		}
+	}()
 	wk.sentBy(c.Name)
 	failpoint.Hit(failpoint.DuringUpstream) // crash tests: the provider has the request, its answer is unread
 	status := resp.StatusCode
-
-	if status >= 200 && status < 300 {
+	var pe providerError
+	if status >= 400 {
+		pe = parseProviderError(wk.readErrorBody(ctx, callCtx, cancelCall, resp))
+	}
+	key := c.Key.Reveal()
+	v := classify(status, pe, wk.upstream, wk.kind.Path)
+	if status == http.StatusTooManyRequests {
+		// Every 429 feeds the shared backoff, whatever its class.
+		obs := pool.Observation{Scope: wk.scope, Status: status}
+		if s, ok := httpx.ProviderRetryAdvice(resp.Header, rt.cfg.Clock.Now()); ok {
+			obs.RetryAfter, obs.HasRetryAfter = s, true
+		}
+		wk.ps.pool.Record(c.Name, obs)
+		rt.cooldown(wk.ps.name, "throttle")
+	}
+	switch v {
+	case outcomeAnswer:
+		if wk.stream && isEventStream(resp.Header) {
+			// The first byte is the caller's from here: no failover, no
+			// replay.
+			wk.ps.pool.Record(c.Name, pool.Observation{Scope: wk.scope, Status: status})
+			handedOff = true
+			return &answer{status: status, header: resp.Header, stream: resp.Body, cancel: cancelCause, streamCtx: callCtx}, false, nil
+		}
 		body, err := readAll(resp.Body, MaxBody, rt.buffers, resp.ContentLength)
 		wk.ps.pool.Record(c.Name, pool.Observation{Scope: wk.scope, Status: status})
 		if err != nil {
@@ -340,39 +435,21 @@ func (wk *walk) send(ctx context.Context, c *credential) (out *answer, next bool
 			}
 			return nil, false, ErrUpstream
 		}
-		return &answer{status: status, header: resp.Header, body: body, usage: readUsage(body.b)}, false, nil
-	}
-	if status >= 300 && status < 400 {
+		return &answer{status: status, header: resp.Header, body: body, usage: wk.kind.usage(body.b)}, false, nil
+	case outcomeRedirect:
 		// Redirects are never followed: the key must not travel.
 		wk.ps.pool.Record(c.Name, pool.Observation{Scope: wk.scope, Status: status, Outcome: pool.OutcomeProviderFailure})
 		return nil, false, httpx.NewError(httpx.CodeUpstreamRedirect)
-	}
-
-	raw := wk.readErrorBody(ctx, callCtx, cancelCall, resp)
-	pe := parseProviderError(raw)
-	key := c.Key.Reveal()
-	switch {
-	case status == http.StatusTooManyRequests:
-		obs := pool.Observation{Scope: wk.scope, Status: status}
-		if s, ok := httpx.ProviderRetryAdvice(resp.Header, rt.cfg.Clock.Now()); ok {
-			obs.RetryAfter, obs.HasRetryAfter = s, true
-		}
-		wk.ps.pool.Record(c.Name, obs)
-		rt.cooldown(wk.ps.name, "throttle")
-		switch {
-		case permanentQuotaCodes[pe.Code] || (pe.Code == "" && permanentQuotaCodes[pe.Type]):
-			wk.reject(c.Name, failoverQuota)
-			rt.failover(wk.ps.name, failoverQuota)
-			return nil, true, nil
-		case pe.Code == "rate_limit_exceeded":
-			// Confirmed temporary: the cooldown is shared through the
-			// pool; selection moves on or waits.
-			rt.failover(wk.ps.name, failoverRateLimited)
-			return nil, true, nil
-		}
-		// An unclassified 429 is not replayed.
-		return nil, false, newProviderError(status, pe, key)
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+	case outcomeQuota:
+		wk.reject(c.Name, failoverQuota)
+		rt.failover(wk.ps.name, failoverQuota)
+		return nil, true, nil
+	case outcomeRateLimited:
+		// Confirmed temporary: the cooldown is shared through the pool;
+		// selection moves on or waits.
+		rt.failover(wk.ps.name, failoverRateLimited)
+		return nil, true, nil
+	case outcomeAuth:
 		wk.ps.pool.Record(c.Name, pool.Observation{Scope: wk.scope, Status: status})
 		if status == http.StatusUnauthorized {
 			rt.cooldown(wk.ps.name, "auth")
@@ -380,19 +457,18 @@ func (wk *walk) send(ctx context.Context, c *credential) (out *answer, next bool
 		wk.reject(c.Name, failoverAuth)
 		rt.failover(wk.ps.name, failoverAuth)
 		return nil, true, nil
-	case status == http.StatusMethodNotAllowed || status == http.StatusNotImplemented ||
-		(status == http.StatusNotFound && wk.unsupportedNotFound(pe)):
+	case outcomeUnsupported:
 		wk.ps.pool.Record(c.Name, pool.Observation{Scope: wk.scope, Status: status, Outcome: pool.OutcomeCallerError})
-		rt.unsupported.add(capKey{c.Name, wk.upstream, Endpoint})
+		rt.unsupported.add(capKey{c.Name, wk.upstream, wk.kind.Path})
 		wk.fail(c.Name)
 		rt.failover(wk.ps.name, failoverUnsupported)
 		return nil, true, nil
 	}
-	// Caller errors (a 404 about request content included) and provider
-	// failures go back to the caller, never replayed.
-	wk.ps.pool.Record(c.Name, pool.Observation{Scope: wk.scope, Status: status})
-	if ctx.Err() != nil {
-		return nil, false, ctx.Err()
+	if status != http.StatusTooManyRequests {
+		wk.ps.pool.Record(c.Name, pool.Observation{Scope: wk.scope, Status: status})
+		if ctx.Err() != nil {
+			return nil, false, ctx.Err()
+		}
 	}
 	return nil, false, newProviderError(status, pe, key)
 }
@@ -405,7 +481,7 @@ func (wk *walk) send(ctx context.Context, c *credential) (out *answer, next bool
 // neither code nor param is read by its message: naming the model or the
 // endpoint, it is unsupported. A 404 without a structured error is
 // unsupported.
-func (wk *walk) unsupportedNotFound(pe providerError) bool {
+func unsupportedNotFound(pe providerError, model, path string) bool {
 	switch {
 	case !pe.structured:
 		return true
@@ -416,7 +492,7 @@ func (wk *walk) unsupportedNotFound(pe providerError) bool {
 	case pe.Param != "":
 		return pe.Param == "model"
 	}
-	return mentions(pe.Message, wk.upstream) || strings.Contains(pe.Message, Endpoint) || strings.Contains(strings.ToLower(pe.Message), "endpoint")
+	return mentions(pe.Message, model) || strings.Contains(pe.Message, path) || strings.Contains(strings.ToLower(pe.Message), "endpoint")
 }
 
 func mentions(msg, model string) bool {

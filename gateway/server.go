@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/rotorhq/rotor/decisions"
 	"github.com/rotorhq/rotor/internal/clock"
 	"github.com/rotorhq/rotor/internal/httpx"
 	"github.com/rotorhq/rotor/internal/secret"
@@ -20,6 +21,9 @@ type Config struct {
 	// Decisions serves POST /v1/decisions and POST /decisions; it answers
 	// other methods itself.
 	Decisions http.Handler
+	// OpenAI serves the OpenAI-compatible routes (decisions.OpenAIPaths);
+	// it answers other methods itself. Nil leaves them 404.
+	OpenAI http.Handler
 	// Status returns the GET /v1/status document, encoded as JSON.
 	Status func(ctx context.Context) any
 	// Token is the runtime's bearer token (required by Handler).
@@ -57,6 +61,11 @@ func New(cfg Config) *Server {
 	// answers it itself.
 	s.mux.Handle("/v1/decisions", cfg.Decisions)
 	s.mux.Handle("/decisions", cfg.Decisions)
+	if cfg.OpenAI != nil {
+		for _, p := range decisions.OpenAIPaths {
+			s.mux.Handle(p, cfg.OpenAI)
+		}
+	}
 	s.mux.Handle("/healthz", httpx.OnlyMethod(http.MethodGet, http.HandlerFunc(httpx.Healthz)))
 	s.mux.Handle("/metrics", httpx.OnlyMethod(http.MethodGet, cfg.Metrics.Handler()))
 	s.mux.Handle("/v1/status", httpx.OnlyMethod(http.MethodGet, http.HandlerFunc(s.handleStatus)))

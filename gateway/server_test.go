@@ -55,22 +55,23 @@ type fakeStatus struct {
 }
 
 type rig struct {
-	srv   *httptest.Server
-	route *fakeRoute
-	logs  *bytes.Buffer
+	srv    *httptest.Server
+	route  *fakeRoute
+	openAI *fakeRoute
+	logs   *bytes.Buffer
 }
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
 	logs := &bytes.Buffer{}
-	r := &rig{route: &fakeRoute{}, logs: logs}
+	r := &rig{route: &fakeRoute{}, openAI: &fakeRoute{}, logs: logs}
 	var s *Server
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { s.Handler().ServeHTTP(w, req) }))
 	t.Cleanup(r.srv.Close)
 	u, _ := url.Parse(r.srv.URL)
 	port, _ := strconv.Atoi(u.Port())
 	status := func(context.Context) any { return fakeStatus{Version: "test", Pools: []string{"api"}} }
-	s = New(Config{Decisions: r.route, Status: status, Token: secret.New(runtimeToken), Logger: slog.New(slog.NewJSONHandler(logs, nil)), Port: port})
+	s = New(Config{Decisions: r.route, OpenAI: r.openAI, Status: status, Token: secret.New(runtimeToken), Logger: slog.New(slog.NewJSONHandler(logs, nil)), Port: port})
 	return r
 }
 
@@ -240,5 +241,29 @@ func TestMetricsExportBudgets(t *testing.T) {
 		if !strings.Contains(rec.Body.String(), want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+}
+
+// The OpenAI routes reach their handler through the runtime's guard, with
+// the caller's label; Decisions never sees them.
+func TestRuntimeServesOpenAIRoutes(t *testing.T) {
+	r := newRig(t)
+	for _, path := range []string{"/v1/responses", "/v1/chat/completions", "/v1/embeddings", "/v1/models", "/v1/responses/resp_1"} {
+		req, _ := http.NewRequest("POST", r.srv.URL+path, strings.NewReader(`{}`))
+		req.Header.Set("Authorization", "Bearer "+runtimeToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("POST %s = %d, want 200", path, resp.StatusCode)
+		}
+	}
+	if got := r.openAI.served(); len(got) != 5 || got[0] != DirectClient {
+		t.Errorf("OpenAI handler served %v", got)
+	}
+	if n := len(r.route.served()); n != 0 {
+		t.Errorf("Decisions served %d", n)
 	}
 }

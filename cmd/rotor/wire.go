@@ -58,7 +58,7 @@ func wire(f *Factory, cfg *config.Config, store *ledger.Store, metrics *gateway.
 		}
 		list := decisions.BudgetLister(store)
 		rc := *spec.Runtime
-		rc.Decisions = route
+		rc.Decisions, rc.OpenAI = route, route.OpenAI()
 		rc.Status = func(ctx context.Context) any { return route.StatusDocument(ctx, f.Version, list) }
 		rc.Metrics, rc.Logger, rc.Clock = metrics, f.Logger(), f.Clock
 		out.runtime = gateway.New(rc)
@@ -214,6 +214,7 @@ func buildRoute(f *Factory, cfg *config.Config, store *ledger.Store, metrics *ga
 		Deadline: cfg.Runtime.Deadline, CatalogTTL: cfg.CatalogTTL, CatalogTimeout: cfg.CatalogTimeout,
 		ErrorBodyIdle: cfg.Runtime.ErrorBodyIdle, MaxBuffered: cfg.Runtime.MaxBufferedMB << 20,
 		ReservationGrace: cfg.Ledger.ReservationGrace, Metrics: metrics, UserAgent: "rotor/" + f.Version,
+		GenerationDeadline: cfg.Runtime.GenerationDeadline, DefaultPool: cfg.Routes.DefaultPool, StreamIdleTimeout: cfg.Runtime.StreamIdleTimeout,
 	})
 	return router, nil
 }

@@ -11,6 +11,10 @@ const (
 	// Deadline bounds a request: discovery, admission, body reads,
 	// waits and retries.
 	Deadline = 60 * time.Second
+	// GenerationDeadline bounds a whole request on the OpenAI routes.
+	GenerationDeadline = 10 * time.Minute
+	// StreamIdleTimeout cuts a stream whose upstream is silent this long.
+	StreamIdleTimeout = 120 * time.Second
 	// ErrorBodyIdle ends a provider error body read after this long
 	// without data.
 	ErrorBodyIdle = 5 * time.Second

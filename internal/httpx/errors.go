@@ -13,28 +13,32 @@ import (
 
 // Codes rotor answers with. The names the spec uses are kept.
 const (
-	CodeInvalidJSON           = "invalid_json"
-	CodeInvalidModelPrefix    = "invalid_model_prefix"
-	CodeUnknownRegion         = "unknown_region"
-	CodeInvalidToken          = "invalid_token"
-	CodeHostNotAllowed        = "host_not_allowed"
-	CodeOriginNotAllowed      = "origin_not_allowed"
-	CodePolicyBlocked         = "policy_blocked"
-	CodeNotFound              = "not_found"
-	CodeMethodNotAllowed      = "method_not_allowed"
-	CodeModelNotAvailable     = "model_not_available"
-	CodeRequestTooLarge       = "request_too_large"
-	CodeRequestTimeout        = "request_timeout"
-	CodeBudgetExceeded        = "budget_exceeded"
-	CodeModelCooldown         = "model_cooldown"
-	CodeRateLimitExceeded     = "rate_limit_exceeded"
-	CodeInsufficientQuota     = "insufficient_quota"
-	CodeResponseTooLarge      = "decisions_response_too_large"
-	CodeRuntimeUnavailable    = "runtime_unavailable"
-	CodeUpstreamError         = "upstream_error"
-	CodeCatalogUnavailable    = "catalog_unavailable"
-	CodeUpstreamRedirect      = "upstream_redirect"
-	CodePoolUnavailable       = "decisions_pool_unavailable"
+	CodeInvalidJSON        = "invalid_json"
+	CodeInvalidModelPrefix = "invalid_model_prefix"
+	CodeUnknownRegion      = "unknown_region"
+	CodeInvalidToken       = "invalid_token"
+	CodeHostNotAllowed     = "host_not_allowed"
+	CodeOriginNotAllowed   = "origin_not_allowed"
+	CodePolicyBlocked      = "policy_blocked"
+	CodeNotFound           = "not_found"
+	CodeMethodNotAllowed   = "method_not_allowed"
+	CodeModelNotAvailable  = "model_not_available"
+	CodeRequestTooLarge    = "request_too_large"
+	CodeRequestTimeout     = "request_timeout"
+	CodeBudgetExceeded     = "budget_exceeded"
+	CodeModelCooldown      = "model_cooldown"
+	CodeRateLimitExceeded  = "rate_limit_exceeded"
+	CodeInsufficientQuota  = "insufficient_quota"
+	CodeResponseTooLarge   = "decisions_response_too_large"
+	CodeRuntimeUnavailable = "runtime_unavailable"
+	CodeUpstreamError      = "upstream_error"
+	CodeCatalogUnavailable = "catalog_unavailable"
+	CodeUpstreamRedirect   = "upstream_redirect"
+	CodePoolUnavailable    = "decisions_pool_unavailable"
+	// CodeRoutePoolUnavailable and CodeRouteResponseTooLarge are the
+	// OpenAI routes' names for the two Decisions codes above.
+	CodeRoutePoolUnavailable  = "pool_unavailable"
+	CodeRouteResponseTooLarge = "response_too_large"
 	CodeModelCooldownCapacity = "model_cooldown_capacity"
 	CodeLedgerUnavailable     = "ledger_unavailable"
 	CodeOverloaded            = "server_overloaded"
@@ -90,6 +94,8 @@ var Codes = map[string]CodeInfo{
 	CodeUpstreamRedirect:      {http.StatusBadGateway, TypeAPI, "the provider answered with a redirect, which rotor never follows; the request was not replayed", false},
 	CodeCatalogUnavailable:    {http.StatusBadGateway, TypeAPI, "no credential's model catalog could be fetched", false},
 	CodePoolUnavailable:       {http.StatusServiceUnavailable, TypeAPI, "every credential in the pool was rejected by the provider", true},
+	CodeRoutePoolUnavailable:  {http.StatusServiceUnavailable, TypeAPI, "every credential in the pool was rejected by the provider", true},
+	CodeRouteResponseTooLarge: {http.StatusBadGateway, TypeAPI, "provider answer is larger than 64 MiB; the provider ran the request but its usage could not be read", true},
 	CodeModelCooldownCapacity: {http.StatusServiceUnavailable, TypeAPI, "cooldown store is full; admission fails closed until it drains", false},
 	CodeLedgerUnavailable:     {http.StatusServiceUnavailable, TypeAPI, "the usage ledger cannot record; failing closed", false},
 	CodeOverloaded:            {http.StatusServiceUnavailable, TypeAPI, "too many bytes buffered across requests in flight", false},

@@ -1,0 +1,404 @@
+package decisions
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rotorhq/rotor/internal/httpx"
+	"github.com/rotorhq/rotor/ledger"
+)
+
+// upstream is an OpenAI-style provider on loopback for the OpenAI routes:
+// a catalog per key and scripted answers per key and path; it records
+// what it was sent.
+type upstream struct {
+	t   *testing.T
+	srv *httptest.Server
+
+	mu       sync.Mutex
+	catalogs map[string][]string
+	catFail  bool
+	steps    map[string][]upReply // key+path
+	sent     []upRequest
+}
+
+type upReply struct {
+	status int
+	header map[string]string
+	body   string
+	// events, when set, are written one by one as text/event-stream,
+	// flushed; after stallAfter of them (when > 0) the answer waits for
+	// the request to be cancelled and closes gone.
+	events     []string
+	stallAfter int
+	gone       chan struct{}
+	// every spaces the events in wall time.
+	every time.Duration
+}
+
+type upRequest struct {
+	key, path string
+	header    http.Header
+	body      string
+}
+
+func newUpstream(t *testing.T) *upstream {
+	u := &upstream{t: t, catalogs: map[string][]string{}, steps: map[string][]upReply{}}
+	u.srv = httptest.NewServer(http.HandlerFunc(u.serve))
+	t.Cleanup(u.srv.Close)
+	return u
+}
+
+func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
+	key := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	body, _ := io.ReadAll(r.Body)
+	u.mu.Lock()
+	if r.URL.Path == "/v1/models" {
+		models, ok := u.catalogs[key]
+		fail := u.catFail
+		u.mu.Unlock()
+		if fail || !ok {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		var list struct {
+			Data []map[string]string `json:"data"`
+		}
+		for _, m := range models {
+			list.Data = append(list.Data, map[string]string{"id": m})
+		}
+		_ = json.NewEncoder(w).Encode(list)
+		return
+	}
+	u.sent = append(u.sent, upRequest{key: key, path: r.URL.Path, header: r.Header.Clone(), body: string(body)})
+	q := u.steps[key+r.URL.Path]
+	var rep upReply
+	if len(q) > 0 {
+		rep = q[0]
+		if len(q) > 1 {
+			u.steps[key+r.URL.Path] = q[1:]
+		}
+	}
+	u.mu.Unlock()
+	if rep.status == 0 {
+		u.t.Errorf("upstream: no answer scripted for %s %s", key, r.URL.Path)
+		rep.status = http.StatusTeapot
+	}
+	for k, v := range rep.header {
+		w.Header().Set(k, v)
+	}
+	if rep.events != nil {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(rep.status)
+		rc := http.NewResponseController(w)
+		for i, ev := range rep.events {
+			if rep.stallAfter > 0 && i == rep.stallAfter {
+				break
+			}
+			if i > 0 {
+				time.Sleep(rep.every)
+			}
+			_, _ = io.WriteString(w, ev)
+			_ = rc.Flush()
+		}
+		if rep.stallAfter > 0 {
+			<-r.Context().Done()
+			close(rep.gone)
+		}
+		return
+	}
+	w.WriteHeader(rep.status)
+	_, _ = io.WriteString(w, rep.body)
+}
+
+// script sets the answers of key on path; the last one repeats.
+func (u *upstream) script(key, path string, replies ...upReply) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.steps[key+path] = replies
+}
+
+func (u *upstream) requests() []upRequest {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]upRequest(nil), u.sent...)
+}
+
+const (
+	keyA = "sk-test-a-0000000000000000000001"
+	keyB = "sk-test-b-0000000000000000000002"
+)
+
+// newOpenAIHarness is the harness with two api credentials at u, serving
+// model gpt-test with no profiles (the OpenAI routes' rule).
+func newOpenAIHarness(t *testing.T, o opts) (*harness, *upstream) {
+	u := newUpstream(t)
+	u.catalogs[keyA] = []string{"gpt-test", "decide-only"}
+	u.catalogs[keyB] = []string{"gpt-test", "decide-only"}
+	o.openAI = true
+	if o.profiles == nil {
+		o.profiles = map[string][]string{"decide-only": {Endpoint}}
+	}
+	o.creds = []cred{
+		{name: "team-a", pool: "api", key: keyA, baseURL: u.srv.URL},
+		{name: "team-b", pool: "api", key: keyB, baseURL: u.srv.URL},
+	}
+	return newHarness(t, o), u
+}
+
+const (
+	chatAnswer = `{"id":"chatcmpl-1","object":"chat.completion","model":"gpt-test","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],` +
+		`"usage":{"prompt_tokens":11,"completion_tokens":7,"total_tokens":18,"prompt_tokens_details":{"cached_tokens":3},"completion_tokens_details":{"reasoning_tokens":2}}}`
+	responsesAnswer = `{"id":"resp_1","object":"response","status":"completed","model":"gpt-test","output":[],` +
+		`"usage":{"input_tokens":21,"output_tokens":9,"total_tokens":30,"input_tokens_details":{"cached_tokens":5},"output_tokens_details":{"reasoning_tokens":4}}}`
+	embeddingsAnswer = `{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.1,0.2]}],"model":"gpt-test","usage":{"prompt_tokens":6,"total_tokens":6}}`
+)
+
+func TestOpenAIRoutesForwardByteForByte(t *testing.T) {
+	h, u := newOpenAIHarness(t, opts{})
+	cases := []struct {
+		path, op, answer, request string
+		in, out, total            int64
+		cached, reasoning         ledger.Count
+	}{
+		{KindChat.Path, "chat.completions", chatAnswer, `{"model":"api/gpt-test","messages":[{"role":"user","content":"hi"}]}`, 11, 7, 18, ledger.Known(3), ledger.Known(2)},
+		{KindResponses.Path, "responses", responsesAnswer, `{"model":"api/gpt-test","input":"hi"}`, 21, 9, 30, ledger.Known(5), ledger.Known(4)},
+		{KindEmbeddings.Path, "embeddings", embeddingsAnswer, `{"input":"hi", "model":"api/gpt-test"}`, 6, 0, 6, ledger.Count{}, ledger.Count{}},
+	}
+	for _, c := range cases {
+		u.script(keyA, c.path, upReply{status: 200, body: c.answer,
+			header: map[string]string{"Content-Type": "application/json", "x-ratelimit-remaining-requests": "41"}})
+		r := h.do(context.Background(), c.path, c.request, "OpenAI-Beta", "assistants=v2", "OpenAI-Organization", "org-caller", "OpenAI-Project", "proj-caller", "Authorization", "Bearer caller-token")
+		wantStatus(t, r, 200, "")
+		if string(r.body) != c.answer {
+			t.Errorf("%s: answer\n%s\nwant byte for byte\n%s", c.path, r.body, c.answer)
+		}
+		if v := r.header.Get("x-ratelimit-remaining-requests"); v != "" {
+			t.Errorf("%s: upstream x-ratelimit header returned: %q", c.path, v)
+		}
+		sent := u.requests()
+		got := sent[len(sent)-1]
+		if want := strings.Replace(c.request, "api/gpt-test", "gpt-test", 1); got.body != want {
+			t.Errorf("%s: upstream got %s, want %s", c.path, got.body, want)
+		}
+		if got.key != keyA || got.header.Get("OpenAI-Beta") != "assistants=v2" || got.header.Get("OpenAI-Organization") != "" ||
+			got.header.Get("OpenAI-Project") != "" || got.header.Get("Content-Type") != "application/json" {
+			t.Errorf("%s: upstream headers %v", c.path, got.header)
+		}
+		row := h.row(r.header.Get("X-Request-ID"))
+		if row.Operation != c.op || row.Status != 200 || row.InputTokens != ledger.Known(c.in) || row.TotalTokens != ledger.Known(c.total) {
+			t.Errorf("%s: row %+v", c.path, row)
+		}
+		if row.CachedInputTokens != c.cached || row.ReasoningTokens != c.reasoning {
+			t.Errorf("%s: cached %+v reasoning %+v, want %+v %+v", c.path, row.CachedInputTokens, row.ReasoningTokens, c.cached, c.reasoning)
+		}
+		if c.out != 0 && row.OutputTokens != ledger.Known(c.out) {
+			t.Errorf("%s: output tokens %+v, want %d", c.path, row.OutputTokens, c.out)
+		}
+	}
+}
+
+func TestOpenAIUsageDetailsRead(t *testing.T) {
+	for _, c := range []struct {
+		name              string
+		read              func([]byte) Usage
+		body              string
+		cached, reasoning int64
+	}{
+		{"chat", readChatUsage, chatAnswer, 3, 2},
+		{"responses", readResponsesUsage, responsesAnswer, 5, 4},
+	} {
+		u := c.read([]byte(c.body))
+		if u.Cached == nil || *u.Cached != c.cached || u.Reasoning == nil || *u.Reasoning != c.reasoning {
+			t.Errorf("%s: cached %v reasoning %v, want %d %d", c.name, u.Cached, u.Reasoning, c.cached, c.reasoning)
+		}
+	}
+	if u := readChatUsage([]byte(embeddingsAnswer)); u.Input == nil || *u.Input != 6 || u.Output != nil || u.Cached != nil {
+		t.Errorf("embeddings usage %+v", u)
+	}
+}
+
+func TestOpenAIRoutesFailOverOnTheSameClasses(t *testing.T) {
+	h, u := newOpenAIHarness(t, opts{})
+	u.script(keyA, KindChat.Path, upReply{status: 401, body: `{"error":{"message":"bad key","type":"invalid_request_error","code":"invalid_api_key"}}`})
+	u.script(keyB, KindChat.Path, upReply{status: 200, body: chatAnswer})
+	r := h.do(context.Background(), KindChat.Path, `{"model":"api/gpt-test","messages":[]}`)
+	wantStatus(t, r, 200, "")
+	if row := h.row(r.header.Get("X-Request-ID")); row.Credential != "team-b" || row.Attempts != 2 {
+		t.Errorf("row %+v, want team-b after 2 attempts", row)
+	}
+	// Both rejected (team-a now rests, so a fresh pool): the OpenAI
+	// routes' name for the pool being gone.
+	h, u = newOpenAIHarness(t, opts{})
+	u.script(keyA, KindChat.Path, upReply{status: 403, body: `{"error":{"message":"no","type":"permission_error","code":null}}`})
+	u.script(keyB, KindChat.Path, upReply{status: 403, body: `{"error":{"message":"no","type":"permission_error","code":null}}`})
+	r = h.do(context.Background(), KindChat.Path, `{"model":"api/gpt-test","messages":[]}`)
+	wantStatus(t, r, 503, httpx.CodeRoutePoolUnavailable)
+	if r.header.Get("x-should-retry") != "false" {
+		t.Errorf("pool_unavailable without x-should-retry: false")
+	}
+	wantStatus(t, h.post(decision("api/gpt-test")), 404, httpx.CodeModelNotAvailable)
+}
+
+func TestOpenAIRefusedRequestRecordsZeroUsage(t *testing.T) {
+	h, u := newOpenAIHarness(t, opts{})
+	u.script(keyA, KindChat.Path, upReply{status: 400, body: `{"error":{"message":"bad messages","type":"invalid_request_error","param":"messages","code":"invalid_value"}}`})
+	r := h.do(context.Background(), KindChat.Path, `{"model":"api/gpt-test","messages":5}`)
+	wantStatus(t, r, 400, "invalid_value")
+	row := h.row(r.header.Get("X-Request-ID"))
+	if row.InputTokens != ledger.Known(0) || row.OutputTokens != ledger.Known(0) || row.Status != 400 {
+		t.Errorf("refused row %+v, want 0 tokens", row)
+	}
+}
+
+func TestOpenAIRoutesMethodNotAllowed(t *testing.T) {
+	h, _ := newOpenAIHarness(t, opts{})
+	for _, c := range []struct {
+		method, path string
+		status       int
+		allow, code  string
+	}{
+		{http.MethodGet, "/v1/chat/completions", 405, "POST", httpx.CodeMethodNotAllowed},
+		{http.MethodPut, "/v1/responses", 405, "POST", httpx.CodeMethodNotAllowed},
+		{http.MethodGet, "/v1/embeddings", 405, "POST", httpx.CodeMethodNotAllowed},
+		{http.MethodPost, "/v1/models", 405, "GET", httpx.CodeMethodNotAllowed},
+		{http.MethodGet, "/v1/responses/resp_1", 404, "", httpx.CodeNotFound},
+		{http.MethodDelete, "/v1/responses/resp_1", 404, "", httpx.CodeNotFound},
+		{http.MethodPost, "/v1/responses/resp_1", 405, "GET, DELETE", httpx.CodeMethodNotAllowed},
+	} {
+		req, _ := http.NewRequest(c.method, h.srv.URL+c.path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.status || resp.Header.Get("Allow") != c.allow || !strings.Contains(string(b), `"`+c.code+`"`) {
+			t.Errorf("%s %s: %d Allow=%q %s, want %d Allow=%q %s", c.method, c.path, resp.StatusCode, resp.Header.Get("Allow"), b, c.status, c.allow, c.code)
+		}
+	}
+	h.wantUntouched()
+}
+
+func TestDefaultPoolServesBareModelsOnOpenAIRoutesOnly(t *testing.T) {
+	h, u := newOpenAIHarness(t, opts{defaultPool: "api"})
+	u.script(keyA, KindChat.Path, upReply{status: 200, body: chatAnswer})
+	r := h.do(context.Background(), KindChat.Path, `{"model":"gpt-test","messages":[]}`)
+	wantStatus(t, r, 200, "")
+	if got := u.requests()[0].body; got != `{"model":"gpt-test","messages":[]}` {
+		t.Errorf("upstream got %s", got)
+	}
+	// Never on Decisions.
+	wantStatus(t, h.post(decision("gpt-test")), 400, httpx.CodeInvalidModelPrefix)
+
+	h2, _ := newOpenAIHarness(t, opts{})
+	wantStatus(t, h2.do(context.Background(), KindChat.Path, `{"model":"gpt-test","messages":[]}`), 400, httpx.CodeInvalidModelPrefix)
+	h2.wantUntouched()
+}
+
+func TestSupportedEndpointsBindOpenAIRoutes(t *testing.T) {
+	h, u := newOpenAIHarness(t, opts{profiles: map[string][]string{"gpt-test": {"/v1/embeddings"}}})
+	u.script(keyA, KindEmbeddings.Path, upReply{status: 200, body: embeddingsAnswer})
+	wantStatus(t, h.do(context.Background(), KindEmbeddings.Path, `{"model":"api/gpt-test","input":"x"}`), 200, "")
+	wantStatus(t, h.do(context.Background(), KindChat.Path, `{"model":"api/gpt-test","messages":[]}`), 404, httpx.CodeModelNotAvailable)
+}
+
+func getModels(t *testing.T, h *harness) (int, string) {
+	t.Helper()
+	resp, err := http.Get(h.srv.URL + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestModelsListsWhatACallerMayWrite(t *testing.T) {
+	h, u := newOpenAIHarness(t, opts{profiles: map[string][]string{"decide-only": {Endpoint}, "none": {}}})
+	u.catalogs[keyB] = []string{"gpt-test", "gpt-b-only", "none"}
+	status, body := getModels(t, h)
+	want := `{"object":"list","data":[{"id":"api/gpt-b-only","object":"model","owned_by":"rotor"},{"id":"api/gpt-test","object":"model","owned_by":"rotor"}]}` + "\n"
+	if status != 200 || body != want {
+		t.Errorf("GET /v1/models: %d %s\nwant %s", status, body, want)
+	}
+	if n := len(h.rows()); n != 0 {
+		t.Errorf("/v1/models wrote %d rows", n)
+	}
+
+	h2, u2 := newOpenAIHarness(t, opts{})
+	u2.catFail = true
+	status, body = getModels(t, h2)
+	if status != http.StatusBadGateway || !strings.Contains(body, httpx.CodeCatalogUnavailable) {
+		t.Errorf("every discovery failed: %d %s, want 502 catalog_unavailable", status, body)
+	}
+}
+
+func TestPreviousResponseIDStaysWithItsCredential(t *testing.T) {
+	h, u := newOpenAIHarness(t, opts{})
+	// team-a is gone for this request's model; team-b answers resp_1.
+	u.script(keyA, KindResponses.Path, upReply{status: 401, body: `{"error":{"message":"no","code":"invalid_api_key"}}`},
+		upReply{status: 200, body: responsesAnswer})
+	u.script(keyB, KindResponses.Path, upReply{status: 200, body: responsesAnswer},
+		upReply{status: 429, header: map[string]string{"Retry-After": "600"}, body: `{"error":{"message":"slow down","type":"requests","code":"rate_limit_exceeded"}}`})
+	wantStatus(t, h.do(context.Background(), KindResponses.Path, `{"model":"api/gpt-test","input":"a"}`), 200, "")
+	n := len(u.requests())
+	// team-b rests: the caller waits on it, never another account.
+	r := h.do(context.Background(), KindResponses.Path, `{"model":"api/gpt-test","input":"b","previous_response_id":"resp_1"}`)
+	wantStatus(t, r, 429, "")
+	if r.header.Get("Retry-After") == "" {
+		t.Errorf("429 without Retry-After")
+	}
+	for _, s := range u.requests()[n:] {
+		if s.key != keyB {
+			t.Errorf("previous_response_id of team-b sent with another credential")
+		}
+	}
+}
+
+func TestClassifyUpstreamAnswer(t *testing.T) {
+	pe := func(code, typ, param, msg string) providerError {
+		return providerError{Code: code, Type: typ, Param: param, Message: msg, structured: true}
+	}
+	for _, c := range []struct {
+		name   string
+		status int
+		pe     providerError
+		want   outcome
+	}{
+		{"ok", 200, providerError{}, outcomeAnswer},
+		{"created", 201, providerError{}, outcomeAnswer},
+		{"redirect", 302, providerError{}, outcomeRedirect},
+		{"quota code", 429, pe("insufficient_quota", "", "", ""), outcomeQuota},
+		{"quota type only", 429, pe("", "insufficient_quota", "", ""), outcomeQuota},
+		{"quota type with other code", 429, pe("other", "insufficient_quota", "", ""), outcomePassThrough},
+		{"rate limited", 429, pe("rate_limit_exceeded", "requests", "", ""), outcomeRateLimited},
+		{"unclassified 429", 429, providerError{}, outcomePassThrough},
+		{"401", 401, providerError{}, outcomeAuth},
+		{"403", 403, pe("", "", "", ""), outcomeAuth},
+		{"405", 405, providerError{}, outcomeUnsupported},
+		{"501", 501, providerError{}, outcomeUnsupported},
+		{"404 unstructured", 404, providerError{}, outcomeUnsupported},
+		{"404 model_not_found", 404, pe("model_not_found", "", "", ""), outcomeUnsupported},
+		{"404 unknown_url", 404, pe("unknown_url", "", "", ""), outcomeUnsupported},
+		{"404 file_not_found naming the model", 404, pe("file_not_found", "", "", "m1 file"), outcomePassThrough},
+		{"404 param model", 404, pe("", "", "model", ""), outcomeUnsupported},
+		{"404 param input", 404, pe("", "", "input", "m1"), outcomePassThrough},
+		{"404 message names model", 404, pe("", "", "", "m1 does not exist"), outcomeUnsupported},
+		{"404 message names path", 404, pe("", "", "", "no /v1/chat/completions here"), outcomeUnsupported},
+		{"404 message about content", 404, pe("", "", "", "no such thread"), outcomePassThrough},
+		{"400", 400, pe("invalid_value", "", "messages", ""), outcomePassThrough},
+		{"500", 500, providerError{}, outcomePassThrough},
+	} {
+		if got := classify(c.status, c.pe, "m1", "/v1/chat/completions"); got != c.want {
+			t.Errorf("%s: classify(%d) = %d, want %d", c.name, c.status, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,23 @@
+package decisions
+
+import "github.com/rotorhq/rotor/ledger"
+
+// settleUsage puts the usage an answer reported into its row; a count the
+// answer did not report stays unknown. The ledger computes the cost from
+// the price taken at admission.
+func settleUsage(st *ledger.Settlement, u Usage) {
+	for _, f := range []struct {
+		dst *ledger.Count
+		v   *int64
+	}{{&st.InputTokens, u.Input}, {&st.OutputTokens, u.Output}, {&st.TotalTokens, u.Total},
+		{&st.CachedInputTokens, u.Cached}, {&st.ReasoningTokens, u.Reasoning}} {
+		if f.v != nil {
+			*f.dst = ledger.Known(*f.v)
+		}
+	}
+}
+
+// settleRefused records a request the provider refused with a structured
+// 4xx: providers do not bill it, so the ledger records 0 tokens and 0
+// cost, not unknown.
+func settleRefused(st *ledger.Settlement) { st.Refused = true }

@@ -1,0 +1,257 @@
+package decisions
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/internal/httpx"
+	"github.com/rotorhq/rotor/internal/sse"
+	"github.com/rotorhq/rotor/ledger"
+)
+
+// How a stream ended, as its row's error code (DESIGN, "OpenAI-compatible
+// routes"); a complete stream has none.
+const (
+	endCut          = "upstream_stream_cut"
+	endIdle         = "stream_idle_timeout"
+	endDeadline     = httpx.CodeDeadlineExceeded
+	endShutdown     = "server_shutdown"
+	endClientClosed = httpx.CodeClientClosedRequest
+)
+
+// Causes a stream's provider call is cancelled with.
+var (
+	errStreamIdle     = errors.New("provider stream silent past stream_idle_timeout")
+	errServerShutdown = errors.New("server shutting down")
+)
+
+func isEventStream(h http.Header) bool {
+	mt, _, err := mime.ParseMediaType(h.Get("Content-Type"))
+	return err == nil && mt == "text/event-stream"
+}
+
+// streamRequest reads "stream": true and, for chat, asks the provider for
+// the usage chunk (stream_options.include_usage) when the caller did not:
+// injected says rotor added it, so the caller must not see that chunk.
+func streamRequest(k *Kind, req request) (out request, stream, injected bool, err error) {
+	if !k.streams {
+		return req, false, false, nil
+	}
+	var streamRaw, optsRaw []byte
+	optsAt := span{-1, -1}
+	_ = topLevel(req.body, func(key string, _ []byte, v span) bool {
+		switch key {
+		case "stream":
+			streamRaw = req.body[v.start:v.end]
+		case "stream_options":
+			optsRaw, optsAt = req.body[v.start:v.end], v
+		}
+		return true
+	})
+	if string(streamRaw) != "true" {
+		return req, false, false, nil
+	}
+	if k != KindChat {
+		return req, true, false, nil
+	}
+	opts := map[string]json.RawMessage{}
+	if len(optsRaw) > 0 && optsRaw[0] == '{' {
+		if err := json.Unmarshal(optsRaw, &opts); err != nil {
+			return req, false, false, err
+		}
+	}
+	if string(opts["include_usage"]) == "true" {
+		return req, true, false, nil
+	}
+	opts["include_usage"] = json.RawMessage("true")
+	enc, _ := json.Marshal(opts)
+	var body []byte
+	if optsAt.start >= 0 {
+		body = append(append(append(body, req.body[:optsAt.start]...), enc...), req.body[optsAt.end:]...)
+	} else {
+		// Appended as the last member: every byte the caller sent stays
+		// where it was.
+		end := len(req.body) - 1
+		for end > 0 && req.body[end] != '}' {
+			end--
+		}
+		body = append(body, req.body[:end]...)
+		body = append(body, `,"stream_options":`...)
+		body = append(body, enc...)
+		body = append(body, req.body[end:]...)
+	}
+	out, err = parseRequest(body)
+	return out, true, true, err
+}
+
+// streamAnswer pumps a provider's event stream to the caller, event by
+// event and flushed, then settles the row, then writes the held-back
+// terminal event ([DONE] or response.completed) only once the row has
+// committed. Nothing is replayed: the first byte already went out.
+func (rt *Route) streamAnswer(ctx context.Context, caller context.Context, k *Kind, w http.ResponseWriter, wk *walk, out *answer,
+	injected bool, start time.Time, info *httpx.AccessInfo) {
+	defer out.stream.Close()
+	defer out.cancel(nil)
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", out.header.Get("Content-Type"))
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Rotor-Credential", wk.lastCred)
+	h.Set("X-Rotor-Attempts", strconv.Itoa(wk.sent))
+	// Streams are not bound by the server's write timeout: each write
+	// gets its own deadline, extended as bytes flow.
+	window := rt.cfg.StreamIdleTimeout
+	_ = rc.SetWriteDeadline(time.Now().Add(window))
+	w.WriteHeader(out.status)
+	_ = rc.Flush()
+
+	var last atomic.Int64
+	last.Store(rt.cfg.Clock.Now().UnixNano())
+	stopIdle := rt.watchIdle(out.cancel, &last)
+	defer stopIdle()
+	body := &activity{r: out.stream, clk: rt.cfg.Clock, last: &last}
+
+	sc := sse.NewScanner(body)
+	var chat *sse.ChatRewriter
+	if k == KindChat {
+		chat = sse.NewChatRewriter(injected)
+	}
+	var usage Usage
+	var terminal []byte
+	ended := false // a Responses stream's final event was seen
+	writeErr := false
+	var scanErr error
+	for {
+		ev, err := sc.Next()
+		if err != nil && len(ev.Raw) == 0 {
+			scanErr = err
+			break
+		}
+		pass, held := true, false
+		switch {
+		case err != nil:
+			// An unfinished block: the caller would discard it anyway.
+			pass = false
+		case chat != nil:
+			pass = chat.Pass(ev)
+			held = sse.IsDone(ev)
+		default:
+			if typ, u, ok := sse.ResponsesUsage(ev); ok {
+				usage, ended = responsesUsage.read(u), true
+				held = typ == sse.ResponseCompleted
+			}
+		}
+		if held {
+			terminal = append([]byte(nil), ev.Raw...)
+			break
+		}
+		if pass {
+			_ = rc.SetWriteDeadline(time.Now().Add(window))
+			if _, werr := w.Write(ev.Raw); werr != nil {
+				writeErr = true
+				break
+			}
+			if rc.Flush() != nil {
+				writeErr = true
+				break
+			}
+		}
+		if err != nil {
+			scanErr = err
+			break
+		}
+	}
+	if chat != nil {
+		usage = chatUsage.read(chat.Usage())
+	}
+	end := ""
+	switch {
+	case terminal != nil:
+	case writeErr || caller.Err() != nil:
+		end = endClientClosed
+	case errors.Is(context.Cause(out.streamCtx), errStreamIdle):
+		end = endIdle
+	case errors.Is(context.Cause(out.streamCtx), errServerShutdown):
+		end = endShutdown
+	case ctx.Err() != nil:
+		end = endDeadline
+	case scanErr == io.EOF && k == KindResponses:
+		// A Responses stream that ended cleanly on response.incomplete
+		// or response.failed was complete as the provider sent it.
+		if !ended {
+			end = endCut
+		}
+	default:
+		end = endCut
+	}
+	if end != "" {
+		out.cancel(nil)
+	}
+	st := ledger.Settlement{RequestID: wk.id, Model: wk.upstream, Credential: wk.lastCred, Region: wk.region, Attempts: wk.sent,
+		Status: out.status, ErrorCode: end, Latency: rt.cfg.Clock.Now().Sub(start)}
+	settleUsage(&st, usage)
+	info.Code = end
+	if err := rt.cfg.Ledger.Settle(context.WithoutCancel(ctx), st); err != nil {
+		// No durable row: the caller's stream closes without its
+		// terminal event, so it reads as incomplete.
+		rt.log.Error("usage row not settled; the stream closes without its terminal event", "request_id", wk.id, "error", err)
+		return
+	}
+	info.Recorded = true
+	if terminal != nil {
+		_ = rc.SetWriteDeadline(time.Now().Add(window))
+		if _, err := w.Write(terminal); err == nil {
+			_ = rc.Flush()
+		}
+	}
+}
+
+// watchIdle cancels the stream's provider call once last (on the route's
+// clock) is StreamIdleTimeout old. stop ends the watch.
+func (rt *Route) watchIdle(cancel context.CancelCauseFunc, last *atomic.Int64) (stop func()) {
+	done := make(chan struct{})
+	idle := rt.cfg.StreamIdleTimeout
+	go func() {
+		wait := idle
+		for {
+			t := rt.cfg.Clock.NewTimer(wait)
+			select {
+			case <-done:
+				t.Stop()
+				return
+			case <-t.C():
+			}
+			since := rt.cfg.Clock.Now().Sub(time.Unix(0, last.Load()))
+			if since >= idle {
+				cancel(errStreamIdle)
+				return
+			}
+			wait = idle - since
+		}
+	}()
+	return func() { close(done) }
+}
+
+// activity notes, on the route's clock, when the provider last sent
+// bytes (SSE comments too).
+type activity struct {
+	r    io.Reader
+	clk  clock.Clock
+	last *atomic.Int64
+}
+
+func (a *activity) Read(p []byte) (int, error) {
+	n, err := a.r.Read(p)
+	if n > 0 {
+		a.last.Store(a.clk.Now().UnixNano())
+	}
+	return n, err
+}

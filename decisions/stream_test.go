@@ -1,0 +1,225 @@
+package decisions
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rotorhq/rotor/ledger"
+)
+
+var (
+	chatEvents = []string{
+		"data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"he\"}}],\"usage\":null}\n\n",
+		": keep-alive\n\n",
+		"data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"llo\"},\"finish_reason\":\"stop\"}],\"usage\":null}\n\n",
+		"data: {\"id\":\"c1\",\"choices\":[],\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":4,\"total_tokens\":16,\"prompt_tokens_details\":{\"cached_tokens\":2}}}\n\n",
+		"data: [DONE]\n\n",
+	}
+	responsesEvents = []string{
+		"event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_s\"}}\n\n",
+		"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"hi\"}\n\n",
+		"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_s\",\"usage\":{\"input_tokens\":8,\"output_tokens\":3,\"total_tokens\":11,\"output_tokens_details\":{\"reasoning_tokens\":1}}}}\n\n",
+	}
+)
+
+// open sends a request and returns the answer unread.
+func (h *harness) open(ctx context.Context, path, body string) *http.Response {
+	h.t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.srv.URL+path, strings.NewReader(body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatalf("POST %s: %v", path, err)
+	}
+	return resp
+}
+
+// settled waits until the request's row is settled (status set).
+func (h *harness) settled(id string) ledger.Row {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		for _, r := range h.rows() {
+			if r.RequestID == id && r.Status != 0 {
+				return r
+			}
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("row of %s never settled", id)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func TestChatStreamHidesOnlyTheInjectedUsageChunk(t *testing.T) {
+	h, u := newOpenAIHarness(t, opts{})
+	u.script(keyA, KindChat.Path, upReply{status: 200, events: chatEvents})
+	all := strings.Join(chatEvents, "")
+	without := strings.Join(append(append([]string{}, chatEvents[:3]...), chatEvents[4]), "")
+	for _, c := range []struct {
+		name, body, want, upstream string
+	}{
+		{"rotor asks for usage", `{"model":"api/gpt-test","stream":true,"messages":[]}`, without,
+			`{"model":"gpt-test","stream":true,"messages":[],"stream_options":{"include_usage":true}}`},
+		{"caller asked", `{"model":"api/gpt-test","stream":true,"stream_options":{"include_usage":true},"messages":[]}`, all,
+			`{"model":"gpt-test","stream":true,"stream_options":{"include_usage":true},"messages":[]}`},
+		{"caller said false", `{"model":"api/gpt-test","stream":true,"stream_options":{"include_usage":false},"messages":[]}`, without,
+			`{"model":"gpt-test","stream":true,"stream_options":{"include_usage":true},"messages":[]}`},
+	} {
+		resp := h.open(context.Background(), KindChat.Path, c.body)
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(got) != c.want {
+			t.Errorf("%s: caller saw\n%q\nwant\n%q", c.name, got, c.want)
+		}
+		sent := u.requests()
+		if b := sent[len(sent)-1]; b.body != c.upstream || b.header.Get("Accept") != "text/event-stream" {
+			t.Errorf("%s: upstream got %s (Accept %q), want %s", c.name, b.body, b.header.Get("Accept"), c.upstream)
+		}
+		row := h.row(resp.Header.Get("X-Request-ID"))
+		if row.Status != 200 || row.ErrorCode != "" || row.InputTokens != ledger.Known(12) || row.OutputTokens != ledger.Known(4) ||
+			row.CachedInputTokens != ledger.Known(2) || row.Operation != "chat.completions" {
+			t.Errorf("%s: row %+v", c.name, row)
+		}
+	}
+}
+
+func TestResponsesStreamRecordsUsage(t *testing.T) {
+	h, u := newOpenAIHarness(t, opts{})
+	u.script(keyA, KindResponses.Path, upReply{status: 200, events: responsesEvents})
+	resp := h.open(context.Background(), KindResponses.Path, `{"model":"api/gpt-test","stream":true,"input":"hi"}`)
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := strings.Join(responsesEvents, ""); string(got) != want {
+		t.Errorf("caller saw\n%q\nwant\n%q", got, want)
+	}
+	row := h.row(resp.Header.Get("X-Request-ID"))
+	if row.ErrorCode != "" || row.InputTokens != ledger.Known(8) || row.ReasoningTokens != ledger.Known(1) || row.Operation != "responses" {
+		t.Errorf("row %+v", row)
+	}
+}
+
+func TestStreamFailsOverBeforeTheFirstByteOnly(t *testing.T) {
+	h, u := newOpenAIHarness(t, opts{})
+	u.script(keyA, KindChat.Path, upReply{status: 429, body: `{"error":{"message":"slow","type":"requests","code":"rate_limit_exceeded"}}`})
+	u.script(keyB, KindChat.Path, upReply{status: 200, events: chatEvents})
+	resp := h.open(context.Background(), KindChat.Path, `{"model":"api/gpt-test","stream":true,"stream_options":{"include_usage":true},"messages":[]}`)
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(got) != strings.Join(chatEvents, "") || resp.Header.Get("X-Rotor-Credential") != "team-b" {
+		t.Errorf("after a 429 before the first byte: %s from %s", got, resp.Header.Get("X-Rotor-Credential"))
+	}
+
+	// Cut after two events: the caller sees them and no [DONE]; nothing is
+	// sent again.
+	h, u = newOpenAIHarness(t, opts{})
+	u.script(keyA, KindChat.Path, upReply{status: 200, events: chatEvents[:2]})
+	u.script(keyB, KindChat.Path, upReply{status: 200, events: chatEvents})
+	resp = h.open(context.Background(), KindChat.Path, `{"model":"api/gpt-test","stream":true,"messages":[]}`)
+	got, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(got) != strings.Join(chatEvents[:2], "") {
+		t.Errorf("cut stream: caller saw %q", got)
+	}
+	if n := len(u.requests()); n != 1 {
+		t.Errorf("%d provider calls after the first byte, want 1", n)
+	}
+	if row := h.row(resp.Header.Get("X-Request-ID")); row.ErrorCode != endCut || row.Status != 200 || row.InputTokens.Known {
+		t.Errorf("cut row %+v, want %s with unknown usage", row, endCut)
+	}
+}
+
+func TestStreamClientDisconnectCancelsUpstream(t *testing.T) {
+	h, u := newOpenAIHarness(t, opts{})
+	gone := make(chan struct{})
+	u.script(keyA, KindChat.Path, upReply{status: 200, events: chatEvents, stallAfter: 1, gone: gone})
+	ctx, cancel := context.WithCancel(context.Background())
+	resp := h.open(ctx, KindChat.Path, `{"model":"api/gpt-test","stream":true,"messages":[]}`)
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	if err != nil || line != strings.SplitAfter(chatEvents[0], "\n")[0] {
+		t.Fatalf("first event: %q %v", line, err)
+	}
+	cancel()
+	resp.Body.Close()
+	select {
+	case <-gone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the provider call was not cancelled")
+	}
+	if row := h.settled(resp.Header.Get("X-Request-ID")); row.ErrorCode != endClientClosed {
+		t.Errorf("row %+v, want %s", row, endClientClosed)
+	}
+}
+
+func TestStreamIdleTimeoutCutsASilentProvider(t *testing.T) {
+	h, u := newOpenAIHarness(t, opts{})
+	gone := make(chan struct{})
+	u.script(keyA, KindChat.Path, upReply{status: 200, events: chatEvents, stallAfter: 1, gone: gone})
+	resp := h.open(context.Background(), KindChat.Path, `{"model":"api/gpt-test","stream":true,"messages":[]}`)
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	if _, err := br.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	h.waitTimers(1)
+	h.clk.Advance(119 * time.Second)
+	h.clk.Advance(time.Second)
+	rest, _ := io.ReadAll(br)
+	if strings.Contains(string(rest), "[DONE]") {
+		t.Errorf("a cut stream ended with [DONE]: %q", rest)
+	}
+	<-gone
+	if row := h.row(resp.Header.Get("X-Request-ID")); row.ErrorCode != endIdle {
+		t.Errorf("row %+v, want %s", row, endIdle)
+	}
+}
+
+func TestStreamTerminalEventWaitsForTheRow(t *testing.T) {
+	for _, c := range []struct {
+		path, body string
+		events     []string
+		terminal   string
+	}{
+		{KindChat.Path, `{"model":"api/gpt-test","stream":true,"stream_options":{"include_usage":true},"messages":[]}`, chatEvents, "[DONE]"},
+		{KindResponses.Path, `{"model":"api/gpt-test","stream":true,"input":"x"}`, responsesEvents, "response.completed"},
+	} {
+		h, u := newOpenAIHarness(t, opts{wrapLedger: func(l Ledger) Ledger { return settleFails{l} }})
+		u.script(keyA, c.path, upReply{status: 200, events: c.events})
+		resp := h.open(context.Background(), c.path, c.body)
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if want := strings.Join(c.events[:len(c.events)-1], ""); string(got) != want {
+			t.Errorf("%s: the row did not commit, caller saw\n%q\nwant everything but %s", c.path, got, c.terminal)
+		}
+	}
+}
+
+func TestStreamOutlastsTheServerWriteTimeout(t *testing.T) {
+	h, u := newOpenAIHarness(t, opts{})
+	// Seven events 500 ms apart: a 3 s stream behind a 1 s write timeout.
+	events := []string{}
+	for range 6 {
+		events = append(events, chatEvents[0])
+	}
+	events = append(events, "data: [DONE]\n\n")
+	u.script(keyA, KindChat.Path, upReply{status: 200, events: events, every: 500 * time.Millisecond})
+	srv := httptest.NewUnstartedServer(h.srv.Config.Handler)
+	srv.Config.WriteTimeout = time.Second
+	srv.Start()
+	defer srv.Close()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+KindChat.Path, strings.NewReader(`{"model":"api/gpt-test","stream":true,"stream_options":{"include_usage":true},"messages":[]}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || string(got) != strings.Join(events, "") {
+		t.Errorf("stream behind a 1 s write timeout: %v, got %q", err, got)
+	}
+}

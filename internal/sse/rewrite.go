@@ -1,0 +1,153 @@
+package sse
+
+import (
+	"bytes"
+	"encoding/json"
+)
+
+// ChatRewriter follows a chat completion stream (POST /v1/chat/completions
+// with "stream": true) event by event: it decides which events reach the
+// caller and remembers the usage the provider reported.
+//
+// With stream_options.include_usage the provider adds "usage": null to
+// every chunk and, before data: [DONE], one final chunk with "choices": []
+// and a non-null usage. When rotor injected include_usage on the caller's
+// behalf (NewChatRewriter(true)), that final chunk is dropped: the caller
+// did not ask for it. Every other event passes byte for byte, the
+// "usage": null members included. When the caller asked for include_usage
+// itself (NewChatRewriter(false)), nothing is dropped. Either way Usage
+// returns the usage object seen.
+type ChatRewriter struct {
+	drop  bool
+	usage []byte
+	done  bool
+}
+
+// NewChatRewriter returns a rewriter; injected says whether rotor added
+// include_usage, so that the usage-only chunk must not reach the caller.
+func NewChatRewriter(injected bool) *ChatRewriter { return &ChatRewriter{drop: injected} }
+
+// Pass records what ev says and reports whether it goes to the caller.
+// Comments, unparseable events and events without data always pass.
+func (r *ChatRewriter) Pass(ev Event) bool {
+	if ev.Kind != KindEvent || ev.Data == nil {
+		return true
+	}
+	if IsDone(ev) {
+		r.done = true
+		return true
+	}
+	u, ok := chatUsageChunk(ev.Data)
+	if !ok {
+		return true
+	}
+	r.usage = append(r.usage[:0], u...)
+	return !r.drop
+}
+
+// Usage returns the raw JSON of the usage object of the usage-only chunk,
+// or nil when none was seen. The slice stays valid; the caller must not
+// change it.
+func (r *ChatRewriter) Usage() []byte { return r.usage }
+
+// Done reports whether data: [DONE] was seen.
+func (r *ChatRewriter) Done() bool { return r.done }
+
+// IsDone reports whether ev is a chat stream's terminal data: [DONE].
+func IsDone(ev Event) bool {
+	return ev.Kind == KindEvent && string(ev.Data) == "[DONE]"
+}
+
+// chatUsageChunk reports whether data is a chat.completion.chunk whose
+// top-level "choices" is an empty array and whose top-level "usage" is not
+// null (keys matched exactly, the last of duplicates winning, as for a JSON
+// object decoded into a map), and returns that usage.
+func chatUsageChunk(data []byte) (usage []byte, ok bool) {
+	var choices []byte
+	if !members(data, func(key, value []byte) bool {
+		switch string(key) {
+		case "choices":
+			choices = value
+		case "usage":
+			usage = value
+		}
+		return true
+	}) {
+		return nil, false
+	}
+	if usage == nil || isNull(usage) || !isEmptyArray(choices) || !json.Valid(data) {
+		return nil, false
+	}
+	return usage, true
+}
+
+// Terminal event types of a Responses stream, whose response object
+// carries the usage.
+const (
+	ResponseCompleted  = "response.completed"
+	ResponseIncomplete = "response.incomplete"
+	ResponseFailed     = "response.failed"
+)
+
+// ResponsesUsage reads a Responses stream event. For a terminal event
+// (response.completed, response.incomplete or response.failed, by its
+// data's "type", or by its event name when the data has no type) it returns
+// the type, the raw JSON of response.usage (nil when absent or null) and
+// ok; for any other event ok is false. usage aliases ev's bytes: copy it to
+// keep it past the next Scanner.Next.
+func ResponsesUsage(ev Event) (typ string, usage []byte, ok bool) {
+	if ev.Kind != KindEvent || ev.Data == nil {
+		return "", nil, false
+	}
+	var t, resp []byte
+	if !members(ev.Data, func(key, value []byte) bool {
+		switch string(key) {
+		case "type":
+			t = value
+		case "response":
+			resp = value
+		}
+		return true
+	}) {
+		return "", nil, false
+	}
+	name := ev.Name
+	if t != nil {
+		if bytes.IndexByte(t, '\\') >= 0 { // escaped: rare, decode it
+			if json.Unmarshal(t, &name) != nil {
+				return "", nil, false
+			}
+		} else if len(t) >= 2 && t[0] == '"' && t[len(t)-1] == '"' {
+			t = t[1 : len(t)-1]
+			switch string(t) { // no allocation
+			case ResponseCompleted, ResponseIncomplete, ResponseFailed:
+				name = string(t)
+			default:
+				return "", nil, false
+			}
+		} else {
+			return "", nil, false
+		}
+	}
+	switch name {
+	case ResponseCompleted, ResponseIncomplete, ResponseFailed:
+		typ = name
+	default:
+		return "", nil, false
+	}
+	if !json.Valid(ev.Data) {
+		return "", nil, false
+	}
+	if resp != nil {
+		members(resp, func(key, value []byte) bool {
+			if string(key) == "usage" {
+				usage = value
+			}
+			return true
+		})
+	}
+	if isNull(usage) {
+		usage = nil
+	}
+	return typ, usage, true
+}
