@@ -79,3 +79,32 @@ func TestPricingImportSettleAndReport(t *testing.T) {
 		t.Errorf("settle without --output: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
+
+// On a running bridge, while a cost budget exists: a chat request for a
+// model without a price gets 403 policy_blocked naming the budget before
+// any discovery; a price set from the CLI binds the next request, which is
+// admitted (its answer is then whatever discovery finds); Decisions stays
+// 403 policy_blocked.
+func TestCostBudgetRefusesUnpricedBeforeDiscoveryAndAdmitsPriced(t *testing.T) {
+	e := newE2E(t)
+	prov, _ := e.provider("")
+	b := e.start("bridge", "start", "--listen", "127.0.0.1:0")
+	tok := e.token()
+	e.mustRun("budget", "add", "--cost", "5", "--window", "day", "--name", "spend")
+	chat := `{"model":"api/gpt-x","messages":[{"role":"user","content":"hi"}]}`
+	before := len(prov.Requests())
+	r := call(t, "POST", b.url+"/v1/chat/completions", tok, chat)
+	if r.status != 403 || errCode(r.body) != "policy_blocked" || !strings.Contains(r.body, "spend") || !strings.Contains(r.body, "gpt-x") {
+		t.Fatalf("unpriced model under a cost budget: %d %s, want 403 policy_blocked naming spend and gpt-x", r.status, r.body)
+	}
+	if n := len(prov.Requests()) - before; n != 0 {
+		t.Errorf("the refused request reached the provider %d times, want none (refused before discovery)", n)
+	}
+	e.mustRun("pricing", "set", "gpt-x", "--input", "1", "--output", "2")
+	if r := call(t, "POST", b.url+"/v1/chat/completions", tok, chat); r.status == 403 && errCode(r.body) == "policy_blocked" {
+		t.Errorf("priced model under a cost budget: %d %s, want it admitted", r.status, r.body)
+	}
+	if r := call(t, "POST", b.url+"/v1/decisions", tok, decideBody); r.status != 403 || errCode(r.body) != "policy_blocked" {
+		t.Errorf("decisions under a cost budget: %d %s, want 403 policy_blocked", r.status, r.body)
+	}
+}
