@@ -48,6 +48,7 @@ fuzz=(
   "./decisions FuzzReadUsage"
   "./internal/sse FuzzScanner"
   "./internal/sse FuzzChatRewriter"
+  "./cmd/rotor FuzzParseLiteLLM"
 )
 
 if [ "$list" = 1 ]; then
