@@ -65,6 +65,9 @@ type Runtime struct {
 	GenerationDeadline time.Duration
 	// StreamIdleTimeout cuts a stream whose provider is silent this long.
 	StreamIdleTimeout time.Duration
+	// ShutdownGrace is how long shutdown waits for requests and streams
+	// in flight before it cuts them.
+	ShutdownGrace time.Duration
 }
 
 // Routes configures the OpenAI-compatible routes.
@@ -216,6 +219,7 @@ func (c *Config) Validate() error {
 		pos("runtime.read_timeout", c.Runtime.ReadTimeout),
 		pos("runtime.generation_deadline", c.Runtime.GenerationDeadline),
 		pos("runtime.stream_idle_timeout", c.Runtime.StreamIdleTimeout),
+		pos("runtime.shutdown_grace", c.Runtime.ShutdownGrace),
 		pos("ledger.busy_timeout", c.Ledger.BusyTimeout),
 	} {
 		if check != nil {

@@ -67,6 +67,8 @@ var settings = []field[Config]{
 		doc: "bounds a whole request on the OpenAI routes (responses, chat, embeddings)"},
 	{key: "runtime.stream_idle_timeout", ptr: func(c *Config) any { return &c.Runtime.StreamIdleTimeout }, def: defaults.StreamIdleTimeout, override: true,
 		doc: "a stream whose provider is silent this long is cut"},
+	{key: "runtime.shutdown_grace", ptr: func(c *Config) any { return &c.Runtime.ShutdownGrace }, def: defaults.ShutdownGrace, override: true,
+		doc: "on SIGINT/SIGTERM, requests and streams in flight get this long, then are cut (row code server_shutdown)"},
 	{key: "runtime.token_file", ptr: func(c *Config) any { return &c.Runtime.TokenFile }, def: "runtime.token", override: true,
 		doc: "bearer token of a standalone runtime, relative to the home folder"},
 	{key: "runtime.allowed_origins", ptr: func(c *Config) any { return &c.Runtime.AllowedOrigins }, override: true,

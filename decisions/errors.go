@@ -37,6 +37,8 @@ var (
 	ErrOverloaded = errors.New("too many bytes buffered")
 	// ErrClientGone: the caller cancelled.
 	ErrClientGone = errors.New("client closed the request")
+	// ErrShutdown: the server cut the request after its shutdown grace.
+	ErrShutdown = errors.New("server shutting down")
 )
 
 // ProviderError is a provider rejection passed through to the caller: its
@@ -124,6 +126,8 @@ func ErrorResponse(err error) *httpx.Error {
 		return httpx.NewError(httpx.CodeLedgerUnavailable).WithRetryAfter(time.Second)
 	case errors.Is(err, ErrDeadline), errors.Is(err, context.DeadlineExceeded):
 		return httpx.NewError(httpx.CodeDeadlineExceeded)
+	case errors.Is(err, ErrShutdown):
+		return httpx.NewError(httpx.CodeServerShutdown)
 	case errors.Is(err, ErrClientGone), errors.Is(err, context.Canceled):
 		return httpx.NewError(httpx.CodeClientClosedRequest)
 	case errors.Is(err, ErrUpstream):

@@ -461,6 +461,8 @@ func callerView(err error, caller context.Context) error {
 		// An answer the route chose; a gone client does not change it.
 	case errors.Is(err, context.DeadlineExceeded) && caller.Err() == nil:
 		return ErrDeadline
+	case errors.Is(context.Cause(caller), httpx.ErrServerShutdown) && !errors.Is(err, ErrResponseTooLarge):
+		return ErrShutdown
 	case caller.Err() != nil && !errors.Is(err, ErrResponseTooLarge):
 		return ErrClientGone
 	}

@@ -24,6 +24,7 @@ const (
 	endIdle         = "stream_idle_timeout"
 	endDeadline     = httpx.CodeDeadlineExceeded
 	endClientClosed = httpx.CodeClientClosedRequest
+	endShutdown     = httpx.CodeServerShutdown
 )
 
 // errStreamIdle is the cause a silent stream's provider call is
@@ -176,6 +177,8 @@ func (rt *Route) streamAnswer(ctx context.Context, caller context.Context, k *Ki
 	end := ""
 	switch {
 	case terminal != nil:
+	case errors.Is(context.Cause(caller), httpx.ErrServerShutdown):
+		end = endShutdown
 	case writeErr || caller.Err() != nil:
 		end = endClientClosed
 	case errors.Is(context.Cause(out.streamCtx), errStreamIdle):

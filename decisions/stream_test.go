@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rotorhq/rotor/internal/httpx"
 	"github.com/rotorhq/rotor/ledger"
 )
 
@@ -240,5 +242,46 @@ func TestStreamCutAtTheGenerationDeadline(t *testing.T) {
 	}
 	if row := h.row(resp.Header.Get("X-Request-ID")); row.ErrorCode != endDeadline || row.Status != 200 || row.InputTokens.Known {
 		t.Errorf("row %+v, want %s with unknown usage", row, endDeadline)
+	}
+}
+
+// DESIGN: shutdown waits runtime.shutdown_grace for streams, then cuts
+// them and settles their rows; the row says server_shutdown, and the
+// caller's stream ends without its terminal event.
+func TestStreamCutAtShutdownRecordsServerShutdown(t *testing.T) {
+	h, u := newOpenAIHarness(t, opts{})
+	gone := make(chan struct{})
+	u.script(keyA, KindChat.Path, upReply{status: 200, events: chatEvents, stallAfter: 1, gone: gone})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	served := make(chan error, 1)
+	go func() {
+		served <- httpx.Serve(ctx, ln, h.srv.Config.Handler, httpx.ServeOptions{Drain: 100 * time.Millisecond, Settle: 10 * time.Second})
+	}()
+	req, _ := http.NewRequest(http.MethodPost, "http://"+ln.Addr().String()+KindChat.Path, strings.NewReader(`{"model":"api/gpt-test","stream":true,"messages":[]}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	if _, err := br.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	stop() // SIGINT: the stream outlives the grace
+	rest, _ := io.ReadAll(br)
+	if strings.Contains(string(rest), "[DONE]") {
+		t.Errorf("a stream cut at shutdown ended with [DONE]: %q", rest)
+	}
+	<-gone
+	if row := h.settled(resp.Header.Get("X-Request-ID")); row.ErrorCode != endShutdown {
+		t.Errorf("row %+v, want %s", row, endShutdown)
+	}
+	if err := <-served; err == nil || !strings.Contains(err.Error(), "cut off") {
+		t.Errorf("Serve = %v, want the requests-cut-off error", err)
 	}
 }

@@ -46,7 +46,7 @@ func serveOptions(cfg *config.Config, f *Factory) httpx.ServeOptions {
 		ReadHeaderTimeout: cfg.Runtime.ReadHeaderTimeout,
 		ReadTimeout:       cfg.Runtime.ReadTimeout,
 		WriteTimeout:      cfg.Runtime.Deadline + 15*time.Second,
-		Drain:             cfg.Runtime.Deadline + 5*time.Second,
+		Drain:             cfg.Runtime.ShutdownGrace,
 		Logger:            f.Logger(),
 	}
 }

@@ -15,6 +15,9 @@ const (
 	GenerationDeadline = 10 * time.Minute
 	// StreamIdleTimeout cuts a stream whose upstream is silent this long.
 	StreamIdleTimeout = 120 * time.Second
+	// ShutdownGrace is how long shutdown waits for requests and streams
+	// in flight before it cuts them.
+	ShutdownGrace = 30 * time.Second
 	// ErrorBodyIdle ends a provider error body read after this long
 	// without data.
 	ErrorBodyIdle = 5 * time.Second

@@ -46,6 +46,7 @@ const (
 	CodeNoCredentials         = "no_credentials"
 	CodeInternal              = "internal_error"
 	CodeClientClosedRequest   = "client_closed_request"
+	CodeServerShutdown        = "server_shutdown"
 )
 
 // Error types, in the style of the OpenAI error shape.
@@ -103,6 +104,7 @@ var Codes = map[string]CodeInfo{
 	CodeDeadlineExceeded:      {http.StatusGatewayTimeout, TypeAPI, "the request deadline passed", false},
 	CodeInternal:              {http.StatusInternalServerError, TypeServer, "internal error", false},
 	CodeClientClosedRequest:   {499, TypeInvalidRequest, "client closed the request", false},
+	CodeServerShutdown:        {http.StatusServiceUnavailable, TypeAPI, "the server is shutting down; the request was cut after the shutdown grace", false},
 }
 
 // Error is an HTTP error in rotor's one JSON shape. Handlers return it (or

@@ -26,9 +26,15 @@ type ServeOptions struct {
 	IdleTimeout time.Duration
 	// MaxHeaderBytes; default 64 KiB.
 	MaxHeaderBytes int
-	// Drain is how long shutdown waits for requests in flight. Default
-	// 75s.
-	Drain  time.Duration
+	// Drain is how long shutdown waits for requests in flight (streams
+	// included: runtime.shutdown_grace) before it cuts them: their
+	// contexts are cancelled with ErrServerShutdown, and they get Settle
+	// to finish (write their ledger rows) before connections close.
+	// Default 75s.
+	Drain time.Duration
+	// Settle is how long requests cut at shutdown get to finish. Default
+	// 5s.
+	Settle time.Duration
 	Logger *slog.Logger
 }
 
@@ -51,15 +57,29 @@ func (o *ServeOptions) defaults() {
 	if o.Drain <= 0 {
 		o.Drain = 75 * time.Second
 	}
+	if o.Settle <= 0 {
+		o.Settle = 5 * time.Second
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 }
 
+// ErrServerShutdown is the cause a request's context carries when shutdown
+// cut it after the drain: handlers tell it from a caller that went away
+// (context.Cause), so a stream's row says server_shutdown.
+var ErrServerShutdown = errors.New("server shutting down")
+
 // Serve serves h on ln until ctx is done, then stops accepting and waits
-// up to Drain for requests in flight before returning.
+// up to Drain for requests in flight; requests still running are then
+// cancelled with ErrServerShutdown and get Settle to finish before their
+// connections close.
 func Serve(ctx context.Context, ln net.Listener, h http.Handler, o ServeOptions) error {
 	o.defaults()
+	// Requests outlive ctx (they drain); base is cancelled only when the
+	// drain ends.
+	base, cut := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cut(nil)
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: o.ReadHeaderTimeout,
@@ -68,7 +88,7 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, o ServeOptions)
 		IdleTimeout:       o.IdleTimeout,
 		MaxHeaderBytes:    o.MaxHeaderBytes,
 		ErrorLog:          log.New(slogWriter{o.Logger}, "", 0),
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		BaseContext:       func(net.Listener) context.Context { return base },
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -81,7 +101,12 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, o ServeOptions)
 	defer cancel()
 	err := srv.Shutdown(sctx)
 	if errors.Is(err, context.DeadlineExceeded) {
-		srv.Close()
+		cut(ErrServerShutdown)
+		settle, cancelSettle := context.WithTimeout(context.Background(), o.Settle)
+		defer cancelSettle()
+		if srv.Shutdown(settle) != nil {
+			srv.Close()
+		}
 		return fmt.Errorf("shutdown: requests still running after %s were cut off", o.Drain)
 	}
 	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
