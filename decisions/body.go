@@ -244,8 +244,21 @@ var (
 func readUsage(body []byte) Usage          { return decisionsUsage.read(topUsage(body)) }
 func readResponsesUsage(body []byte) Usage { return responsesUsage.read(topUsage(body)) }
 
-// readChatUsage serves chat and embeddings (which has no completion).
+// readChatUsage reads a chat completion's usage.
 func readChatUsage(body []byte) Usage { return chatUsage.read(topUsage(body)) }
+
+// readEmbeddingsUsage reads an embeddings answer's usage: prompt_tokens and
+// total_tokens in chat's names. An embedding generates nothing, so output
+// is a known 0 once the input is known: else every embeddings row would
+// hold unknown tokens and cost, and close every cost budget.
+func readEmbeddingsUsage(body []byte) Usage {
+	u := chatUsage.read(topUsage(body))
+	if u.Input != nil && u.Output == nil {
+		zero := int64(0)
+		u.Output = &zero
+	}
+	return u
+}
 
 // topUsage is the answer's top-level usage object, the rest of the answer
 // untouched and undecoded. The answer is not validated first: a malformed

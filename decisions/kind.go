@@ -43,7 +43,7 @@ var (
 		poolUnavailable: httpx.CodeRoutePoolUnavailable, tooLarge: httpx.CodeRouteResponseTooLarge}
 	KindChat = &Kind{Path: "/v1/chat/completions", Operation: "chat.completions", barePool: true, generation: true, streams: true, usage: readChatUsage,
 		poolUnavailable: httpx.CodeRoutePoolUnavailable, tooLarge: httpx.CodeRouteResponseTooLarge}
-	KindEmbeddings = &Kind{Path: "/v1/embeddings", Operation: "embeddings", barePool: true, generation: true, usage: readChatUsage,
+	KindEmbeddings = &Kind{Path: "/v1/embeddings", Operation: "embeddings", barePool: true, generation: true, usage: readEmbeddingsUsage,
 		poolUnavailable: httpx.CodeRoutePoolUnavailable, tooLarge: httpx.CodeRouteResponseTooLarge}
 )
 

@@ -194,7 +194,7 @@ func TestOpenAIRoutesForwardByteForByte(t *testing.T) {
 			t.Errorf("%s: upstream headers %v", c.path, got.header)
 		}
 		row := h.row(r.header.Get("X-Request-ID"))
-		if row.Operation != c.op || row.Status != 200 || row.InputTokens != ledger.Known(c.in) || row.TotalTokens != ledger.Known(c.total) {
+		if row.Operation != c.op || row.Status != 200 || row.InputTokens != ledger.Known(c.in) || row.OutputTokens != ledger.Known(c.out) || row.TotalTokens != ledger.Known(c.total) {
 			t.Errorf("%s: row %+v", c.path, row)
 		}
 		if row.CachedInputTokens != c.cached || row.ReasoningTokens != c.reasoning {
@@ -221,8 +221,13 @@ func TestOpenAIUsageDetailsRead(t *testing.T) {
 			t.Errorf("%s: cached %v reasoning %v, want %d %d", c.name, u.Cached, u.Reasoning, c.cached, c.reasoning)
 		}
 	}
-	if u := readChatUsage([]byte(embeddingsAnswer)); u.Input == nil || *u.Input != 6 || u.Output != nil || u.Cached != nil {
-		t.Errorf("embeddings usage %+v", u)
+	// An embedding generates nothing: output is a known 0, so the row's
+	// cost is known when the model is priced.
+	if u := readEmbeddingsUsage([]byte(embeddingsAnswer)); u.Input == nil || *u.Input != 6 || u.Output == nil || *u.Output != 0 || u.Cached != nil {
+		t.Errorf("embeddings usage %+v, want input 6, output 0", u)
+	}
+	if u := readEmbeddingsUsage([]byte(`{"object":"list","data":[]}`)); u.Input != nil || u.Output != nil {
+		t.Errorf("embeddings without usage read as %+v, want unknown", u)
 	}
 }
 
