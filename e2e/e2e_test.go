@@ -294,7 +294,8 @@ func TestLedgerReportFormats(t *testing.T) {
 		t.Fatalf("default report = %v, want one operation row", rows)
 	}
 	r := rows[0]
-	want := map[string]any{"operation": "decisions", "requests": float64(4), "input_tokens": float64(28), "output_tokens": float64(12), "total_tokens": float64(40), "cost_usd": nil, "errors": float64(0)}
+	want := map[string]any{"operation": "decisions", "requests": float64(4), "input_tokens": float64(28), "output_tokens": float64(12), "total_tokens": float64(40), "cost_usd": nil, "errors": float64(0),
+		"known_cost_usd": float64(0), "unknown_cost_rows": float64(4), "unknown_token_rows": float64(0)}
 	for k, v := range want {
 		if got, ok := r[k]; !ok || got != v {
 			t.Errorf("%s = %v, want %v (unknown cost is null, never 0)", k, got, v)
@@ -314,7 +315,7 @@ func TestLedgerReportFormats(t *testing.T) {
 		t.Errorf("7d by credential,day: %d rows summing %d requests, want 4 rows and 7: %v", len(csvRows), total, csvRows)
 	}
 	header := strings.SplitN(e.mustRun("ledger", "report", "--by", "model,day", "--format", "csv").stdout, "\n", 2)[0]
-	if header != "model,day,requests,input_tokens,output_tokens,total_tokens,cost_usd,errors" {
+	if header != "model,day,requests,input_tokens,output_tokens,total_tokens,cost_usd,errors,cached_input_tokens,reasoning_tokens,known_cost_usd,unknown_cost_rows,unknown_token_rows" {
 		t.Errorf("csv header = %q", header)
 	}
 	// Half-open UTC dates.

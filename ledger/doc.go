@@ -1,6 +1,6 @@
 // Package ledger is rotor's SQLite usage ledger (modernc.org/sqlite, no
 // cgo): usage rows and their rollups, budget definitions, client token
-// hashes and learned-cooldown state, in one database file that several
+// hashes, prices and learned-cooldown state, in one database file that several
 // rotor processes may share.
 //
 // All writes of usage go through one writer goroutine that group-commits:
@@ -41,6 +41,10 @@
 //	now (admission)             the usage rows that left the window       cache's resets
 //	Report (`ledger report`)    usage_hour_dims (whole hours), usage     fold_until; hour_rollup_until
 //	                            (edges, rows >= fold_until, open rows)   to find open rows
+//	InFlight (cost budgets)     this process's open rows (memory), else  none
+//	                            usage (open rows of the last 24h)
+//	Resolve (`ledger settle`)   usage, then the rollups' deltas as a     fold_until
+//	                            settlement behind the frontier
 //	Rows, SetAside              usage, meta                              none
 //
 // Why: a budget window or a report over a year of traffic then reads a

@@ -78,21 +78,32 @@ func costOf(p *Price, input, cached, output Count) Count {
 	return Known(sum.Int64())
 }
 
+const selectPrices = `SELECT model, input_micros, cached_input_micros, output_micros, source, updated_ms FROM prices`
+
+// scanPrice reads a row of selectPrices.
+func scanPrice(scan func(dest ...any) error) (Price, error) {
+	var p Price
+	var cached *int64
+	var ms int64
+	if err := scan(&p.Model, &p.InputMicros, &cached, &p.OutputMicros, &p.Source, &ms); err != nil {
+		return p, err
+	}
+	p.CachedInputMicros, p.Updated = countOf(cached), time.UnixMilli(ms).UTC()
+	return p, nil
+}
+
 func listPrices(ctx context.Context, q querier) (map[string]Price, error) {
-	rows, err := q.QueryContext(ctx, `SELECT model, input_micros, cached_input_micros, output_micros, source, updated_ms FROM prices ORDER BY model`)
+	rows, err := q.QueryContext(ctx, selectPrices)
 	if err != nil {
 		return nil, fmt.Errorf("list prices: %w", err)
 	}
 	defer rows.Close()
 	out := map[string]Price{}
 	for rows.Next() {
-		var p Price
-		var cached *int64
-		var ms int64
-		if err := rows.Scan(&p.Model, &p.InputMicros, &cached, &p.OutputMicros, &p.Source, &ms); err != nil {
+		p, err := scanPrice(rows.Scan)
+		if err != nil {
 			return nil, fmt.Errorf("list prices: %w", err)
 		}
-		p.CachedInputMicros, p.Updated = countOf(cached), time.UnixMilli(ms).UTC()
 		out[p.Model] = p
 	}
 	return out, rows.Err()
@@ -100,18 +111,13 @@ func listPrices(ctx context.Context, q querier) (map[string]Price, error) {
 
 // priceOf reads one model's price.
 func priceOf(ctx context.Context, q querier, model string) (Price, bool, error) {
-	p := Price{Model: model}
-	var cached *int64
-	var ms int64
-	err := q.QueryRowContext(ctx, `SELECT input_micros, cached_input_micros, output_micros, source, updated_ms FROM prices WHERE model = ?`, model).
-		Scan(&p.InputMicros, &cached, &p.OutputMicros, &p.Source, &ms)
+	p, err := scanPrice(q.QueryRowContext(ctx, selectPrices+` WHERE model = ?`, model).Scan)
 	if errors.Is(err, sql.ErrNoRows) {
 		return p, false, nil
 	}
 	if err != nil {
 		return p, false, fmt.Errorf("price of %s: %w", model, err)
 	}
-	p.CachedInputMicros, p.Updated = countOf(cached), time.UnixMilli(ms).UTC()
 	return p, true, nil
 }
 

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -149,5 +150,78 @@ func TestLedgerSettleResolvesUnknownRow(t *testing.T) {
 	}
 	if len(rep) != 1 || rep[0].CostUnknown != 0 || rep[0].TokensUnknown != 0 || rep[0].CostMicros != 4003 || rep[0].InputTokens != 2001 || rep[0].Errors != 2 {
 		t.Errorf("report = %+v, want one group, all known, cost 4003, input 2001, 2 errors (the cut stream and the orphan)", rep)
+	}
+}
+
+// A price set by another process (the CLI) binds a running runtime at its
+// next admission, through config_version, and a removed one unbinds.
+func TestPriceSetByAnotherProcessBindsAtNextAdmission(t *testing.T) {
+	clk := clock.NewFake(t0)
+	s, path := openTest(t, clk)
+	cli := openAt(t, path, clk)
+	priced := func(id string) bool {
+		t.Helper()
+		var got bool
+		if err := s.Reserve(ctx, Reservation{RequestID: id, Operation: "embeddings", Model: "emb", Expires: clk.Now().Add(time.Hour)},
+			AdmitFunc(func(_ WindowReader, r Reservation) error { got = r.Priced; return nil })); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if priced("a") {
+		t.Fatal("priced before any price was set")
+	}
+	if _, err := cli.PutPrices(ctx, []Price{{Model: "emb", InputMicros: 20_000, Source: "prices.json"}}, false); err != nil {
+		t.Fatal(err)
+	}
+	if !priced("b") {
+		t.Error("a price set by another process did not bind the next admission")
+	}
+	if err := cli.RemovePrice(ctx, "emb"); err != nil {
+		t.Fatal(err)
+	}
+	if priced("c") {
+		t.Error("a price removed by another process still binds")
+	}
+	if err := cli.RemovePrice(ctx, "emb"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("remove again: %v, want ErrNotFound", err)
+	}
+}
+
+// Cached and reasoning tokens follow the other usage values: outside
+// 0..10^12 they are unknown, never stored or summed; and an unreadable
+// input makes the cost unknown.
+func TestCachedAndReasoningOutOfRangeAreUnknown(t *testing.T) {
+	clk := clock.NewFake(t0)
+	s, _ := openTest(t, clk)
+	if _, err := s.PutPrices(ctx, []Price{{Model: "gpt", InputMicros: 1_000_000, OutputMicros: 1_000_000, Source: SourceSet}}, false); err != nil {
+		t.Fatal(err)
+	}
+	for i, st := range []Settlement{
+		{CachedInputTokens: Known(MaxUsage + 1), ReasoningTokens: Known(-1), InputTokens: Known(10), OutputTokens: Known(10)},
+		{CachedInputTokens: Known(1), ReasoningTokens: Known(1), InputTokens: Known(-5), OutputTokens: Known(10)},
+	} {
+		id := fmt.Sprint("r", i)
+		if err := s.Reserve(ctx, Reservation{RequestID: id, Operation: "responses", Model: "gpt", Expires: clk.Now().Add(time.Hour)}, nil); err != nil {
+			t.Fatal(err)
+		}
+		st.RequestID, st.Model, st.Status = id, "gpt", 200
+		if err := s.Settle(ctx, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows, err := s.Rows(ctx, t0.Add(-time.Hour), t0.Add(time.Hour), 0)
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("rows %v, %v", rows, err)
+	}
+	if r := rows[0]; r.CachedInputTokens.Known || r.ReasoningTokens.Known || r.CostMicros != Known(20) {
+		t.Errorf("r0 = %+v, want cached and reasoning unknown, cost 20 (cached unreported counts as none)", r)
+	}
+	if r := rows[1]; r.InputTokens.Known || r.CostMicros.Known {
+		t.Errorf("r1 = %+v, want input and cost unknown", r)
+	}
+	rep, err := s.Report(ctx, ReportQuery{From: t0.Add(-time.Hour), To: t0.Add(time.Hour), By: []string{KeyOperation}})
+	if err != nil || len(rep) != 1 || rep[0].CachedInputTokens != 1 || rep[0].CachedUnknown != 1 || rep[0].ReasoningUnknown != 1 || rep[0].CostUnknown != 1 {
+		t.Errorf("report = %+v, %v", rep, err)
 	}
 }

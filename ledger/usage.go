@@ -13,6 +13,15 @@ type Count struct {
 // Known returns a known count.
 func Known(v int64) Count { return Count{V: v, Known: true} }
 
+// split returns a known count's value and 0, or 0 and 1 (one row of
+// unknown value), as the rollups count them.
+func (c Count) split() (v, unknown int64) {
+	if c.Known {
+		return c.V, 0
+	}
+	return 0, 1
+}
+
 func (c Count) arg() any {
 	if !c.Known {
 		return nil
@@ -163,36 +172,12 @@ func reservationDelta() delta {
 
 func settlementDelta(s Settlement) delta {
 	d := delta{Totals: Totals{Requests: 1}}
-	if s.TotalTokens.Known {
-		d.Tokens = s.TotalTokens.V
-	} else {
-		d.TokensUnknown = 1
-	}
-	if s.CostMicros.Known {
-		d.CostMicros = s.CostMicros.V
-	} else {
-		d.CostUnknown = 1
-	}
-	if s.InputTokens.Known {
-		d.input = s.InputTokens.V
-	} else {
-		d.inputUnknown = 1
-	}
-	if s.OutputTokens.Known {
-		d.output = s.OutputTokens.V
-	} else {
-		d.outputUnknown = 1
-	}
-	if s.CachedInputTokens.Known {
-		d.cached = s.CachedInputTokens.V
-	} else {
-		d.cachedUnknown = 1
-	}
-	if s.ReasoningTokens.Known {
-		d.reasoning = s.ReasoningTokens.V
-	} else {
-		d.reasoningUnknown = 1
-	}
+	d.Tokens, d.TokensUnknown = s.TotalTokens.split()
+	d.CostMicros, d.CostUnknown = s.CostMicros.split()
+	d.input, d.inputUnknown = s.InputTokens.split()
+	d.output, d.outputUnknown = s.OutputTokens.split()
+	d.cached, d.cachedUnknown = s.CachedInputTokens.split()
+	d.reasoning, d.reasoningUnknown = s.ReasoningTokens.split()
 	if s.Status >= 400 || s.Status == 0 || s.ErrorCode != "" {
 		d.errors = 1
 	}

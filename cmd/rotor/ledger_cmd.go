@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -17,9 +18,9 @@ import (
 func newCmdLedger(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ledger",
-		Short: "Report on the usage ledger",
+		Short: "Report on the usage ledger and settle rows of unknown usage",
 	}
-	cmd.AddCommand(newCmdLedgerReport(f, nil))
+	cmd.AddCommand(newCmdLedgerReport(f, nil), newCmdLedgerSettle(f, nil))
 	return cmd
 }
 
@@ -43,11 +44,16 @@ func newCmdLedgerReport(f *Factory, runF func(*reportOptions) error) *cobra.Comm
 		Long: `Summarize ledger usage over a time range, grouped by one or more keys.
 
 Columns are the group keys, then requests, input_tokens, output_tokens,
-total_tokens, cost_usd and errors. An unknown value prints as "unknown",
-and as null in json; it is never 0. Cost is unknown for every Decisions
-request (endpoint pricing is not configured); a token column is unknown when
-a row of the group has no readable count for it: reservations not settled,
-answers without usage, usage outside 0..10^12. Status "unsettled" counts
+total_tokens, cost_usd, errors, cached_input_tokens, reasoning_tokens,
+known_cost_usd, unknown_cost_rows and unknown_token_rows. An unknown value
+prints as "unknown", and as null in json; it is never 0. cost_usd is unknown
+for a group holding any row of unknown cost (every Decisions row, a model
+without a price, a cut stream with no usage seen); known_cost_usd is then
+the sum of its known rows and unknown_cost_rows counts the others. Token
+sums are unknown for a group holding a row with no readable count
+(reservations not settled, answers without usage, usage outside 0..10^12),
+counted in unknown_token_rows. errors counts rows with status >= 400 or an
+error code (a cut stream is an error). Status "unsettled" counts
 reservations that were never settled: requests in flight, or left by a rotor
 that died, counted as usage of unknown size.
 
@@ -184,7 +190,8 @@ func reportRun(ctx context.Context, opts *reportOptions) error {
 }
 
 func reportRecords(by []string, rows []ledger.ReportRow) records {
-	recs := records{Columns: append(append([]string{}, by...), "requests", "input_tokens", "output_tokens", "total_tokens", "cost_usd", "errors")}
+	recs := records{Columns: append(append([]string{}, by...), "requests", "input_tokens", "output_tokens", "total_tokens", "cost_usd", "errors",
+		"cached_input_tokens", "reasoning_tokens", "known_cost_usd", "unknown_cost_rows", "unknown_token_rows")}
 	for _, r := range rows {
 		var line []cell
 		for _, k := range r.Keys {
@@ -192,11 +199,97 @@ func reportRecords(by []string, rows []ledger.ReportRow) records {
 		}
 		cost := unknownCell
 		if r.CostKnown {
-			cost = cell{JSON: jsonNumber(budgets.FormatCost(r.CostMicros)), Text: budgets.FormatCost(r.CostMicros)}
+			cost = usdCell(r.CostMicros)
 		}
-		line = append(line, intCell(r.Requests), countCell(r.InputTokens, r.InputUnknown == 0), countCell(r.OutputTokens, r.OutputUnknown == 0),
-			countCell(r.TotalTokens, r.TokensUnknown == 0), cost, intCell(r.Errors))
+		// A group holding a row of unknown tokens shows every token sum
+		// as unknown, its count beside them; cached and reasoning tokens
+		// otherwise sum the rows that report them.
+		tokensKnown := r.TokensUnknown == 0
+		line = append(line, intCell(r.Requests), countCell(r.InputTokens, tokensKnown && r.InputUnknown == 0), countCell(r.OutputTokens, tokensKnown && r.OutputUnknown == 0),
+			countCell(r.TotalTokens, tokensKnown), cost, intCell(r.Errors),
+			countCell(r.CachedInputTokens, tokensKnown && r.InputUnknown == 0), countCell(r.ReasoningTokens, tokensKnown && r.OutputUnknown == 0),
+			usdCell(r.CostMicros), intCell(r.CostUnknown), intCell(max(r.TokensUnknown, r.InputUnknown, r.OutputUnknown)))
 		recs.Rows = append(recs.Rows, line)
 	}
 	return recs
+}
+
+// usdCell prints micro-USD as dollars, a number in json.
+func usdCell(micros int64) cell {
+	return cell{JSON: jsonNumber(budgets.FormatCost(micros)), Text: budgets.FormatCost(micros)}
+}
+
+type settleOptions struct {
+	IO         *IOStreams
+	Ledger     func(context.Context) (*ledger.Store, error)
+	Resolution ledger.Resolution
+}
+
+func newCmdLedgerSettle(f *Factory, runF func(*settleOptions) error) *cobra.Command {
+	opts := &settleOptions{IO: f.IO, Ledger: f.Ledger}
+	var input, output, cached int64
+	cmd := &cobra.Command{
+		Use:   "settle REQUEST_ID --input N --output N [--cached N]",
+		Short: "Resolve a row of unknown usage with the provider's token counts",
+		Long: `Record the tokens of a request whose usage the ledger does not know (a
+reservation left by a crash, a stream cut before its usage, a network
+failure), as the provider's own usage records give them. Its cost is
+computed from the price in force now (Decisions rows keep unknown cost), so
+that one broken request need not keep a cost budget failing closed for its
+whole window. --cached is the part of --input read from the provider's
+cache. A row whose usage is already known is refused.`,
+		Example: `  rotor ledger settle 01JDX4Q3N4J5YB0T8Q5E0S1C2M --input 1200 --output 340`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			fl := cmd.Flags()
+			for _, name := range []string{"input", "output"} {
+				if !fl.Changed(name) {
+					return usageErrorf("--%s is required (tokens)", name)
+				}
+			}
+			r := ledger.Resolution{RequestID: args[0], Input: ledger.Known(input), Output: ledger.Known(output)}
+			if fl.Changed("cached") {
+				r.CachedInput = ledger.Known(cached)
+			}
+			for _, c := range []struct {
+				name string
+				v    ledger.Count
+			}{{"input", r.Input}, {"output", r.Output}, {"cached", r.CachedInput}} {
+				if c.v.Known && (c.v.V < 0 || c.v.V > ledger.MaxUsage) {
+					return usageErrorf("--%s %d: want tokens in 0..%d", c.name, c.v.V, int64(ledger.MaxUsage))
+				}
+			}
+			if r.CachedInput.V > r.Input.V {
+				return usageErrorf("--cached %d is more than --input %d: cached tokens are part of the input", r.CachedInput.V, r.Input.V)
+			}
+			opts.Resolution = r
+			if runF != nil {
+				return runF(opts)
+			}
+			return settleRun(cmd.Context(), opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.Int64Var(&input, "input", 0, "input tokens, cached included")
+	fl.Int64Var(&output, "output", 0, "output tokens")
+	fl.Int64Var(&cached, "cached", 0, "cached input tokens (part of --input)")
+	return cmd
+}
+
+func settleRun(ctx context.Context, opts *settleOptions) error {
+	store, err := opts.Ledger(ctx)
+	if err != nil {
+		return err
+	}
+	r := opts.Resolution
+	switch err := store.Resolve(ctx, r); {
+	case errors.Is(err, ledger.ErrNotFound):
+		return usageErrorf("REQUEST_ID %q: no such request in the ledger", r.RequestID)
+	case errors.Is(err, ledger.ErrUsageKnown):
+		return usageErrorf("REQUEST_ID %q: %v", r.RequestID, err)
+	case err != nil:
+		return err
+	}
+	fmt.Fprintf(opts.IO.Out, "settled %s: %d input tokens (%d cached), %d output tokens\n", r.RequestID, r.Input.V, r.CachedInput.V, r.Output.V)
+	return nil
 }

@@ -148,7 +148,7 @@ func TestReportRun(t *testing.T) {
 	if err := reportRun(ctx, opts); err != nil {
 		t.Fatal(err)
 	}
-	if want := "model,day,requests,input_tokens,output_tokens,total_tokens,cost_usd,errors\n"; out.String() != want || errOut.Len() != 0 {
+	if want := "model,day,requests,input_tokens,output_tokens,total_tokens,cost_usd,errors,cached_input_tokens,reasoning_tokens,known_cost_usd,unknown_cost_rows,unknown_token_rows\n"; out.String() != want || errOut.Len() != 0 {
 		t.Errorf("empty report: stdout %q stderr %q, want only %q", out, errOut, want)
 	}
 }

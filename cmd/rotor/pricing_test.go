@@ -1,0 +1,227 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/rotorhq/rotor/ledger"
+)
+
+// The flags -> options tests of the pricing verbs and ledger settle, in
+// verbs_test.go's runFTests.
+func init() {
+	runFTests["pricing set"] = pricingSetFlags
+	runFTests["pricing list"] = func(t *testing.T) {
+		f, _, _ := testFactory(t)
+		if got := flagsToOptions(t, f, newCmdPricingList, "--format", "csv"); got.Format != FormatCSV {
+			t.Errorf("format %q, want csv", got.Format)
+		}
+		refused(t, f, newCmdPricingList, "--format", "--format", "xml")
+	}
+	runFTests["pricing remove"] = func(t *testing.T) {
+		f, _, _ := testFactory(t)
+		if got := flagsToOptions(t, f, newCmdPricingRemove, "gpt"); got.Model != "gpt" {
+			t.Errorf("model %q, want gpt", got.Model)
+		}
+	}
+	runFTests["pricing import"] = func(t *testing.T) {
+		f, _, _ := testFactory(t)
+		got := flagsToOptions(t, f, newCmdPricingImport, "prices.json", "--provider", "azure", "--replace")
+		if got.Path != "prices.json" || got.Provider != "azure" || !got.Replace {
+			t.Errorf("options %+v", got)
+		}
+		refused(t, f, newCmdPricingImport, "--provider", "x.json", "--provider", "a/b")
+	}
+	runFTests["ledger settle"] = ledgerSettleFlags
+}
+
+func pricingSetFlags(t *testing.T) {
+	f, _, _ := testFactory(t)
+	var got *pricingSetOptions
+	cmd := newCmdPricingSet(f, func(o *pricingSetOptions) error { got = o; return nil })
+	cmd.SetArgs([]string{"gpt-4.1-mini", "--input", "0.4", "--output", "1.600001", "--cached-input", "0.1"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	want := ledger.Price{Model: "gpt-4.1-mini", InputMicros: 400_000, OutputMicros: 1_600_001, CachedInputMicros: ledger.Known(100_000), Source: ledger.SourceSet}
+	if got.Price != want {
+		t.Errorf("price = %+v, want %+v", got.Price, want)
+	}
+	for _, c := range []struct {
+		want string
+		args []string
+	}{
+		{"--input is required", []string{"m", "--output", "1"}},
+		{"--output", []string{"m", "--input", "1", "--output", "1e-3"}},
+		{"--input", []string{"m", "--input", "-1", "--output", "1"}},
+		{"--input", []string{"m", "--input", "1/3", "--output", "1"}},
+		{"--cached-input", []string{"m", "--input", "1", "--output", "1", "--cached-input", "0.0000001"}},
+		{"--input", []string{"m", "--input", "1000001", "--output", "1"}},
+		{"drop the api/ prefix", []string{"api/m", "--input", "1", "--output", "1"}},
+	} {
+		refused[pricingSetOptions](t, f, newCmdPricingSet, c.want, c.args...)
+	}
+}
+
+func TestPricingSetListRemoveRun(t *testing.T) {
+	ctx := context.Background()
+	f, out, _ := fakeFactory(t, nil, nil)
+	set := &pricingSetOptions{IO: f.IO, Ledger: f.LedgerOrCreate,
+		Price: ledger.Price{Model: "gpt", InputMicros: 2_500_000, OutputMicros: 10_000_000, Source: ledger.SourceSet}}
+	if err := pricingSetRun(ctx, set); err != nil || out.String() != "set the price of gpt: $2.5 input, $10 output per 1M tokens\n" {
+		t.Fatalf("set: %v, printed %q", err, out)
+	}
+	out.Reset()
+	if err := pricingListRun(ctx, &pricingListOptions{IO: f.IO, Ledger: f.Ledger, Format: FormatJSON}); err != nil {
+		t.Fatal(err)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal(out.Bytes(), &rows); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if len(rows) != 1 || rows[0]["model"] != "gpt" || rows[0]["input_usd_per_1m"] != 2.5 || rows[0]["cached_input_usd_per_1m"] != nil ||
+		rows[0]["output_usd_per_1m"] != float64(10) || rows[0]["source"] != "set" || rows[0]["updated"] != "2026-11-30T12:00:00Z" {
+		t.Errorf("list = %v", rows)
+	}
+	out.Reset()
+	rm := &pricingRemoveOptions{IO: f.IO, Ledger: f.Ledger, Model: "gpt"}
+	if err := pricingRemoveRun(ctx, rm); err != nil || out.String() != "removed the price of gpt\n" {
+		t.Errorf("remove: %v, printed %q", err, out)
+	}
+	wantUsageError(t, "remove again", pricingRemoveRun(ctx, rm), `no price for model "gpt"`)
+}
+
+// pricing import reads LiteLLM's price file: per-token decimals stored per
+// 1M tokens exactly; sample_spec, zero-priced, unreadable and
+// provider-prefixed entries skipped (unless --provider); a price set by
+// hand kept unless --replace.
+func TestPricingImportLiteLLM(t *testing.T) {
+	ctx := context.Background()
+	f, out, _ := fakeFactory(t, nil, nil)
+	store, err := f.LedgerOrCreate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.PutPrices(ctx, []ledger.Price{{Model: "o3", InputMicros: 1, OutputMicros: 1, Source: ledger.SourceSet}}, false); err != nil {
+		t.Fatal(err)
+	}
+	imp := &pricingImportOptions{IO: f.IO, Ledger: f.LedgerOrCreate, Path: "testdata/model_prices_and_context_window.json"}
+	if err := pricingImportRun(ctx, imp); err != nil {
+		t.Fatal(err)
+	}
+	// Taken: gpt-4.1-mini, text-embedding-3-small (and o3, kept as set).
+	// Skipped: sample_spec, azure/gpt-4.1-mini, azure/o3, free-model,
+	// dall-e-3, bad-price.
+	if want := "imported 2 prices from model_prices_and_context_window.json; skipped 6 entries and kept 1 prices set by hand (--replace overwrites them)\n"; out.String() != want {
+		t.Errorf("printed %q, want %q", out, want)
+	}
+	prices, _ := store.Prices(ctx)
+	want := map[string]ledger.Price{
+		"gpt-4.1-mini":           {InputMicros: 400_000, OutputMicros: 1_600_000, CachedInputMicros: ledger.Known(100_000)},
+		"text-embedding-3-small": {InputMicros: 20_000},
+		"o3":                     {InputMicros: 1, OutputMicros: 1},
+	}
+	if len(prices) != len(want) {
+		t.Errorf("prices = %v, want %d", prices, len(want))
+	}
+	for m, w := range want {
+		p := prices[m]
+		if p.InputMicros != w.InputMicros || p.OutputMicros != w.OutputMicros || p.CachedInputMicros != w.CachedInputMicros {
+			t.Errorf("%s = %+v, want %+v", m, p, w)
+		}
+	}
+	out.Reset()
+	imp.Provider, imp.Replace = "azure", true
+	if err := pricingImportRun(ctx, imp); err != nil {
+		t.Fatal(err)
+	}
+	// The azure/ keys win over the bare ones (one skipped each); o3 set
+	// by hand is replaced.
+	if want := "imported 3 prices from model_prices_and_context_window.json; skipped 6 entries\n"; out.String() != want {
+		t.Errorf("--provider azure --replace printed %q, want %q", out, want)
+	}
+	prices, _ = store.Prices(ctx)
+	if p := prices["o3"]; p.InputMicros != 2_200_000 || p.Source != "model_prices_and_context_window.json" {
+		t.Errorf("o3 after --replace --provider azure = %+v", p)
+	}
+	if p := prices["gpt-4.1-mini"]; p.InputMicros != 440_000 || p.CachedInputMicros.Known {
+		t.Errorf("gpt-4.1-mini from azure/ = %+v", p)
+	}
+	for _, bad := range []string{"testdata/missing.json", "pricing.go"} {
+		before, _ := store.Prices(ctx)
+		wantUsageError(t, bad, pricingImportRun(ctx, &pricingImportOptions{IO: f.IO, Ledger: f.LedgerOrCreate, Path: bad}), bad)
+		if after, _ := store.Prices(ctx); len(after) != len(before) {
+			t.Errorf("%s changed the prices", bad)
+		}
+	}
+}
+
+// The price file is untrusted input: parsing never panics, and every price
+// it returns is one the ledger accepts, for a bare model name.
+func FuzzParseLiteLLM(f *testing.F) {
+	f.Add([]byte(`{"m":{"input_cost_per_token":1e-06,"output_cost_per_token":2e-06,"cache_read_input_token_cost":5e-07}}`), "")
+	f.Add([]byte(`{"azure/m":{"input_cost_per_token":"1e-06"},"sample_spec":{}}`), "azure")
+	f.Add([]byte(`{"m":{"input_cost_per_token":1e999999,"output_cost_per_token":-1}}`), "")
+	f.Add([]byte(`[1,2]`), "")
+	f.Fuzz(func(t *testing.T, data []byte, provider string) {
+		prices, skipped, err := parseLiteLLM(data, provider)
+		if err != nil {
+			return
+		}
+		if skipped < 0 {
+			t.Fatalf("skipped %d", skipped)
+		}
+		for _, p := range prices {
+			if err := p.Validate(); err != nil || strings.Contains(p.Model, "/") || checkModel(p.Model) != nil {
+				t.Fatalf("price %+v: %v", p, err)
+			}
+			if p.InputMicros == 0 && p.OutputMicros == 0 {
+				t.Fatalf("zero price %+v taken", p)
+			}
+		}
+	})
+}
+
+func TestLedgerSettleRun(t *testing.T) {
+	ctx := context.Background()
+	f, out, _ := fakeFactory(t, nil, nil)
+	store, err := f.LedgerOrCreate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.PutPrices(ctx, []ledger.Price{{Model: "gpt", InputMicros: 1_000_000, OutputMicros: 1_000_000, Source: ledger.SourceSet}}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Reserve(ctx, ledger.Reservation{RequestID: "req-1", Operation: "responses", Model: "gpt", Expires: f.Clock.Now()}, nil); err != nil {
+		t.Fatal(err)
+	}
+	opts := &settleOptions{IO: f.IO, Ledger: f.Ledger, Resolution: ledger.Resolution{RequestID: "req-1", Input: ledger.Known(1000), Output: ledger.Known(500)}}
+	if err := settleRun(ctx, opts); err != nil || out.String() != "settled req-1: 1000 input tokens (0 cached), 500 output tokens\n" {
+		t.Fatalf("settle: %v, printed %q", err, out)
+	}
+	rows, _ := store.Rows(ctx, f.Clock.Now().Add(-1e12), f.Clock.Now().Add(1e12), 0)
+	if len(rows) != 1 || !rows[0].Settled || rows[0].CostMicros != ledger.Known(1500) {
+		t.Errorf("rows = %+v, want req-1 settled at 1500 micro-USD", rows)
+	}
+	wantUsageError(t, "settle again", settleRun(ctx, opts), "usage already known")
+	opts.Resolution.RequestID = "nope"
+	wantUsageError(t, "no such row", settleRun(ctx, opts), `REQUEST_ID "nope"`)
+}
+
+func ledgerSettleFlags(t *testing.T) {
+	f, _, _ := testFactory(t)
+	var got *settleOptions
+	cmd := newCmdLedgerSettle(f, func(o *settleOptions) error { got = o; return nil })
+	cmd.SetArgs([]string{"r1", "--input", "10", "--output", "5", "--cached", "4"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if want := (ledger.Resolution{RequestID: "r1", Input: ledger.Known(10), Output: ledger.Known(5), CachedInput: ledger.Known(4)}); got.Resolution != want {
+		t.Errorf("resolution = %+v, want %+v", got.Resolution, want)
+	}
+	refused[settleOptions](t, f, newCmdLedgerSettle, "--output is required", "r1", "--input", "1")
+	refused[settleOptions](t, f, newCmdLedgerSettle, "--input", "r1", "--input", "-1", "--output", "1")
+	refused[settleOptions](t, f, newCmdLedgerSettle, "--cached 5 is more than --input 1", "r1", "--input", "1", "--output", "1", "--cached", "5")
+}
