@@ -175,16 +175,20 @@ func (b *batch) settleRow(s Settlement) error {
 
 // price sets the cost of a settlement of the open row r, once: a refused
 // request (a provider's structured 4xx) records 0 tokens and 0 cost; a
-// Decisions row keeps the cost it was given (unknown); any other row costs
+// Decisions row keeps the cost it was given (unknown; refused too); any other row costs
 // its tokens at the price taken at admission, or, for a row this process
 // did not reserve, the price in force now.
 func (b *batch) price(s *Settlement, r openRow) error {
+	decisions := r.dim.operation == OperationDecisions
 	if s.Refused {
 		s.InputTokens, s.OutputTokens, s.TotalTokens = Known(0), Known(0), Known(0)
 		s.CachedInputTokens, s.ReasoningTokens, s.CostMicros = Known(0), Known(0), Known(0)
+		if decisions {
+			s.CostMicros = Count{} // the spec: Decisions cost is unknown
+		}
 		return nil
 	}
-	if r.dim.operation == OperationDecisions {
+	if decisions {
 		return nil
 	}
 	p := r.price

@@ -63,6 +63,7 @@ func TestCostComputedAtSettlementFromAdmissionPrice(t *testing.T) {
 	res("dec", OperationDecisions, "gpt")
 	res("unpriced", "responses", "other")
 	res("refused", "responses", "other")
+	res("dec-refused", OperationDecisions, "gpt")
 	// Changed after admission: the in-flight requests keep the old price.
 	if _, err := s.PutPrices(ctx, []Price{{Model: "gpt", InputMicros: 9_000_000, OutputMicros: 9_000_000, Source: SourceSet}}, false); err != nil {
 		t.Fatal(err)
@@ -84,11 +85,12 @@ func TestCostComputedAtSettlementFromAdmissionPrice(t *testing.T) {
 		settle(st)
 	}
 	settle(Settlement{RequestID: "refused", Model: "other", Refused: true})
+	settle(Settlement{RequestID: "dec-refused", Model: "gpt", Refused: true})
 	rows, err := s.Rows(ctx, t0.Add(-time.Hour), t0.Add(time.Hour), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]Count{"chat": Known(2000), "dec": {}, "unpriced": {}, "refused": Known(0)}
+	want := map[string]Count{"chat": Known(2000), "dec": {}, "unpriced": {}, "refused": Known(0), "dec-refused": {}}
 	for _, r := range rows {
 		if r.CostMicros != want[r.RequestID] {
 			t.Errorf("%s: cost %+v, want %+v", r.RequestID, r.CostMicros, want[r.RequestID])
@@ -96,7 +98,7 @@ func TestCostComputedAtSettlementFromAdmissionPrice(t *testing.T) {
 		if r.RequestID == "chat" && (r.CachedInputTokens != Known(100) || r.ReasoningTokens != Known(50)) {
 			t.Errorf("chat: cached %+v reasoning %+v, want 100 and 50", r.CachedInputTokens, r.ReasoningTokens)
 		}
-		if r.RequestID == "refused" && (r.InputTokens != Known(0) || r.OutputTokens != Known(0) || r.TotalTokens != Known(0)) {
+		if (r.RequestID == "refused" || r.RequestID == "dec-refused") && (r.InputTokens != Known(0) || r.OutputTokens != Known(0) || r.TotalTokens != Known(0)) {
 			t.Errorf("refused: tokens %+v %+v %+v, want known 0", r.InputTokens, r.OutputTokens, r.TotalTokens)
 		}
 	}

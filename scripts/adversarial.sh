@@ -46,6 +46,7 @@ fuzz=(
   "./config FuzzParseFile"
   "./decisions FuzzParseRequest"
   "./decisions FuzzReadUsage"
+  "./cmd/rotor FuzzParseLiteLLM"
 )
 
 if [ "$list" = 1 ]; then
