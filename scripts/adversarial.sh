@@ -47,6 +47,8 @@ fuzz=(
   "./decisions FuzzParseRequest"
   "./decisions FuzzReadUsage"
   "./cmd/rotor FuzzParseLiteLLM"
+  "./internal/sse FuzzScanner"
+  "./internal/sse FuzzChatRewriter"
 )
 
 if [ "$list" = 1 ]; then
