@@ -338,7 +338,7 @@ func TestMetricsAndStatus(t *testing.T) {
 func TestDemoRotatesAcrossCredentials(t *testing.T) {
 	e := newE2E(t)
 	r := e.mustRun("demo")
-	for _, want := range []string{"team-a", "team-b", "team-c", "failover", "budget_exceeded", "unknown"} {
+	for _, want := range []string{"team-a", "team-b", "team-c", "failover", "budget_exceeded", "unknown", "Streamed chat", "chat.completions", "demo-cost"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, r.stdout)
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -49,9 +50,12 @@ func newCmdDemo(f *Factory, runF func(*demoOptions) error) *cobra.Command {
 		Long: `Run the main job on an embedded default, with no account and no config: a fake
 provider with three credentials (team-a and team-b have small hidden quotas,
 so they get throttled for a while), a standalone runtime and a bridge on
-free loopback ports, a requests budget, and a burst of decisions through the
-bridge that shows rotation, cooldowns, failover and the budget. It prints
-what happened to each request, then the ledger report.
+free loopback ports. First a streamed chat completion through the bridge,
+priced ('pricing set') and admitted by a cost budget, which is then removed
+(a Decisions row has unknown cost, so a cost budget would refuse the rest);
+then a requests budget and a burst of decisions through the bridge that
+shows rotation, cooldowns, failover and the budget. It prints what happened
+to each request, then the ledger report with the known cost.
 
 The demo always runs in a home folder of its own and never touches yours
 (--home, --db and ROTOR_* are ignored): a temporary folder removed at the
@@ -126,9 +130,9 @@ func demoRun(ctx context.Context, opts *demoOptions) error {
 		key := tokenfile.Generate().Reveal()
 		env := "ROTOR_DEMO_KEY_" + strings.ToUpper(strings.ReplaceAll(c.name, "-", "_"))
 		keys[env] = key
-		fp.AddKey(key, "decide-mini")
+		fp.AddKey(key, "decide-mini", demoChatModel)
 		if c.quota > 0 {
-			fp.SetQuota(key, "", fakeprovider.Quota{Requests: c.quota, Window: time.Minute, SendRetryAfter: true})
+			fp.SetQuota(key, "decide-mini", fakeprovider.Quota{Requests: c.quota, Window: time.Minute, SendRetryAfter: true})
 		}
 		api.Credentials = append(api.Credentials, config.Credential{Name: c.name, Enabled: true, Region: "demo", BaseURL: fp.URL(), APIKeyEnv: env,
 			ModelProfiles: map[string]config.ModelProfile{"decide-mini": {SupportedEndpoints: []string{"/v1/decisions"}}}})
@@ -145,15 +149,6 @@ func demoRun(ctx context.Context, opts *demoOptions) error {
 	if err != nil {
 		return err
 	}
-	budgetLimit := int64(opts.Requests - 2)
-	if budgetLimit < 1 {
-		budgetLimit = 1
-	}
-	b := budgets.Budget{Name: "demo-requests", Kind: budgets.KindRequests, Limit: budgetLimit, Window: budgets.Window{Rolling: time.Hour}, CreatedAt: opts.Clock.Now()}
-	if err := store.PutBudget(ctx, b.Record(), true); err != nil {
-		return err
-	}
-
 	// The runtime, standalone, with its own token.
 	rtLn, err := httpx.ListenLoopback("127.0.0.1:0", false)
 	if err != nil {
@@ -193,10 +188,20 @@ func demoRun(ctx context.Context, opts *demoOptions) error {
 	fmt.Fprintf(out, "rotor demo\n  fake provider  %s  credentials team-a (quota 3/min), team-b (quota 3/min), team-c\n", fp.URL())
 	fmt.Fprintf(out, "  runtime        %s  (standalone, own token)\n", listenURL(rtLn))
 	fmt.Fprintf(out, "  bridge         %s  (client token \"demo\")\n", listenURL(brLn))
-	fmt.Fprintf(out, "  budget         %s: at most %d requests per rolling hour\n  model cooldown on; every request asks for api/decide-mini\n\n", b.Name, b.Limit)
+	client := &http.Client{Timeout: 30 * time.Second}
+	if err := demoCostPart(ctx, out, store, client, listenURL(brLn), clientTok, opts.Clock); err != nil {
+		return err
+	}
+
+	// The chat row counts against the requests budget too.
+	budgetLimit := int64(max(opts.Requests-2, 1) + 1)
+	b := budgets.Budget{Name: "demo-requests", Kind: budgets.KindRequests, Limit: budgetLimit, Window: budgets.Window{Rolling: time.Hour}, CreatedAt: opts.Clock.Now()}
+	if err := store.PutBudget(ctx, b.Record(), true); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nDecisions burst\n  budget         %s: at most %d requests per rolling hour (the chat above is one)\n  model cooldown on; every request asks for api/decide-mini\n\n", b.Name, b.Limit)
 
 	recs := records{Columns: []string{"request", "status", "credential", "attempts", "total_tokens", "what_happened"}}
-	client := &http.Client{Timeout: 30 * time.Second}
 	last := ""
 	for i := 1; i <= opts.Requests; i++ {
 		r, err := demoDecide(ctx, client, listenURL(brLn), clientTok, i)
@@ -214,18 +219,101 @@ func demoRun(ctx context.Context, opts *demoOptions) error {
 	if err := recs.write(out, FormatTable); err != nil {
 		return err
 	}
-	rows, err := store.Report(ctx, ledger.ReportQuery{From: opts.Clock.Now().Add(-time.Hour), To: opts.Clock.Now().Add(time.Second), By: []string{ledger.KeyCredential, ledger.KeyStatus}})
+	rows, err := store.Report(ctx, ledger.ReportQuery{From: opts.Clock.Now().Add(-time.Hour), To: opts.Clock.Now().Add(time.Second), By: demoReportBy})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(out, "\nledger report --by credential,status")
-	if err := reportRecords([]string{ledger.KeyCredential, ledger.KeyStatus}, rows).write(out, FormatTable); err != nil {
+	fmt.Fprintln(out, "\nledger report --by "+strings.Join(demoReportBy, ","))
+	if err := reportRecords(demoReportBy, rows).write(out, FormatTable); err != nil {
 		return err
 	}
-	fmt.Fprintln(out, "\nCost is unknown for Decisions (endpoint pricing is not configured): it is never counted as 0.")
+	fmt.Fprintln(out, "\nThe priced chat has a known cost. Cost is unknown for Decisions (endpoint pricing is not configured): it is never counted as 0.")
 	if opts.Keep != "" {
 		fmt.Fprintf(out, "The demo's files stay in %s: rotor ledger report --home %s\n", opts.Keep, opts.Keep)
 	}
+	return nil
+}
+
+// demoChatModel is the model of the demo's streamed chat, priced at
+// demoChatPrice.
+const demoChatModel = "gpt-4o-mini"
+
+var (
+	demoChatPrice = ledger.Price{Model: demoChatModel, InputMicros: 150_000, OutputMicros: 600_000, Source: ledger.SourceSet}
+	demoReportBy  = []string{ledger.KeyOperation, ledger.KeyCredential, ledger.KeyStatus}
+)
+
+// demoCostPart prices the chat model, adds a cost budget, streams one chat
+// through the bridge (admitted, its row priced at settlement) and removes
+// the cost budget before the Decisions burst: every Decisions row has
+// unknown cost, so a cost budget would refuse everything after it.
+func demoCostPart(ctx context.Context, out io.Writer, store *ledger.Store, c *http.Client, base string, tok secret.Value, clk clock.Clock) error {
+	price := demoChatPrice
+	price.Updated = clk.Now()
+	if _, err := store.PutPrices(ctx, []ledger.Price{price}, true); err != nil {
+		return err
+	}
+	cost := budgets.Budget{Name: "demo-cost", Kind: budgets.KindCost, Limit: 1_000_000, Window: budgets.Window{Rolling: time.Hour}, CreatedAt: clk.Now()}
+	if err := store.PutBudget(ctx, cost.Record(), true); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "  pricing set    %s --input %s --output %s (USD per 1M tokens)\n", demoChatModel, budgets.FormatCost(price.InputMicros), budgets.FormatCost(price.OutputMicros))
+	fmt.Fprintf(out, "  budget         %s: at most $%s per rolling hour\n\n", cost.Name, budgets.FormatCost(cost.Limit))
+
+	body := `{"model":"api/` + demoChatModel + `","stream":true,"messages":[{"role":"user","content":"Say hello."}]}`
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/chat/completions", strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+tok.Reveal())
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.Do(req)
+	if err != nil {
+		return fmt.Errorf("demo chat: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("demo chat: status %d: %s", resp.StatusCode, b)
+	}
+	fmt.Fprintf(out, "Streamed chat (POST /v1/chat/completions, \"stream\": true, api/%s) via %s:\n  ", demoChatModel, resp.Header.Get("X-Rotor-Credential"))
+	events := 0
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		events++
+		var chunk struct {
+			Choices []struct {
+				Delta struct {
+					Content string `json:"content"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		json.Unmarshal([]byte(data), &chunk)
+		for _, ch := range chunk.Choices {
+			fmt.Fprint(out, ch.Delta.Content) // each piece as it arrives
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("demo chat: %w", err)
+	}
+	fmt.Fprintf(out, "\n  %d events, no usage chunk (rotor asked for usage upstream and kept it for the ledger)\n", events)
+	rows, err := store.Rows(ctx, clk.Now().Add(-time.Hour), clk.Now().Add(time.Second), 0)
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if r.Operation == "chat.completions" && r.CostMicros.Known {
+			fmt.Fprintf(out, "  ledger row: %d input + %d output tokens, cost $%s (known: the model has a price)\n", r.InputTokens.V, r.OutputTokens.V, budgets.FormatCost(r.CostMicros.V))
+		}
+	}
+	if err := store.RemoveBudget(ctx, cost.Name); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "  admitted under %s, which is now removed: Decisions rows have unknown cost, so a cost budget would refuse them\n", cost.Name)
 	return nil
 }
 

@@ -140,7 +140,7 @@ func TestDemoRun(t *testing.T) {
 	if err := demoRun(context.Background(), opts); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"rotor demo", "ledger report --by credential,status", "team-a", "The demo's files stay in " + kept} {
+	for _, want := range []string{"rotor demo", "ledger report --by operation,credential,status", "team-a", "The demo's files stay in " + kept} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rotorhq/rotor/internal/testutil/ledgertest"
+)
+
+// TestDemoShowsPricedStreamedChatBeforeDecisions: the demo streams a chat
+// through its bridge under a price and a cost budget, shows the row's known
+// cost, removes the cost budget before the Decisions burst (a Decisions row
+// has unknown cost, so the budget would refuse the burst), and its report
+// holds the chat's known cost beside the Decisions rows' unknown one.
+func TestDemoShowsPricedStreamedChatBeforeDecisions(t *testing.T) {
+	f, out, _ := fakeFactory(t, nil, nil)
+	kept := filepath.Join(t.TempDir(), "demo")
+	if err := demoRun(context.Background(), &demoOptions{IO: f.IO, Clock: f.Clock, Version: "test", Requests: 4, Keep: kept}); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	costPart, burst, ok := strings.Cut(s, "Decisions burst")
+	if !ok {
+		t.Fatalf("demo output has no Decisions burst:\n%s", s)
+	}
+	for _, want := range []string{"pricing set    gpt-4o-mini", "budget         demo-cost", "Streamed chat", "Hello from the", "cost $0.00", "now removed"} {
+		if !strings.Contains(costPart, want) {
+			t.Errorf("the part before the Decisions burst lacks %q:\n%s", want, costPart)
+		}
+	}
+	if strings.Contains(burst, "policy_blocked") {
+		t.Errorf("the cost budget was still there for the Decisions burst:\n%s", burst)
+	}
+	_, report, _ := strings.Cut(burst, "ledger report --by operation,credential,status")
+	var chatLine string
+	for _, l := range strings.Split(report, "\n") {
+		if strings.Contains(l, "chat.completions") {
+			chatLine = l
+		}
+	}
+	if chatLine == "" || strings.Contains(chatLine, "unknown") || !strings.Contains(chatLine, "0.00") {
+		t.Errorf("report has no chat row of known cost:\n%s", report)
+	}
+	if !strings.Contains(report, "decisions") || !strings.Contains(report, "unknown") {
+		t.Errorf("report lacks the Decisions rows of unknown cost:\n%s", report)
+	}
+
+	store := ledgertest.OpenAt(t, filepath.Join(kept, "rotor.db"))
+	bs, err := store.Budgets(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range bs {
+		if b.Name == "demo-cost" {
+			t.Errorf("the demo left its cost budget: %+v", bs)
+		}
+	}
+	rows, err := store.Rows(context.Background(), f.Clock.Now().Add(-2*time.Hour), f.Clock.Now().Add(time.Hour), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chats := 0
+	for _, r := range rows {
+		if r.Operation == "chat.completions" {
+			chats++
+			if !r.CostMicros.Known || r.CostMicros.V <= 0 || r.Status != 200 {
+				t.Errorf("chat row %+v: want status 200 and a known cost", r)
+			}
+		} else if r.Operation == "decisions" && r.CostMicros.Known {
+			t.Errorf("decisions row with a cost: %+v", r)
+		}
+	}
+	if chats != 1 {
+		t.Errorf("%d chat rows, want 1", chats)
+	}
+}
