@@ -1,27 +1,32 @@
 // Package fakeprovider is a fake LLM provider that speaks the Decisions API
-// as rotor assumes it (shared/DESIGN.md, "The provider's API"): a real HTTP
-// server on loopback that rotor's unit, end-to-end and adversarial tests, its
+// as rotor assumes it (shared/DESIGN.md, "The provider's API") and the
+// OpenAI routes rotor forwards (POST /v1/chat/completions, /v1/responses
+// and /v1/embeddings, JSON and SSE, with usage in OpenAI's shapes, complete
+// enough for the OpenAI SDKs): a real HTTP server on loopback that rotor's
+// unit, end-to-end and adversarial tests, its
 // benchmark and `rotor demo` send requests to. `rotor demo` uses a few of
 // its functions; deadcode without -test lists the rest, on purpose: only
 // tests use them (`deadcode -test ./...` is the check).
 //
 // The fake knows a set of API keys, each with its own model catalog. A
 // request with an unknown or missing key gets 401 invalid_api_key. For a
-// known key, POST /v1/decisions answers like a healthy provider (see OK)
-// unless a behaviour was scripted for that key and upstream model:
+// known key, the POST routes answer like a healthy provider (see OK) unless
+// a behaviour was scripted for that key and upstream model:
 //
 //   - Script queues one-shot Steps, consumed in order;
 //   - SetDefault sets a persistent Step used once the queue is empty;
 //   - SetQuota adds a hidden rate limit (429 rate_limit_exceeded beyond N
-//     successful decisions per window);
+//     successful answers per window);
 //   - ScriptCatalog and SetCatalogDefault do the same for GET /v1/models.
 //
 // Every Step is a real provider behaviour: rate limits with and without
 // Retry-After, permanent quota, 401/403/404/405/500/501, unstructured
 // errors, connection resets, stalls, slow or oversized error bodies, answers
-// larger than rotor's 64 MiB cap, redirects, and error messages that echo the
-// caller's key and body. Everything the fake receives is recorded (Requests,
-// Hits, WaitCanceled, OnRequest) so tests can check which credential was
+// larger than rotor's 64 MiB cap, redirects, error messages that echo the
+// caller's key and body, and streams (Streamed) that are long, padded,
+// interleaved with SSE comments, cut or stalled after N events. Everything
+// the fake receives is recorded (Requests, Hits, WaitCanceled, OnRequest)
+// so tests can check which credential was
 // used, what was forwarded byte for byte, and whether a client's
 // cancellation reached the provider.
 //

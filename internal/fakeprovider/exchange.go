@@ -24,7 +24,14 @@ const (
 	epOther endpoint = iota
 	epDecisions
 	epModels
+	epChat
+	epResponses
+	epEmbeddings
 )
+
+// inference reports whether the endpoint is a POST with a model that
+// scripts (Script, SetDefault) and quotas apply to.
+func (ep endpoint) inference() bool { return ep >= epDecisions && ep != epModels }
 
 // exchange is one request being answered.
 type exchange struct {
@@ -34,7 +41,8 @@ type exchange struct {
 	ep       endpoint
 	key      string
 	body     []byte
-	req      decisionRequest
+	req      decisionRequest // Decisions
+	rreq     routeRequest    // chat, Responses, embeddings
 	parseErr error
 	model    string
 	cat      *catalog
@@ -47,6 +55,8 @@ type exchange struct {
 	canceled bool // the client went away before the answer was complete
 	abort    bool // the server is closing: drop the connection
 	hijacked bool
+	cut      bool    // end a stream early: drop the connection
+	script   *Stream // the scripted stream, nil for the default one
 }
 
 func bearer(r *http.Request) string {
@@ -101,6 +111,12 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		ex.ep = epDecisions
 	case PathModels:
 		ex.ep = epModels
+	case PathChat:
+		ex.ep = epChat
+	case PathResponses:
+		ex.ep = epResponses
+	case PathEmbeddings:
+		ex.ep = epEmbeddings
 	}
 
 	buf := s.getBuf()
@@ -111,11 +127,20 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	_, readErr := buf.ReadFrom(io.LimitReader(r.Body, s.maxBody+1))
 	tooLarge := int64(buf.Len()) > s.maxBody
 	ex.body = buf.Bytes()
-	if ex.ep == epDecisions && readErr == nil && !tooLarge {
-		if err := json.Unmarshal(ex.body, &ex.req); err != nil {
-			ex.parseErr = err
-		} else if ex.req.Model != nil {
-			ex.model = *ex.req.Model
+	if readErr == nil && !tooLarge {
+		switch {
+		case ex.ep == epDecisions:
+			if err := json.Unmarshal(ex.body, &ex.req); err != nil {
+				ex.parseErr = err
+			} else if ex.req.Model != nil {
+				ex.model = *ex.req.Model
+			}
+		case ex.ep.inference():
+			if err := json.Unmarshal(ex.body, &ex.rreq); err != nil {
+				ex.parseErr = err
+			} else if ex.rreq.Model != nil {
+				ex.model = *ex.rreq.Model
+			}
 		}
 	}
 
@@ -130,7 +155,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		ex.writeError(http.StatusUnauthorized, errInvalidKey, nil)
 	case ex.ep == epOther:
 		ex.writeError(http.StatusNotFound, errorSpec{"Invalid URL (" + r.Method + " " + r.URL.Path + ")", "invalid_request_error", "", ""}, nil)
-	case ex.ep == epDecisions && r.Method != http.MethodPost,
+	case ex.ep.inference() && r.Method != http.MethodPost,
 		ex.ep == epModels && r.Method != http.MethodGet:
 		ex.writeError(http.StatusMethodNotAllowed, errMethod, nil)
 	default:
@@ -142,8 +167,8 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.finish(ex)
-	if ex.abort {
-		panic(http.ErrAbortHandler) // drop the connection without an answer
+	if ex.abort || ex.cut {
+		panic(http.ErrAbortHandler) // drop the connection, the answer unfinished
 	}
 }
 
@@ -175,11 +200,11 @@ func (s *Server) begin(ex *exchange) (step Step, known bool) {
 	s.keyHits[hitKey{ex.key, ex.info.Path}]++
 	ex.cat, known = s.keys[ex.key]
 	if known {
-		switch ex.ep {
-		case epDecisions:
+		switch {
+		case ex.ep.inference():
 			step, _ = s.nextStep(ex.key, ex.model)
 			ex.quota = len(s.quotas) > 0
-		case epModels:
+		case ex.ep == epModels:
 			step, _ = s.nextCatalogStep(ex.key)
 		}
 	}
@@ -311,6 +336,8 @@ func (ex *exchange) answerOK() {
 		ex.write(http.StatusOK, ctJSON, ex.cat.json, nil)
 	case epDecisions:
 		ex.decide()
+	case epChat, epResponses, epEmbeddings:
+		ex.answerRoute()
 	}
 }
 
@@ -330,16 +357,9 @@ func (ex *exchange) decide() {
 		ex.writeError(http.StatusBadRequest, e, nil)
 		return
 	}
-	var extra http.Header
-	if ex.quota {
-		res := ex.s.takeQuota(ex.key, ex.model)
-		if res.applies {
-			extra = res.headers()
-			if !res.ok {
-				ex.writeError(http.StatusTooManyRequests, errRateLimit, extra)
-				return
-			}
-		}
+	extra, ok := ex.admitQuota()
+	if !ok {
+		return
 	}
 	p := ex.s.getAnswerBuf()
 	b := appendAnswer((*p)[:0], ex.s.ids.Add(1), ex.model, ex.s.now().Unix(), &ex.req, len(ex.body), ex.s.answerSize)

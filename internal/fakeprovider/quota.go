@@ -7,7 +7,8 @@ import (
 )
 
 // Quota is a hidden provider rate limit, for demos and simulations: at most
-// Requests successful decisions (200 answers, refusals included) per Window.
+// Requests successful answers on the POST routes (200 answers, refusals and
+// streams included) per Window.
 // Beyond it a request gets 429 rate_limit_exceeded until the window ends.
 //
 // Windows are fixed: one starts with the first success after the previous
@@ -15,7 +16,7 @@ import (
 // clock advances it instead of sleeping. Requests that fail for another
 // reason (unknown model, scripted errors) do not count.
 type Quota struct {
-	// Requests is the number of successful decisions per window; 0 with a
+	// Requests is the number of successful answers per window; 0 with a
 	// positive Window rejects every request.
 	Requests int
 	// Window is the window length. Zero or negative removes the quota.
@@ -43,7 +44,7 @@ func (st *quotaState) roll(now time.Time) {
 	}
 }
 
-// SetQuota sets a hidden quota on key's successful decisions for model, or
+// SetQuota sets a hidden quota on key's successful answers for model, or
 // for all its models together when model is "". A request is admitted only
 // if every quota that applies to it, (key, model) and (key, ""), has room;
 // a success counts against both. Setting a quota again starts it afresh; a

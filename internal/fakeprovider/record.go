@@ -14,8 +14,8 @@ type Received struct {
 	// Key is the raw API key from Authorization: Bearer ("" when missing),
 	// so tests can tell which credential rotor used. The fake never logs it.
 	Key string
-	// Model is the model field of a decisions body ("" for other requests
-	// or when the body is not valid JSON).
+	// Model is the model field of a POST route's body ("" for other
+	// requests or when the body is not valid JSON).
 	Model string
 	// Body is the request body when it is at most MaxRecordedBody bytes
 	// (empty, not nil, for an empty body); nil for larger bodies, which are

@@ -14,7 +14,8 @@ import (
 	"time"
 )
 
-// Paths the fake serves.
+// Paths the fake serves, beside the OpenAI-compatible routes (PathChat,
+// PathResponses, PathEmbeddings).
 const (
 	PathDecisions = "/v1/decisions"
 	PathModels    = "/v1/models"
@@ -58,18 +59,23 @@ type Options struct {
 	DisableRecording bool
 	// MaxBodyBytes bounds request bodies; zero means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// StreamEvents is the number of text deltas of a streamed answer (chat
+	// or Responses with "stream": true) that no Stream step shapes; zero
+	// means DefaultStreamEvents. Benchmarks use 200.
+	StreamEvents int
 }
 
 // Server is a running fake provider. Its methods are safe for concurrent
 // use; scripting while requests are in flight is fine.
 type Server struct {
-	url        string
-	ln         net.Listener
-	srv        *http.Server
-	logger     *slog.Logger
-	now        func() time.Time
-	answerSize int
-	maxBody    int64
+	url          string
+	ln           net.Listener
+	srv          *http.Server
+	logger       *slog.Logger
+	now          func() time.Time
+	answerSize   int
+	maxBody      int64
+	streamEvents int
 
 	ctx       context.Context // cancelled by Close: ends every stall
 	cancel    context.CancelFunc
@@ -174,6 +180,10 @@ func Start(opts Options) (*Server, error) {
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes
 	}
+	s.streamEvents = opts.StreamEvents
+	if s.streamEvents <= 0 {
+		s.streamEvents = DefaultStreamEvents
+	}
 	s.recording.Store(!opts.DisableRecording)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	errLog := log.New(io.Discard, "", 0)
@@ -264,8 +274,9 @@ func (s *Server) Catalog(key string) ([]string, bool) {
 	return append([]string(nil), c.models...), true
 }
 
-// Script queues steps for POST /v1/decisions with key and upstream model
-// (the model field of the body, as rotor sends it). Either may be "" for
+// Script queues steps for the POST routes (Decisions, chat completions,
+// Responses, embeddings) with key and upstream model (the model field of
+// the body, as rotor sends it). Either may be "" for
 // any. Steps are consumed one per request, in order, after those already
 // queued. A request takes the first non-empty queue of (key, model),
 // (key, ""), ("", model), ("", ""); when all are empty, the first default
@@ -278,7 +289,7 @@ func (s *Server) Script(key, model string, steps ...Step) {
 	s.queues[sc] = append(s.queues[sc], steps...)
 }
 
-// SetDefault sets the persistent behaviour for POST /v1/decisions with key
+// SetDefault sets the persistent behaviour for the POST routes with key
 // and model ("" = any) once their queue is empty, instead of OK. The zero
 // Step removes it.
 func (s *Server) SetDefault(key, model string, step Step) {
@@ -346,7 +357,7 @@ func (s *Server) Reset() {
 	s.cancelNext = 0
 }
 
-// nextStep pops the step for a decisions request; mu must be held.
+// nextStep pops the step for a POST route's request; mu must be held.
 func (s *Server) nextStep(key, model string) (Step, bool) {
 	if len(s.queues) == 0 && len(s.defaults) == 0 {
 		return Step{}, false

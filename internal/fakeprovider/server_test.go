@@ -211,7 +211,10 @@ func TestRoutes(t *testing.T) {
 	}{
 		{http.MethodGet, PathDecisions, http.StatusMethodNotAllowed},
 		{http.MethodPost, PathModels, http.StatusMethodNotAllowed},
-		{http.MethodPost, "/v1/chat/completions", http.StatusNotFound},
+		{http.MethodGet, PathChat, http.StatusMethodNotAllowed},
+		{http.MethodGet, PathResponses, http.StatusMethodNotAllowed},
+		{http.MethodPut, PathEmbeddings, http.StatusMethodNotAllowed},
+		{http.MethodPost, "/v1/completions", http.StatusNotFound},
 		{http.MethodPost, "/decisions", http.StatusNotFound},
 	}
 	for _, tt := range tests {
@@ -221,8 +224,8 @@ func TestRoutes(t *testing.T) {
 		}
 		parseError(t, b)
 	}
-	if got := s.Hits("/v1/chat/completions"); got != 1 {
-		t.Errorf("Hits(/v1/chat/completions) = %d, want 1", got)
+	if got := s.Hits("/v1/completions"); got != 1 {
+		t.Errorf("Hits(/v1/completions) = %d, want 1", got)
 	}
 }
 

@@ -33,7 +33,11 @@ func (st Step) String() string {
 // body that is not a JSON object or lacks model, input or a valid question;
 // 404 model_not_found for a model not in the key's catalog; 429 when a
 // quota (SetQuota) is used up; else 200 with the decision, a refusal when
-// the input contains "refuse", and usage per ExpectedUsage. For GET
+// the input contains "refuse", and usage per ExpectedUsage. For chat
+// completions, Responses and embeddings: the same 400 (no messages, no
+// input), 404 and 429 checks, then 200 with the route's answer in OpenAI's
+// shape and usage per ExpectedRouteUsage, streamed (Options.StreamEvents
+// deltas, see Streamed) when the body sets "stream": true. For GET
 // /v1/models: the key's catalog.
 func OK() Step { return Step{"OK", (*exchange).answerOK} }
 
@@ -158,12 +162,12 @@ func ResetAfterRead() Step {
 	}}
 }
 
-// ResetMidAnswer starts the 200 answer OK would give (status line, headers
+// ResetMidAnswer starts the 200 non-streamed answer OK would give (status line, headers
 // with the full Content-Length, then the first n bytes of the body) and
 // resets the connection. n is clamped so that at least one byte is missing.
 func ResetMidAnswer(n int) Step {
 	return Step{"ResetMidAnswer(" + strconv.Itoa(n) + ")", func(ex *exchange) {
-		body := appendAnswer(nil, ex.s.ids.Add(1), ex.model, ex.s.now().Unix(), &ex.req, len(ex.body), ex.s.answerSize)
+		body := ex.okBody()
 		n := min(max(n, 0), len(body)-1)
 		conn := ex.hijack()
 		if conn == nil {
@@ -269,9 +273,12 @@ func Drip(status, total, chunk int, every time.Duration) Step {
 }
 
 // HugeAnswer answers 200 with a body of exactly size bytes and a matching
-// Content-Length: a decision whose explanation is padded, streamed in
-// chunks without allocating it (use 64 MiB + 1 for rotor's cap). The body
-// is valid JSON when size is at least about 250 bytes.
+// Content-Length: the route's non-streamed answer (a decision whose
+// explanation is padded; a chat completion or a response whose text is; an
+// embeddings list with a padding member), written in chunks without
+// allocating it (use 64 MiB + 1 for rotor's cap), even to a request that
+// asked for a stream. The body is valid JSON when size is at least about
+// 1 KiB.
 func HugeAnswer(size int64) Step {
 	return Step{"HugeAnswer(" + strconv.FormatInt(size, 10) + ")", func(ex *exchange) { ex.huge(size, true) }}
 }
@@ -284,7 +291,7 @@ func HugeAnswerChunked(size int64) Step {
 
 func (ex *exchange) huge(size int64, withLength bool) {
 	size = max(size, 0)
-	prefix, suffix := hugeAnswerParts(ex.s.ids.Add(1), ex.model, ex.s.now().Unix(), len(ex.body))
+	prefix, _, suffix := ex.answerParts(ex.s.ids.Add(1), ex.s.now().Unix())
 	h := ex.w.Header()
 	h["Content-Type"] = ctJSON
 	if withLength {
