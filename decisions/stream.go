@@ -23,15 +23,12 @@ const (
 	endCut          = "upstream_stream_cut"
 	endIdle         = "stream_idle_timeout"
 	endDeadline     = httpx.CodeDeadlineExceeded
-	endShutdown     = "server_shutdown"
 	endClientClosed = httpx.CodeClientClosedRequest
 )
 
-// Causes a stream's provider call is cancelled with.
-var (
-	errStreamIdle     = errors.New("provider stream silent past stream_idle_timeout")
-	errServerShutdown = errors.New("server shutting down")
-)
+// errStreamIdle is the cause a silent stream's provider call is
+// cancelled with.
+var errStreamIdle = errors.New("provider stream silent past stream_idle_timeout")
 
 func isEventStream(h http.Header) bool {
 	mt, _, err := mime.ParseMediaType(h.Get("Content-Type"))
@@ -183,8 +180,6 @@ func (rt *Route) streamAnswer(ctx context.Context, caller context.Context, k *Ki
 		end = endClientClosed
 	case errors.Is(context.Cause(out.streamCtx), errStreamIdle):
 		end = endIdle
-	case errors.Is(context.Cause(out.streamCtx), errServerShutdown):
-		end = endShutdown
 	case ctx.Err() != nil:
 		end = endDeadline
 	case scanErr == io.EOF && k == KindResponses:

@@ -226,3 +226,19 @@ func TestStreamOutlastsTheServerWriteTimeout(t *testing.T) {
 		t.Errorf("stream behind a 1 s write timeout: %v, got %q", err, got)
 	}
 }
+
+func TestStreamCutAtTheGenerationDeadline(t *testing.T) {
+	h, u := newOpenAIHarness(t, opts{generation: 300 * time.Millisecond})
+	gone := make(chan struct{})
+	u.script(keyA, KindResponses.Path, upReply{status: 200, events: responsesEvents, stallAfter: 2, gone: gone})
+	resp := h.open(context.Background(), KindResponses.Path, `{"model":"api/gpt-test","stream":true,"input":"x"}`)
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	<-gone
+	if want := strings.Join(responsesEvents[:2], ""); string(got) != want {
+		t.Errorf("caller saw %q, want the two events sent", got)
+	}
+	if row := h.row(resp.Header.Get("X-Request-ID")); row.ErrorCode != endDeadline || row.Status != 200 || row.InputTokens.Known {
+		t.Errorf("row %+v, want %s with unknown usage", row, endDeadline)
+	}
+}

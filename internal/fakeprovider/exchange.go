@@ -342,27 +342,39 @@ func (ex *exchange) answerOK() {
 }
 
 func (ex *exchange) decide() {
-	switch {
-	case ex.parseErr != nil:
-		ex.writeError(http.StatusBadRequest, errBadJSON, nil)
-		return
-	case ex.model == "":
-		ex.writeError(http.StatusBadRequest, errNoModel, nil)
-		return
-	case !ex.cat.has(ex.model):
-		ex.writeError(http.StatusNotFound, errModelNotFound(ex.model), nil)
+	if !ex.checkModel() {
 		return
 	}
 	if e, ok := ex.req.validate(); !ok {
 		ex.writeError(http.StatusBadRequest, e, nil)
 		return
 	}
-	extra, ok := ex.admitQuota()
-	if !ok {
-		return
+	if extra, ok := ex.admitQuota(); ok {
+		ex.writeOK(extra)
 	}
+}
+
+// checkModel answers the provider's errors about the body and its model (400
+// not JSON, 400 no model, 404 not in the key's catalog) and reports whether
+// the request passed.
+func (ex *exchange) checkModel() bool {
+	switch {
+	case ex.parseErr != nil:
+		ex.writeError(http.StatusBadRequest, errBadJSON, nil)
+	case ex.model == "":
+		ex.writeError(http.StatusBadRequest, errNoModel, nil)
+	case !ex.cat.has(ex.model):
+		ex.writeError(http.StatusNotFound, errModelNotFound(ex.model), nil)
+	default:
+		return true
+	}
+	return false
+}
+
+// writeOK sends the route's 200 non-streamed answer.
+func (ex *exchange) writeOK(extra http.Header) {
 	p := ex.s.getAnswerBuf()
-	b := appendAnswer((*p)[:0], ex.s.ids.Add(1), ex.model, ex.s.now().Unix(), &ex.req, len(ex.body), ex.s.answerSize)
+	b := ex.appendOK((*p)[:0])
 	ex.write(http.StatusOK, ctJSON, b, extra)
 	*p = b[:0]
 	ex.s.putAnswerBuf(p)

@@ -139,11 +139,11 @@ func appendResponsesUsage(b []byte, u RouteUsage) []byte {
 }
 
 // answerParts returns a complete non-streamed 200 answer for the exchange's
-// route as a prefix and a suffix: the answer's text (chat, Responses) or a
-// padding field (embeddings, Decisions) goes between them, so that
-// HugeAnswer can pad any route's answer to any size. text is the text of a
-// normal answer.
-func (ex *exchange) answerParts(id uint64, created int64) (prefix []byte, text []byte, suffix []byte) {
+// route as a prefix, the text of a normal answer and a suffix. With padded,
+// the slot between prefix and suffix is a JSON string that HugeAnswer fills:
+// the text (chat, Responses), the explanation (Decisions), a "padding"
+// member (embeddings, which have no text).
+func (ex *exchange) answerParts(id uint64, created int64, padded bool) (prefix []byte, text []byte, suffix []byte) {
 	switch ex.ep {
 	case epChat:
 		prefix = append(prefix, `{"id":"chatcmpl-`...)
@@ -186,21 +186,23 @@ func (ex *exchange) answerParts(id uint64, created int64) (prefix []byte, text [
 		prefix = strconv.AppendInt(prefix, u.Input, 10)
 		prefix = append(prefix, `,"total_tokens":`...)
 		prefix = strconv.AppendInt(prefix, u.Total, 10)
-		prefix = append(prefix, `},"padding":"`...)
-		return prefix, nil, []byte(`"}` + "\n")
+		if !padded {
+			return append(prefix, '}'), nil, []byte("}\n")
+		}
+		return append(prefix, `},"padding":"`...), nil, []byte(`"}` + "\n")
 	default: // decisions
 		prefix, suffix = hugeAnswerParts(id, ex.model, created, len(ex.body))
 		return prefix, nil, suffix
 	}
 }
 
-// okBody returns the 200 non-streamed answer of the exchange's route.
-func (ex *exchange) okBody() []byte {
+// appendOK appends the 200 non-streamed answer of the exchange's route.
+func (ex *exchange) appendOK(b []byte) []byte {
 	if ex.ep == epDecisions {
-		return appendAnswer(nil, ex.s.ids.Add(1), ex.model, ex.s.now().Unix(), &ex.req, len(ex.body), ex.s.answerSize)
+		return appendAnswer(b, ex.s.ids.Add(1), ex.model, ex.s.now().Unix(), &ex.req, len(ex.body), ex.s.answerSize)
 	}
-	prefix, text, suffix := ex.answerParts(ex.s.ids.Add(1), ex.s.now().Unix())
-	return append(append(prefix, text...), suffix...)
+	prefix, text, suffix := ex.answerParts(ex.s.ids.Add(1), ex.s.now().Unix(), false)
+	return append(append(append(b, prefix...), text...), suffix...)
 }
 
 // appendEmbedding appends embedding i: EmbeddingDims floats, as a JSON
@@ -272,16 +274,10 @@ func appendMessageItemHead(b []byte, id uint64, status string) []byte {
 
 // answerRoute is OK on chat, Responses and embeddings.
 func (ex *exchange) answerRoute() {
+	if !ex.checkModel() {
+		return
+	}
 	switch {
-	case ex.parseErr != nil:
-		ex.writeError(http.StatusBadRequest, errBadJSON, nil)
-		return
-	case ex.model == "":
-		ex.writeError(http.StatusBadRequest, errNoModel, nil)
-		return
-	case !ex.cat.has(ex.model):
-		ex.writeError(http.StatusNotFound, errModelNotFound(ex.model), nil)
-		return
 	case ex.ep == epChat && !ex.rreq.Messages.present:
 		ex.writeError(http.StatusBadRequest, errMissing("messages"), nil)
 		return
@@ -290,19 +286,13 @@ func (ex *exchange) answerRoute() {
 		return
 	}
 	extra, ok := ex.admitQuota()
-	if !ok {
-		return
-	}
-	if ex.streamed() {
+	switch {
+	case !ok:
+	case ex.streamed():
 		ex.stream(extra)
-		return
+	default:
+		ex.writeOK(extra)
 	}
-	prefix, text, suffix := ex.answerParts(ex.s.ids.Add(1), ex.s.now().Unix())
-	p := ex.s.getAnswerBuf()
-	b := append(append(append((*p)[:0], prefix...), text...), suffix...)
-	ex.write(http.StatusOK, ctJSON, b, extra)
-	*p = b[:0]
-	ex.s.putAnswerBuf(p)
 }
 
 // admitQuota takes one success from the quotas that apply; on a blocking

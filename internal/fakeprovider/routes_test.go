@@ -202,6 +202,9 @@ func TestEmbeddingsAnswer(t *testing.T) {
 			}
 			var got answer
 			decodeStrict(t, b, &got)
+			if bytes.Contains(b, []byte("padding")) {
+				t.Errorf("a normal answer has HugeAnswer's padding member: %s", b)
+			}
 			if got.Object != "list" || got.Model != embedModel || len(got.Data) != tt.inputs {
 				t.Fatalf("answer = %s", b)
 			}
@@ -594,5 +597,45 @@ func TestRouteQuota(t *testing.T) {
 	resp, b := post(t, c, s, PathChat, streamBody(PathChat, true))
 	if _, _, code, _ := parseError(t, b); resp.StatusCode != 429 || code != "rate_limit_exceeded" || resp.Header.Get("Retry-After") == "" {
 		t.Errorf("third request: %d %q Retry-After %q", resp.StatusCode, code, resp.Header.Get("Retry-After"))
+	}
+}
+
+// TestStreamOver64MiB: a stream may carry more than 64 MiB in events under
+// the 16 MiB event cap, and a non-streamed answer may exceed 64 MiB, on the
+// OpenAI routes too.
+func TestStreamOver64MiB(t *testing.T) {
+	if testing.Short() {
+		t.Skip("150 MiB transfer")
+	}
+	s, c := startRoutes(t, Options{})
+	s.Script(keyA, chatModel, Streamed(Stream{Events: 5, DeltaSize: 15 << 20}))
+	sc := sse.NewScanner(openStream(t, c, s, PathChat, streamBody(PathChat, false)).Body)
+	var total, events int
+	var last sse.Event
+	for {
+		ev, err := sc.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("after %d events, %d bytes: %v", events, total, err)
+		}
+		total += len(ev.Raw)
+		events++
+		last = ev
+	}
+	if total <= 64<<20 || events != 5+3 || !sse.IsDone(last) {
+		t.Errorf("stream: %d events, %d bytes, last %q", events, total, last.Raw)
+	}
+
+	const size = 64<<20 + 1
+	s.Script(keyA, chatModel, HugeAnswer(size))
+	resp, err := c.Do(newRequest(t, waitCtx(t), http.MethodPost, s.URL()+PathChat, keyA, []byte(chatBody)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if n, err := io.Copy(io.Discard, resp.Body); err != nil || n != size || resp.ContentLength != size {
+		t.Errorf("HugeAnswer on chat: %d bytes (Content-Length %d), %v; want %d", n, resp.ContentLength, err, size)
 	}
 }

@@ -167,7 +167,7 @@ func ResetAfterRead() Step {
 // resets the connection. n is clamped so that at least one byte is missing.
 func ResetMidAnswer(n int) Step {
 	return Step{"ResetMidAnswer(" + strconv.Itoa(n) + ")", func(ex *exchange) {
-		body := ex.okBody()
+		body := ex.appendOK(nil)
 		n := min(max(n, 0), len(body)-1)
 		conn := ex.hijack()
 		if conn == nil {
@@ -291,7 +291,7 @@ func HugeAnswerChunked(size int64) Step {
 
 func (ex *exchange) huge(size int64, withLength bool) {
 	size = max(size, 0)
-	prefix, _, suffix := ex.answerParts(ex.s.ids.Add(1), ex.s.now().Unix())
+	prefix, _, suffix := ex.answerParts(ex.s.ids.Add(1), ex.s.now().Unix(), true)
 	h := ex.w.Header()
 	h["Content-Type"] = ctJSON
 	if withLength {

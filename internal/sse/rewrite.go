@@ -114,9 +114,11 @@ func ResponsesUsage(ev Event) (typ string, usage []byte, ok bool) {
 	name := ev.Name
 	if t != nil {
 		if bytes.IndexByte(t, '\\') >= 0 { // escaped: rare, decode it
-			if json.Unmarshal(t, &name) != nil {
+			var unescaped string
+			if json.Unmarshal(t, &unescaped) != nil {
 				return "", nil, false
 			}
+			name = unescaped
 		} else if len(t) >= 2 && t[0] == '"' && t[len(t)-1] == '"' {
 			t = t[1 : len(t)-1]
 			switch string(t) { // no allocation

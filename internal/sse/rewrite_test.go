@@ -175,3 +175,31 @@ func compact(b []byte) []byte {
 	}
 	return buf.Bytes()
 }
+
+// TestNoAllocationsPerEvent: in a long stream, scanning an event and passing
+// it through the chat rewriter, or reading a Responses event, allocates
+// nothing; memory stays that of one event.
+func TestNoAllocationsPerEvent(t *testing.T) {
+	for _, tt := range []struct{ name, ev string }{
+		{"chat", chunkText},
+		{"responses", "event: response.output_text.delta\n" + `data: {"type":"response.output_text.delta","item_id":"msg_1","output_index":0,"content_index":0,"delta":"word "}` + "\n\n"},
+	} {
+		s := NewScanner(repeat(tt.ev))
+		r := NewChatRewriter(true)
+		allocs := testing.AllocsPerRun(1000, func() {
+			ev, err := s.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !r.Pass(ev) {
+				t.Fatal("a text chunk was dropped")
+			}
+			if _, _, ok := ResponsesUsage(ev); ok {
+				t.Fatal("a delta read as terminal")
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("%s: %v allocations per event, want 0", tt.name, allocs)
+		}
+	}
+}
