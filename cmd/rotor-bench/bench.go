@@ -125,8 +125,8 @@ func runBench(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	}
 	if streamResults != nil {
 		fmt.Fprintln(stdout)
-		fmt.Fprintf(stdout, "chat streams (POST %s, \"stream\": true, %d events each, %d bytes direct; measured rounds took %s; the bare proxy reads the request body first and flushes every write; TTFB is the time to the first body byte):\n",
-			chatPath, o.streamEvents, streamTargets[o.modes[0]].lastBytes.Load(), streamElapsed.Round(time.Millisecond))
+		fmt.Fprintf(stdout, "chat streams (POST %s, \"stream\": true, %d events each, %d bytes %s; measured rounds took %s; the bare proxy reads the request body first and flushes every write; TTFB is the time to the first body byte):\n",
+			chatPath, o.streamEvents, streamTargets[o.modes[0]].lastBytes.Load(), streamSource[o.modes[0]], streamElapsed.Round(time.Millisecond))
 		fmt.Fprintln(stdout)
 		printTable(stdout, o.streamConcurrency, o.modes, streamRows, "streams/s", true)
 	}
@@ -142,6 +142,13 @@ func runBench(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	fmt.Fprintln(stdout)
 	fmt.Fprintln(stdout, ratioLine(rows, streamRows, o.streamInflight, held))
 	return nil
+}
+
+// streamSource says where a mode's stream bytes were counted.
+var streamSource = map[string]string{
+	modeDirect: "from the provider",
+	modeBare:   "through the bare proxy",
+	modeRotor:  "through rotor",
 }
 
 // streamRSSTargetMiB is issue 16's bound on rotor's RSS with 256 streams in
