@@ -72,11 +72,13 @@ func runBench(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	if cpu1, ok := takeCPU(r.pids()); ok && cpuOK {
 		cpuLine = foreignCPU(cpu0, cpu1)
 	}
-	perLine := perRequestLine(per0, takePerRequest(r, targets))
+	perLine := perRequestLine(per0, takePerRequest(r, targets), false)
 
 	var streamResults map[cellKey][]cellResult
 	var streamElapsed time.Duration
+	var streamCPU, streamWrites string
 	if streamTargets != nil {
+		sper0 := takePerRequest(r, streamTargets)
 		fmt.Fprintf(stderr, "rotor-bench: streams of %d events, %d rounds x %d concurrencies x %d modes, %d streams per cell (+%d warm-up)\n",
 			o.streamEvents, o.rounds, len(o.streamConcurrency), len(o.modes), o.streamRequests, o.streamWarmup)
 		if err := warmUp(ctx, o, streamTargets, "stream", o.streamConcurrency, o.streamWarmup); err != nil {
@@ -87,6 +89,8 @@ func runBench(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 			return err
 		}
 		streamElapsed = time.Since(t0)
+		sper1 := takePerRequest(r, streamTargets)
+		streamCPU, streamWrites = perRequestLine(sper0, sper1, false), perRequestLine(sper0, sper1, true)
 	}
 	var held *heldStreams
 	if withRotor && o.streamInflight > 0 {
@@ -129,6 +133,8 @@ func runBench(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 			chatPath, o.streamEvents, streamTargets[o.modes[0]].lastBytes.Load(), streamSource[o.modes[0]], streamElapsed.Round(time.Millisecond))
 		fmt.Fprintln(stdout)
 		printTable(stdout, o.streamConcurrency, o.modes, streamRows, "streams/s", true)
+		fmt.Fprintln(stdout)
+		fmt.Fprintf(stdout, "per stream (all stream cells, warm-ups included): CPU (user+system) %s; write system calls (/proc/PID/io syscw) %s\n", streamCPU, streamWrites)
 	}
 	if held != nil {
 		fmt.Fprintln(stdout)
