@@ -47,13 +47,7 @@ func runBench(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 			return scrapeMetrics(ctx, mc, r.bridge.url, r.token)
 		}
 	}
-	defer func() {
-		for _, ts := range []map[string]*target{targets, streamTargets} {
-			for _, t := range ts {
-				t.close()
-			}
-		}
-	}()
+	defer closeTargets(targets, streamTargets)
 
 	start := time.Now()
 	fmt.Fprintf(stderr, "rotor-bench: %d rounds x %d concurrencies x %d modes, %d requests per cell (+%d warm-up)\n",
@@ -109,11 +103,7 @@ func runBench(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 		if held != nil {
 			rotorOK += int64(held.n) // status 200, then closed by the caller
 		}
-		for _, ts := range []map[string]*target{targets, streamTargets} {
-			for _, t := range ts {
-				t.close()
-			}
-		}
+		closeTargets(targets, streamTargets)
 		var err error
 		if ledgerLine, err = r.stopAndCheckLedger(ctx, rotorOK); err != nil {
 			return err
@@ -148,6 +138,14 @@ func runBench(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	fmt.Fprintln(stdout)
 	fmt.Fprintln(stdout, ratioLine(rows, streamRows, o.streamInflight, held))
 	return nil
+}
+
+func closeTargets(sets ...map[string]*target) {
+	for _, ts := range sets {
+		for _, t := range ts {
+			t.close()
+		}
+	}
 }
 
 // streamSource says where a mode's stream bytes were counted.
