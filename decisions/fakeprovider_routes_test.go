@@ -58,3 +58,21 @@ func TestFakeProviderChatStreamThroughRotor(t *testing.T) {
 		}
 	}
 }
+
+// An answer over 64 MiB on an OpenAI route is 502 response_too_large (not
+// the Decisions name), never retried, with a row of unknown tokens.
+func TestFakeProviderChatAnswerOver64MiB(t *testing.T) {
+	if testing.Short() {
+		t.Skip("streams 64 MiB")
+	}
+	h := newHarness(t, opts{openAI: true, creds: []cred{{name: "team-a", pool: "api", key: keyA, models: []string{"gpt-test"}}}})
+	h.fp.Script(keyA, "", fp.HugeAnswer(MaxBody+1))
+	r := h.do(context.Background(), KindChat.Path, `{"model":"api/gpt-test","messages":[]}`)
+	wantStatus(t, r, 502, "response_too_large")
+	if r.header.Get("x-should-retry") != "false" {
+		t.Error("502 too large without x-should-retry: false")
+	}
+	if row := h.row(r.header.Get("X-Request-ID")); row.Status != 502 || row.InputTokens.Known || row.TotalTokens.Known || row.Operation != "chat.completions" {
+		t.Errorf("row %+v, want 502 with unknown tokens", row)
+	}
+}
