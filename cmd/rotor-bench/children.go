@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -26,10 +28,22 @@ const (
 	envProviderKeys = "ROTOR_BENCH_PROVIDER_KEYS"
 	// envBareKey is the provider key the bare proxy sends upstream.
 	envBareKey = "ROTOR_BENCH_BARE_KEY"
+	// envStreamEvents is the number of text deltas of the fake provider's
+	// chat streams.
+	envStreamEvents = "ROTOR_BENCH_STREAM_EVENTS"
 )
 
-// benchModel is the provider model every request asks for.
-const benchModel = "decide-mini"
+// The provider models: benchModel answers Decisions, streamModel streams
+// chat, stallModel's streams stall after their first events.
+const (
+	benchModel  = "decide-mini"
+	streamModel = "chat-mini"
+	stallModel  = "chat-stall"
+)
+
+// stallAfter is the number of events a stalled stream sends before it
+// stalls: the role chunk and one delta.
+const stallAfter = 2
 
 // startTimeout bounds how long a child may take to print its URL.
 const startTimeout = 30 * time.Second
@@ -38,16 +52,20 @@ const startTimeout = 30 * time.Second
 const stopTimeout = 30 * time.Second
 
 // serveProviderMain runs the fake provider with recording off (its memory
-// stays flat over long runs) and the default ~1 KB answers with usage.
+// stays flat over long runs), the default ~1 KB answers with usage, chat
+// streams of $ROTOR_BENCH_STREAM_EVENTS deltas, and stallModel's streams
+// stalled.
 func serveProviderMain(ctx context.Context, stdout io.Writer) error {
 	keys := strings.Split(os.Getenv(envProviderKeys), ",")
-	p, err := fakeprovider.Start(fakeprovider.Options{DisableRecording: true})
+	events, _ := strconv.Atoi(os.Getenv(envStreamEvents))
+	p, err := fakeprovider.Start(fakeprovider.Options{DisableRecording: true, StreamEvents: events})
 	if err != nil {
 		return err
 	}
 	for _, k := range keys {
 		if k != "" {
-			p.AddKey(k, benchModel)
+			p.AddKey(k, benchModel, streamModel, stallModel)
+			p.SetDefault(k, stallModel, fakeprovider.StreamStall(stallAfter))
 		}
 	}
 	fmt.Fprintln(stdout, p.URL())
@@ -57,7 +75,10 @@ func serveProviderMain(ctx context.Context, stdout io.Writer) error {
 
 // serveBareProxyMain runs the floor: an httputil.ReverseProxy that only
 // swaps the caller's Authorization for the provider key, as any Go proxy
-// holding a key must.
+// holding a key must. Chat requests (the stream cells) go through a second
+// one that reads the request body first, as any router by model must (a
+// body passed through cuts about 1 in 10 streams under load,
+// golang/go#40747), and flushes every write (FlushInterval -1).
 func serveBareProxyMain(ctx context.Context, stdout io.Writer, target string) error {
 	u, err := url.Parse(target)
 	if err != nil {
@@ -79,11 +100,25 @@ func serveBareProxyMain(ctx context.Context, stdout io.Writer, target string) er
 		Transport: tr,
 		ErrorLog:  log.New(os.Stderr, "bare proxy: ", 0),
 	}
+	streams := *rp
+	streams.FlushInterval = -1
+	mux := http.NewServeMux()
+	mux.Handle("/", rp)
+	mux.HandleFunc(chatPath, func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		streams.ServeHTTP(w, r)
+	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: rp, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	fmt.Fprintln(stdout, "http://"+ln.Addr().String())

@@ -86,11 +86,12 @@ func foreignCPU(a, b cpuSnapshot) string {
 // moment, for CPU per request: on shared cores, the currency.
 type perRequest struct {
 	ticks    map[string]int64
+	writes   map[string]int64 // write system calls, /proc/PID/io syscw
 	requests map[string]int64
 }
 
 func takePerRequest(r *rig, targets map[string]*target) perRequest {
-	p := perRequest{ticks: map[string]int64{}, requests: map[string]int64{}}
+	p := perRequest{ticks: map[string]int64{}, writes: map[string]int64{}, requests: map[string]int64{}}
 	var all int64
 	for m, t := range targets {
 		all += t.ok.Load()
@@ -104,22 +105,50 @@ func takePerRequest(r *rig, targets map[string]*target) perRequest {
 		if n, ok := procCPU(c.pid()); ok {
 			p.ticks[name] = n
 		}
+		if n, ok := procWrites(c.pid()); ok {
+			p.writes[name] = n
+		}
 	}
 	return p
 }
 
-func perRequestLine(a, b perRequest) string {
+// perRequestLine is each process's CPU time per request between a and b,
+// or with writes its write system calls per request.
+func perRequestLine(a, b perRequest, writes bool) string {
 	var parts []string
 	for _, name := range []string{modeBare, modeRotor, "provider"} {
-		t0, ok0 := a.ticks[name]
-		t1, ok1 := b.ticks[name]
+		m0, m1 := a.ticks, b.ticks
+		if writes {
+			m0, m1 = a.writes, b.writes
+		}
+		t0, ok0 := m0[name]
+		t1, ok1 := m1[name]
 		n := b.requests[name] - a.requests[name]
 		if !ok0 || !ok1 || n <= 0 {
 			continue
 		}
-		us := float64(t1-t0) / clockTicks * 1e6 / float64(n)
 		title := map[string]string{modeBare: "bare proxy", modeRotor: "rotor bridge", "provider": "fake provider"}[name]
-		parts = append(parts, fmt.Sprintf("%s %.0f µs", title, us))
+		if writes {
+			parts = append(parts, fmt.Sprintf("%s %.1f", title, float64(t1-t0)/float64(n)))
+		} else {
+			parts = append(parts, fmt.Sprintf("%s %.0f µs", title, float64(t1-t0)/clockTicks*1e6/float64(n)))
+		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// procWrites is a process's write system calls so far, syscw in
+// /proc/PID/io.
+func procWrites(pid int) (int64, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return 0, false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "syscw:"); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
 }

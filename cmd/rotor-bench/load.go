@@ -32,22 +32,49 @@ var modeTitle = map[string]string{
 	modeRotor:  "rotor bridge start",
 }
 
+// The request paths: Decisions, and chat completions for the stream cells.
+const (
+	decisionsPath = "/v1/decisions"
+	chatPath      = "/v1/chat/completions"
+)
+
+// streamDone ends a complete chat stream.
+var streamDone = []byte("data: [DONE]\n\n")
+
 // target is one mode's endpoint and its keep-alive client.
 type target struct {
 	mode   string
 	url    string
 	auth   string
 	body   []byte
+	stream bool // a chat stream: the answer must end with data: [DONE]
 	client *http.Client
 	ok     atomic.Int64 // answers with status 200, warm-ups included
+	// lastBytes is the length of the last answer.
+	lastBytes atomic.Int64
 	// metrics, when set, reads the server's unlabelled Prometheus samples
 	// (rotor's GET /metrics) around each measured cell.
 	metrics func(context.Context) (map[string]float64, error)
 }
 
-// newTarget returns a target with its own transport, idle connections
-// enough for maxConc clients.
+// newTarget returns a Decisions target with its own transport, idle
+// connections enough for maxConc clients.
 func newTarget(mode, baseURL, token, model string, maxConc int) *target {
+	return newPathTarget(mode, baseURL+decisionsPath, token, maxConc,
+		fmt.Appendf(nil, `{"model":%q,"input":"Is the sky blue? Answer from the picture's description.","question":{"type":"predicate"}}`, model))
+}
+
+// newStreamTarget returns a chat-stream target ("stream": true, no
+// stream_options: rotor adds include_usage and removes the usage chunk,
+// its usual work on a stream).
+func newStreamTarget(mode, baseURL, token, model string, maxConc int) *target {
+	t := newPathTarget(mode, baseURL+chatPath, token, maxConc,
+		fmt.Appendf(nil, `{"model":%q,"stream":true,"messages":[{"role":"user","content":"Describe the sky in two hundred words."}]}`, model))
+	t.stream = true
+	return t
+}
+
+func newPathTarget(mode, url, token string, maxConc int, body []byte) *target {
 	tr := &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConns:        2 * maxConc,
@@ -57,45 +84,75 @@ func newTarget(mode, baseURL, token, model string, maxConc int) *target {
 	}
 	return &target{
 		mode:   mode,
-		url:    baseURL + "/v1/decisions",
+		url:    url,
 		auth:   "Bearer " + token,
-		body:   fmt.Appendf(nil, `{"model":%q,"input":"Is the sky blue? Answer from the picture's description.","question":{"type":"predicate"}}`, model),
+		body:   body,
 		client: &http.Client{Transport: tr, Timeout: 2 * time.Minute},
 	}
 }
 
 func (t *target) close() { t.client.CloseIdleConnections() }
 
-// do sends one request and reads the whole answer into buf's space.
-func (t *target) do(ctx context.Context, buf []byte) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(t.body))
+// do sends one request, reads the whole answer into buf's space and
+// returns the time to its first body byte. A stream must end with
+// data: [DONE].
+func (t *target) do(ctx context.Context, buf []byte) (ttfb time.Duration, err error) {
+	resp, t0, err := t.send(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	req.Header.Set("Authorization", t.auth)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := t.client.Do(req)
-	if err != nil {
-		return err
-	}
+	defer resp.Body.Close()
 	n := 0
+	var tail [16]byte // the answer's last bytes
 	for {
 		m, err := resp.Body.Read(buf)
-		n += m
+		if m > 0 {
+			if n == 0 {
+				ttfb = time.Since(t0)
+			}
+			n += m
+			keepTail(tail[:], buf[:m])
+		}
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			resp.Body.Close()
-			return err
+			return ttfb, err
 		}
 	}
-	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("status %d: %.300s", resp.StatusCode, buf[:min(n, len(buf))])
+		return ttfb, fmt.Errorf("status %d: %.300s", resp.StatusCode, buf[:min(n, len(buf))])
+	}
+	if t.stream && !bytes.HasSuffix(tail[:], streamDone) {
+		return ttfb, fmt.Errorf("stream cut: %d bytes without a closing data: [DONE]", n)
 	}
 	t.ok.Add(1)
-	return nil
+	t.lastBytes.Store(int64(n))
+	return ttfb, nil
+}
+
+// send posts the target's body and returns the response and when the
+// request started.
+func (t *target) send(ctx context.Context) (*http.Response, time.Time, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(t.body))
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	req.Header.Set("Authorization", t.auth)
+	req.Header.Set("Content-Type", "application/json")
+	t0 := time.Now()
+	resp, err := t.client.Do(req)
+	return resp, t0, err
+}
+
+// keepTail shifts p's last bytes into tail.
+func keepTail(tail, p []byte) {
+	if len(p) >= len(tail) {
+		copy(tail, p[len(p)-len(tail):])
+		return
+	}
+	copy(tail, tail[len(p):])
+	copy(tail[len(tail)-len(p):], p)
 }
 
 // cellResult is one measured cell: n requests at one concurrency.
@@ -103,6 +160,8 @@ type cellResult struct {
 	n        int
 	elapsed  time.Duration
 	p50, p99 time.Duration
+	// ttfbP50 is the median time to the first body byte.
+	ttfbP50 time.Duration
 	// ledger is rotor's group-commit activity during the cell, when known.
 	ledger *ledgerDelta
 }
@@ -184,10 +243,11 @@ func histogramQuantile(q float64, bs []bucket) float64 {
 func (c cellResult) rps() float64 { return float64(c.n) / c.elapsed.Seconds() }
 
 // load sends n requests from conc clients and returns each request's
-// latency (in request order) and the wall time. progress, when set,
-// counts finished requests. It stops at the first failed request.
-func load(ctx context.Context, t *target, conc, n int, progress *atomic.Int64) ([]time.Duration, time.Duration, error) {
-	lat := make([]time.Duration, n)
+// latency and time to first byte (in request order) and the wall time.
+// progress, when set, counts finished requests. It stops at the first
+// failed request.
+func load(ctx context.Context, t *target, conc, n int, progress *atomic.Int64) (lat, ttfb []time.Duration, _ time.Duration, _ error) {
+	lat, ttfb = make([]time.Duration, n), make([]time.Duration, n)
 	var next atomic.Int64
 	var firstErr error
 	var errOnce sync.Once
@@ -206,8 +266,8 @@ func load(ctx context.Context, t *target, conc, n int, progress *atomic.Int64) (
 					return
 				}
 				t0 := time.Now()
-				err := t.do(ctx, buf)
-				lat[i] = time.Since(t0)
+				first, err := t.do(ctx, buf)
+				lat[i], ttfb[i] = time.Since(t0), first
 				if err != nil {
 					errOnce.Do(func() { firstErr = fmt.Errorf("%s: request %d: %w", t.mode, i, err); cancel() })
 					return
@@ -223,13 +283,13 @@ func load(ctx context.Context, t *target, conc, n int, progress *atomic.Int64) (
 	if firstErr == nil && ctx.Err() != nil {
 		firstErr = ctx.Err()
 	}
-	return lat, elapsed, firstErr
+	return lat, ttfb, elapsed, firstErr
 }
 
 // measure runs warmup unmeasured requests, then n measured ones.
 func measure(ctx context.Context, t *target, conc, warmup, n int) (cellResult, error) {
 	if warmup > 0 {
-		if _, _, err := load(ctx, t, conc, warmup, nil); err != nil {
+		if _, _, _, err := load(ctx, t, conc, warmup, nil); err != nil {
 			return cellResult{}, fmt.Errorf("warm-up: %w", err)
 		}
 	}
@@ -240,7 +300,7 @@ func measure(ctx context.Context, t *target, conc, warmup, n int) (cellResult, e
 	if t.metrics != nil {
 		m0, _ = t.metrics(ctx)
 	}
-	lat, elapsed, err := load(ctx, t, conc, n, nil)
+	lat, ttfb, elapsed, err := load(ctx, t, conc, n, nil)
 	if err != nil {
 		return cellResult{}, err
 	}
@@ -252,6 +312,8 @@ func measure(ctx context.Context, t *target, conc, warmup, n int) (cellResult, e
 	}
 	slices.Sort(lat)
 	res.p50, res.p99 = percentile(lat, 50), percentile(lat, 99)
+	slices.Sort(ttfb)
+	res.ttfbP50 = percentile(ttfb, 50)
 	return res, nil
 }
 

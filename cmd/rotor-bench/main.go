@@ -10,11 +10,14 @@
 // and a tokens budget, and its ledger on disk. This process is the load
 // generator: keep-alive clients, a fixed number of requests per cell,
 // warm-up before each cell, the modes interleaved round by round so that
-// machine drift hits all of them alike, and medians across rounds.
+// machine drift hits all of them alike, and medians across rounds. After
+// the Decisions cells come chat-stream cells measured the same way (200
+// events per stream; the bare proxy reads the request body first and
+// flushes every write), then rotor's RSS with 256 stalled streams open.
 //
 // The last line of a benchmark run is, exactly:
 //
-//	throughput_ratio_c16=R throughput_ratio_c64=R added_p50_ratio_c1=R
+//	throughput_ratio_c16=R throughput_ratio_c64=R added_p50_ratio_c1=R stream_throughput_ratio_c16=R stream_ttfb_ratio_c1=R stream_rss_mib_256=M
 //
 // With -soak it instead sends many requests through the bridge at one
 // concurrency and samples the bridge's RSS (/proc/PID/status) and Go heap
@@ -55,6 +58,13 @@ type options struct {
 	memProfile  string
 	label       string
 
+	// The stream cells: chat streams of streamEvents deltas.
+	streamRequests    int
+	streamWarmup      int
+	streamConcurrency []int
+	streamEvents      int
+	streamInflight    int
+
 	soak            bool
 	soakRequests    int
 	soakConcurrency int
@@ -69,7 +79,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("rotor-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o options
-	var conc, modes string
+	var conc, modes, streamConc string
 	serveProvider := fs.Bool("serve-provider", false, "internal: run the fake provider (keys in $"+envProviderKeys+"), print its URL and serve until SIGTERM")
 	serveBare := fs.String("serve-bare-proxy", "", "internal: run a bare httputil.ReverseProxy to this URL (key in $"+envBareKey+"), print its URL and serve until SIGTERM")
 	fs.StringVar(&o.rotorBin, "rotor", "", "the rotor binary to measure (required for the rotor mode and -soak)")
@@ -86,6 +96,11 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.ledgerSync, "ledger-synchronous", "", "rotor's ledger.synchronous, full or normal (default: rotor's default)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write the bridge's CPU profile to this file (sets ROTOR_CPUPROFILE for rotor)")
 	fs.StringVar(&o.memProfile, "memprofile", "", "write the bridge's allocations profile to this file (sets ROTOR_MEMPROFILE for rotor)")
+	fs.IntVar(&o.streamRequests, "stream-requests", 2000, "measured chat streams per stream cell (0: no stream cells)")
+	fs.IntVar(&o.streamWarmup, "stream-warmup", 200, "unmeasured streams before each stream cell")
+	fs.StringVar(&streamConc, "stream-concurrency", "1,16", "comma-separated client counts of the stream cells")
+	fs.IntVar(&o.streamEvents, "stream-events", 200, "text deltas per chat stream")
+	fs.IntVar(&o.streamInflight, "stream-inflight", 256, "stalled streams held open through rotor while its RSS is read (0: skip)")
 	fs.StringVar(&o.label, "label", "", "a label for the report's header, e.g. the git revision (scripts/bench.sh sets it)")
 	fs.BoolVar(&o.soak, "soak", false, "memory mode: many requests through the bridge at one concurrency, sampling RSS and heap")
 	fs.IntVar(&o.soakRequests, "soak-requests", 200000, "requests in -soak mode")
@@ -124,10 +139,20 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		if !set["warmup"] {
 			o.warmup = 200
 		}
+		if !set["stream-requests"] {
+			o.streamRequests = 400
+		}
+		if !set["stream-warmup"] {
+			o.streamWarmup = 50
+		}
 	}
 	var err error
 	if o.concurrency, err = parseInts(conc); err != nil {
 		fmt.Fprintf(stderr, "rotor-bench: -concurrency: %v\n", err)
+		return 2
+	}
+	if o.streamConcurrency, err = parseInts(streamConc); err != nil {
+		fmt.Fprintf(stderr, "rotor-bench: -stream-concurrency: %v\n", err)
 		return 2
 	}
 	if o.modes, err = parseModes(modes); err != nil {
@@ -136,6 +161,10 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	}
 	if o.rounds < 1 || o.requests < 1 || o.warmup < 0 || o.soakRequests < 1 || o.soakConcurrency < 1 {
 		fmt.Fprintln(stderr, "rotor-bench: -rounds, -requests, -soak-requests and -soak-concurrency must be positive")
+		return 2
+	}
+	if o.streamRequests < 0 || o.streamWarmup < 0 || o.streamInflight < 0 || o.streamEvents < 1 {
+		fmt.Fprintln(stderr, "rotor-bench: -stream-requests, -stream-warmup and -stream-inflight must not be negative, -stream-events must be positive")
 		return 2
 	}
 	needRotor := o.soak || contains(o.modes, modeRotor)

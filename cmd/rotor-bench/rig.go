@@ -52,7 +52,7 @@ func startRig(ctx context.Context, o *options, withBare, withRotor bool) (_ *rig
 		r.keys = append(r.keys, "sk-bench-"+n+"-"+rand.Text())
 	}
 	cmd := exec.Command(self, "-serve-provider")
-	cmd.Env = childEnv(envProviderKeys + "=" + strings.Join(r.keys, ","))
+	cmd.Env = childEnv(envProviderKeys+"="+strings.Join(r.keys, ","), fmt.Sprintf("%s=%d", envStreamEvents, o.streamEvents))
 	if r.provider, err = startChild(ctx, "fake provider", cmd, filepath.Join(o.work, "provider.log")); err != nil {
 		return nil, err
 	}
@@ -75,7 +75,8 @@ func startRig(ctx context.Context, o *options, withBare, withRotor bool) (_ *rig
 func keyEnv(i int) string { return fmt.Sprintf("BENCH_PROVIDER_KEY_%c", 'A'+i) }
 
 // rotorYAML is the bridge's configuration: three credentials on the fake
-// provider, model cooldown on, the chosen log level.
+// provider (Decisions on benchModel, the chat models on the OpenAI routes),
+// model cooldown on, the chosen log level.
 func (r *rig) rotorYAML() string {
 	var b strings.Builder
 	b.WriteString("# written by rotor-bench\n")
@@ -93,7 +94,7 @@ func (r *rig) rotorYAML() string {
         region: us
         base_url: %s
         api_key_env: %s
-        visibility: {allow: ["decide-*"]}
+        visibility: {allow: ["decide-*", "chat-*"]}
         model_profiles:
           %s: {supported_endpoints: ["/v1/decisions"]}
 `, n, r.provider.url, keyEnv(i), benchModel)

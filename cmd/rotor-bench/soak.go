@@ -81,7 +81,7 @@ func runSoak(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 			}
 		}
 	}()
-	lat, elapsed, lerr := load(ctx, t, o.soakConcurrency, o.soakRequests, &done)
+	lat, _, elapsed, lerr := load(ctx, t, o.soakConcurrency, o.soakRequests, &done)
 	close(stop)
 	<-sampled
 	if lerr != nil {
