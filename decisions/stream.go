@@ -127,6 +127,7 @@ func (rt *Route) streamAnswer(ctx context.Context, caller context.Context, k *Ki
 	ended := false // a Responses stream's final event was seen
 	respID := ""   // its response's id
 	writeErr := false
+	pending := false // bytes written and not flushed yet
 	var scanErr error
 	for {
 		ev, err := sc.Next()
@@ -156,11 +157,20 @@ func (rt *Route) streamAnswer(ctx context.Context, caller context.Context, k *Ki
 			break
 		}
 		if pass {
-			_ = rc.SetWriteDeadline(time.Now().Add(window))
+			if !pending {
+				_ = rc.SetWriteDeadline(time.Now().Add(window))
+			}
 			if _, werr := w.Write(ev.Raw); werr != nil {
 				writeErr = true
 				break
 			}
+			pending = true
+		}
+		// Flush unless the next event already arrived with this one:
+		// events that came in one read leave in one write, and none
+		// waits for an event still on its way.
+		if pending && (err != nil || !sc.EventReady()) {
+			pending = false
 			if rc.Flush() != nil {
 				writeErr = true
 				break
@@ -170,6 +180,9 @@ func (rt *Route) streamAnswer(ctx context.Context, caller context.Context, k *Ki
 			scanErr = err
 			break
 		}
+	}
+	if pending && !writeErr && rc.Flush() != nil {
+		writeErr = true
 	}
 	if chat != nil {
 		usage = chatUsage.read(chat.Usage())

@@ -216,3 +216,33 @@ func (s *Scanner) line() (start, end int, err error) {
 		return start, end, nil
 	}
 }
+
+// EventReady reports whether the bytes already read from the stream hold a
+// complete next event (a comment line, or a block ended by a blank line),
+// so that Next returns it without waiting on the stream. A proxy flushes
+// only when it is false: events that arrived together go out in one write,
+// and an event never waits in a buffer for one that has not arrived.
+func (s *Scanner) EventReady() bool {
+	if s.err != nil {
+		return false
+	}
+	buf, _ := s.br.Peek(s.br.Buffered())
+	lineStart := 0
+	if s.skipLF && len(buf) > 0 && buf[0] == '\n' {
+		lineStart = 1
+	}
+	for i := lineStart; i < len(buf); i++ {
+		c := buf[i]
+		if c != '\n' && c != '\r' {
+			continue
+		}
+		if i == lineStart || buf[lineStart] == ':' {
+			return true // a blank line ends a block; a comment line stands alone
+		}
+		if c == '\r' && i+1 < len(buf) && buf[i+1] == '\n' {
+			i++
+		}
+		lineStart = i + 1
+	}
+	return false
+}

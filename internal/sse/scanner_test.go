@@ -354,3 +354,30 @@ func benchScan(b *testing.B, ev string) {
 		}
 	}
 }
+
+func TestEventReady(t *testing.T) {
+	tests := []struct {
+		name, stream string
+		want         []bool // EventReady after each Next
+	}{
+		{"two events in one read", "data: a\n\ndata: b\n\n", []bool{true, false}},
+		{"second event unfinished", "data: a\n\ndata: b\n", []bool{false}},
+		{"crlf", "data: a\r\n\r\ndata: b\r\n\r\n", []bool{true, false}},
+		{"cr", "data: a\r\rdata: b\r\r", []bool{true, false}},
+		{"comment stands alone", "data: a\n\n: keep-alive\n", []bool{true, false}},
+		{"multi-line event", "data: a\n\ndata: b\ndata: c\n\n", []bool{true, false}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sc := NewScanner(strings.NewReader(tt.stream))
+			for i, want := range tt.want {
+				if _, err := sc.Next(); err != nil {
+					t.Fatalf("Next %d: %v", i, err)
+				}
+				if got := sc.EventReady(); got != want {
+					t.Errorf("EventReady after event %d = %v, want %v", i, got, want)
+				}
+			}
+		})
+	}
+}
