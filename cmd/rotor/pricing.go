@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -231,43 +230,6 @@ func pricingListRun(ctx context.Context, opts *pricingListOptions) error {
 			textCell(p.Source), textCell(p.Updated.UTC().Format(time.RFC3339))})
 	}
 	return recs.write(opts.IO.Out, opts.Format)
-}
-
-type pricingRemoveOptions struct {
-	IO     *IOStreams
-	Ledger func(context.Context) (*ledger.Store, error)
-	Model  string
-}
-
-func newCmdPricingRemove(f *Factory, runF func(*pricingRemoveOptions) error) *cobra.Command {
-	opts := &pricingRemoveOptions{IO: f.IO, Ledger: f.Ledger}
-	return &cobra.Command{
-		Use:   "remove MODEL",
-		Short: "Remove a model's price",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Model = args[0]
-			if runF != nil {
-				return runF(opts)
-			}
-			return pricingRemoveRun(cmd.Context(), opts)
-		},
-	}
-}
-
-func pricingRemoveRun(ctx context.Context, opts *pricingRemoveOptions) error {
-	store, err := opts.Ledger(ctx)
-	if err != nil {
-		return err
-	}
-	if err := store.RemovePrice(ctx, opts.Model); err != nil {
-		if errors.Is(err, ledger.ErrNotFound) {
-			return usageErrorf("no price for model %q (see rotor pricing list)", opts.Model)
-		}
-		return err
-	}
-	fmt.Fprintf(opts.IO.Out, "removed the price of %s\n", opts.Model)
-	return nil
 }
 
 type pricingImportOptions struct {

@@ -22,8 +22,8 @@ func init() {
 	}
 	runFTests["pricing remove"] = func(t *testing.T) {
 		f, _, _ := testFactory(t)
-		if got := flagsToOptions(t, f, newCmdPricingRemove, "gpt"); got.Model != "gpt" {
-			t.Errorf("model %q, want gpt", got.Model)
+		if got := flagsToOptions(t, f, newCmdPricingRemove, "gpt"); got.Name != "gpt" {
+			t.Errorf("model %q, want gpt", got.Name)
 		}
 	}
 	runFTests["pricing import"] = func(t *testing.T) {
@@ -86,11 +86,11 @@ func TestPricingSetListRemoveRun(t *testing.T) {
 		t.Errorf("list = %v", rows)
 	}
 	out.Reset()
-	rm := &pricingRemoveOptions{IO: f.IO, Ledger: f.Ledger, Model: "gpt"}
-	if err := pricingRemoveRun(ctx, rm); err != nil || out.String() != "removed the price of gpt\n" {
+	rm := flagsToOptions(t, f, newCmdPricingRemove, "gpt")
+	if err := removeRun(ctx, rm); err != nil || out.String() != "removed the price of gpt\n" {
 		t.Errorf("remove: %v, printed %q", err, out)
 	}
-	wantUsageError(t, "remove again", pricingRemoveRun(ctx, rm), `no price for model "gpt"`)
+	wantUsageError(t, "remove again", removeRun(ctx, rm), `no price for model "gpt"`)
 }
 
 // pricing import reads LiteLLM's price file: per-token decimals stored per

@@ -126,14 +126,14 @@ func TestBudgetRemoveRun(t *testing.T) {
 	if err := store.PutBudget(ctx, b.Record(), false); err != nil {
 		t.Fatal(err)
 	}
-	opts := &budgetRemoveOptions{IO: f.IO, Ledger: f.Ledger, Name: "daily"}
-	if err := budgetRemoveRun(ctx, opts); err != nil || out.String() != "removed budget daily\n" {
+	opts := flagsToOptions(t, f, newCmdBudgetRemove, "daily")
+	if err := removeRun(ctx, opts); err != nil || out.String() != "removed budget daily\n" {
 		t.Errorf("remove: %v, printed %q", err, out)
 	}
 	if bs, _ := store.Budgets(ctx); len(bs) != 0 {
 		t.Errorf("budgets after remove: %v", bs)
 	}
-	wantUsageError(t, "remove again", budgetRemoveRun(ctx, opts), `no budget named "daily"`)
+	wantUsageError(t, "remove again", removeRun(ctx, opts), `no budget named "daily"`)
 }
 
 func TestReportRun(t *testing.T) {
@@ -180,14 +180,14 @@ func TestTokenCreateListRevokeRun(t *testing.T) {
 	}
 
 	out.Reset()
-	revoke := &tokenRevokeOptions{IO: f.IO, Ledger: f.Ledger, Label: "ci"}
-	if err := tokenRevokeRun(ctx, revoke); err != nil || out.String() != "revoked token ci\n" {
+	revoke := flagsToOptions(t, f, newCmdTokenRevoke, "ci")
+	if err := removeRun(ctx, revoke); err != nil || out.String() != "revoked token ci\n" {
 		t.Errorf("revoke: %v, printed %q", err, out)
 	}
 	if _, ok, _ := store.LookupToken(ctx, tok.Hash()); ok {
 		t.Error("a revoked token still works")
 	}
-	wantUsageError(t, "revoke again", tokenRevokeRun(ctx, revoke), `no token labelled "ci"`)
+	wantUsageError(t, "revoke again", removeRun(ctx, revoke), `no token labelled "ci"`)
 }
 
 func TestStatusRun(t *testing.T) {

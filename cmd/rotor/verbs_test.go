@@ -251,8 +251,8 @@ var runFTests = map[string]func(t *testing.T){
 	},
 	"bridge token revoke": func(t *testing.T) {
 		f, _, _ := testFactory(t)
-		if got := flagsToOptions(t, f, newCmdTokenRevoke, "ci"); got.Label != "ci" {
-			t.Errorf("Label %q, want ci", got.Label)
+		if got := flagsToOptions(t, f, newCmdTokenRevoke, "ci"); got.Name != "ci" {
+			t.Errorf("Name %q, want ci", got.Name)
 		}
 	},
 	"status": func(t *testing.T) {
