@@ -63,6 +63,12 @@ func IsDone(ev Event) bool {
 // null (keys matched exactly, the last of duplicates winning, as for a JSON
 // object decoded into a map), and returns that usage.
 func chatUsageChunk(data []byte) (usage []byte, ok bool) {
+	// Every chunk but the last has a non-empty choices array: without an
+	// empty array anywhere in its bytes, a chunk cannot be the usage-only
+	// one, and the walk over its members is skipped.
+	if !hasEmptyArray(data) {
+		return nil, false
+	}
 	var choices []byte
 	if !members(data, func(key, value []byte) bool {
 		switch string(key) {
@@ -152,4 +158,24 @@ func ResponsesUsage(ev Event) (typ string, usage []byte, ok bool) {
 		usage = nil
 	}
 	return typ, usage, true
+}
+
+// hasEmptyArray reports whether data holds "[", optional JSON white space,
+// then "]": a necessary condition for an empty array value.
+func hasEmptyArray(data []byte) bool {
+	for i := bytes.IndexByte(data, '['); i >= 0; {
+		j := i + 1
+		for j < len(data) && (data[j] == ' ' || data[j] == '\t' || data[j] == '\n' || data[j] == '\r') {
+			j++
+		}
+		if j < len(data) && data[j] == ']' {
+			return true
+		}
+		k := bytes.IndexByte(data[j:], '[')
+		if k < 0 {
+			return false
+		}
+		i = j + k
+	}
+	return false
 }

@@ -203,3 +203,22 @@ func TestNoAllocationsPerEvent(t *testing.T) {
 		}
 	}
 }
+
+func TestHasEmptyArray(t *testing.T) {
+	for _, tt := range []struct {
+		data string
+		want bool
+	}{
+		{`{"choices":[]}`, true},
+		{`{"choices":[ ` + "\n\t\r" + `]}`, true},
+		{`{"choices":[{"delta":{}}],"x":[]}`, true},
+		{`{"choices":[{"delta":{"content":"a[b"}}]}`, false},
+		{`{"choices":[{"index":0}]}`, false},
+		{`[`, false},
+		{``, false},
+	} {
+		if got := hasEmptyArray([]byte(tt.data)); got != tt.want {
+			t.Errorf("hasEmptyArray(%q) = %v, want %v", tt.data, got, tt.want)
+		}
+	}
+}

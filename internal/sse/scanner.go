@@ -232,10 +232,12 @@ func (s *Scanner) EventReady() bool {
 		lineStart = 1
 	}
 	for i := lineStart; i < len(buf); i++ {
-		c := buf[i]
-		if c != '\n' && c != '\r' {
-			continue
+		if n := bytes.IndexAny(buf[i:], "\r\n"); n < 0 {
+			return false
+		} else {
+			i += n
 		}
+		c := buf[i]
 		if i == lineStart || buf[lineStart] == ':' {
 			return true // a blank line ends a block; a comment line stands alone
 		}
