@@ -188,7 +188,7 @@ func (s *Scanner) line() (start, end int, err error) {
 			return start, 0, err
 		}
 		buf, _ := s.br.Peek(s.br.Buffered())
-		i := bytes.IndexAny(buf, "\r\n")
+		i := lineEnd(buf)
 		if i < 0 {
 			if len(s.raw)+len(buf) > MaxEventSize {
 				return 0, 0, ErrEventTooLarge
@@ -232,7 +232,7 @@ func (s *Scanner) EventReady() bool {
 		lineStart = 1
 	}
 	for i := lineStart; i < len(buf); i++ {
-		if n := bytes.IndexAny(buf[i:], "\r\n"); n < 0 {
+		if n := lineEnd(buf[i:]); n < 0 {
 			return false
 		} else {
 			i += n
@@ -247,4 +247,19 @@ func (s *Scanner) EventReady() bool {
 		lineStart = i + 1
 	}
 	return false
+}
+
+// lineEnd is the index of the first "\r" or "\n" in b, or -1: two
+// IndexByte scans, the second only up to the first's hit (bytes.IndexAny
+// builds a set on every call).
+func lineEnd(b []byte) int {
+	n := bytes.IndexByte(b, '\n')
+	head := b
+	if n >= 0 {
+		head = b[:n]
+	}
+	if r := bytes.IndexByte(head, '\r'); r >= 0 {
+		return r
+	}
+	return n
 }

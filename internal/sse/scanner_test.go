@@ -381,3 +381,14 @@ func TestEventReady(t *testing.T) {
 		})
 	}
 }
+
+func TestLineEnd(t *testing.T) {
+	for _, tt := range []struct {
+		b    string
+		want int
+	}{{"", -1}, {"abc", -1}, {"a\nb", 1}, {"a\rb", 1}, {"ab\r\n", 2}, {"a\nb\r", 1}, {"\r", 0}} {
+		if got := lineEnd([]byte(tt.b)); got != tt.want {
+			t.Errorf("lineEnd(%q) = %d, want %d", tt.b, got, tt.want)
+		}
+	}
+}
