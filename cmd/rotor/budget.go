@@ -161,18 +161,9 @@ func unitWord(k budgets.Kind) string {
 	return string(k)
 }
 
-type budgetListOptions struct {
-	IO     *IOStreams
-	Ledger func(context.Context) (*ledger.Store, error)
-	Format string
-}
-
-func newCmdBudgetList(f *Factory, runF func(*budgetListOptions) error) *cobra.Command {
-	opts := &budgetListOptions{IO: f.IO, Ledger: f.Ledger}
-	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "List budgets with their use, state and when they free",
-		Long: `List every budget: its limit, what is used and remaining in its current
+func newCmdBudgetList(f *Factory, runF func(*listOptions) error) *cobra.Command {
+	return newCmdList(f, "List budgets with their use, state and when they free",
+		`List every budget: its limit, what is used and remaining in its current
 window, how many rows in the window have unknown tokens or cost, its state
 (ok, exhausted, or fail-closed for a cost budget whose window holds usage of
 unknown cost) and, when not ok, when it frees (UTC).
@@ -180,23 +171,10 @@ unknown cost) and, when not ok, when it frees (UTC).
 In json and csv, limit, used and remaining are integers in the budget's
 unit column: requests, tokens or micro_usd (the table prints cost in USD).
 While a cost budget fails closed, its used and remaining are unknown (null in
-json): the window holds usage of unknown cost.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(opts.Format); err != nil {
-				return err
-			}
-			if runF != nil {
-				return runF(opts)
-			}
-			return budgetListRun(cmd.Context(), opts)
-		},
-	}
-	addFormatFlag(cmd, &opts.Format)
-	return cmd
+json): the window holds usage of unknown cost.`, budgetListRun, runF)
 }
 
-func budgetListRun(ctx context.Context, opts *budgetListOptions) error {
+func budgetListRun(ctx context.Context, opts *listOptions) error {
 	store, err := opts.Ledger(ctx)
 	if err != nil {
 		return err

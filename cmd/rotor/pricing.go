@@ -176,36 +176,14 @@ func pricingSetRun(ctx context.Context, opts *pricingSetOptions) error {
 // usdPer1M prints micro-USD per 1M tokens as USD per 1M tokens.
 func usdPer1M(micros int64) string { return usdCell(micros).Text }
 
-type pricingListOptions struct {
-	IO     *IOStreams
-	Ledger func(context.Context) (*ledger.Store, error)
-	Format string
-}
-
-func newCmdPricingList(f *Factory, runF func(*pricingListOptions) error) *cobra.Command {
-	opts := &pricingListOptions{IO: f.IO, Ledger: f.Ledger}
-	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "List model prices",
-		Long: `List model prices, in USD per 1M tokens. cached_input_usd_per_1m is null
+func newCmdPricingList(f *Factory, runF func(*listOptions) error) *cobra.Command {
+	return newCmdList(f, "List model prices",
+		`List model prices, in USD per 1M tokens. cached_input_usd_per_1m is null
 (json) or empty when unset: cached input then costs as input. source is set
-(by pricing set) or the name of the file pricing import read.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(opts.Format); err != nil {
-				return err
-			}
-			if runF != nil {
-				return runF(opts)
-			}
-			return pricingListRun(cmd.Context(), opts)
-		},
-	}
-	addFormatFlag(cmd, &opts.Format)
-	return cmd
+(by pricing set) or the name of the file pricing import read.`, pricingListRun, runF)
 }
 
-func pricingListRun(ctx context.Context, opts *pricingListOptions) error {
+func pricingListRun(ctx context.Context, opts *listOptions) error {
 	store, err := opts.Ledger(ctx)
 	if err != nil {
 		return err

@@ -74,7 +74,7 @@ func TestPricingSetListRemoveRun(t *testing.T) {
 		t.Fatalf("set: %v, printed %q", err, out)
 	}
 	out.Reset()
-	if err := pricingListRun(ctx, &pricingListOptions{IO: f.IO, Ledger: f.Ledger, Format: FormatJSON}); err != nil {
+	if err := pricingListRun(ctx, &listOptions{IO: f.IO, Ledger: f.Ledger, Format: FormatJSON}); err != nil {
 		t.Fatal(err)
 	}
 	var rows []map[string]any

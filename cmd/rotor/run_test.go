@@ -172,7 +172,7 @@ func TestTokenCreateListRevokeRun(t *testing.T) {
 	wantUsageError(t, "create ci again", tokenCreateRun(ctx, create), `a token labelled "ci" exists`)
 
 	out.Reset()
-	if err := tokenListRun(ctx, &tokenListOptions{IO: f.IO, Ledger: f.Ledger, Format: FormatCSV}); err != nil {
+	if err := tokenListRun(ctx, &listOptions{IO: f.IO, Ledger: f.Ledger, Format: FormatCSV}); err != nil {
 		t.Fatal(err)
 	}
 	if want := "label,created,last_used\nci,2026-11-30T12:00:00Z,never\n"; out.String() != want {

@@ -72,33 +72,12 @@ func tokenCreateRun(ctx context.Context, opts *tokenCreateOptions) error {
 	return nil
 }
 
-type tokenListOptions struct {
-	IO     *IOStreams
-	Ledger func(context.Context) (*ledger.Store, error)
-	Format string
+func newCmdTokenList(f *Factory, runF func(*listOptions) error) *cobra.Command {
+	return newCmdList(f, "List client tokens: labels, created, last used (never the tokens)",
+		"", tokenListRun, runF)
 }
 
-func newCmdTokenList(f *Factory, runF func(*tokenListOptions) error) *cobra.Command {
-	opts := &tokenListOptions{IO: f.IO, Ledger: f.Ledger}
-	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "List client tokens: labels, created, last used (never the tokens)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(opts.Format); err != nil {
-				return err
-			}
-			if runF != nil {
-				return runF(opts)
-			}
-			return tokenListRun(cmd.Context(), opts)
-		},
-	}
-	addFormatFlag(cmd, &opts.Format)
-	return cmd
-}
-
-func tokenListRun(ctx context.Context, opts *tokenListOptions) error {
+func tokenListRun(ctx context.Context, opts *listOptions) error {
 	store, err := opts.Ledger(ctx)
 	if err != nil {
 		return err
