@@ -80,7 +80,7 @@ func (rt *Route) StatusDocument(ctx context.Context, version string, list Budget
 }
 
 // BudgetLister returns a Budgets function over the ledger.
-func BudgetLister(store *ledger.Store) Budgets {
+func BudgetLister(store ledger.Ledger) Budgets {
 	return func(ctx context.Context) ([]budgets.Status, error) {
 		out, _, err := budgets.List(ctx, store)
 		return out, err

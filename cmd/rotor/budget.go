@@ -31,7 +31,7 @@ type budgetAddOptions struct {
 	IO    *IOStreams
 	Clock clock.Clock
 	// Ledger opens the ledger, creating it if it is missing: add writes.
-	Ledger   func(context.Context) (*ledger.Store, error)
+	Ledger   func(context.Context) (ledger.Ledger, error)
 	Budget   budgets.Budget
 	Replace  bool
 	requests int64

@@ -247,7 +247,7 @@ var (
 // through the bridge (admitted, its row priced at settlement) and removes
 // the cost budget before the Decisions burst: every Decisions row has
 // unknown cost, so a cost budget would refuse everything after it.
-func demoCostPart(ctx context.Context, out io.Writer, store *ledger.Store, c *http.Client, base string, tok secret.Value, clk clock.Clock) error {
+func demoCostPart(ctx context.Context, out io.Writer, store ledger.Ledger, c *http.Client, base string, tok secret.Value, clk clock.Clock) error {
 	price := demoChatPrice
 	price.Updated = clk.Now()
 	if _, err := store.PutPrices(ctx, []ledger.Price{price}, true); err != nil {

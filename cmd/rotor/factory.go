@@ -49,10 +49,10 @@ type Factory struct {
 	Logger func() *slog.Logger
 	// Ledger opens an existing ledger once: a missing one is a usage error,
 	// for commands that only read or remove.
-	Ledger func(context.Context) (*ledger.Store, error)
+	Ledger func(context.Context) (ledger.Ledger, error)
 	// LedgerOrCreate opens the ledger once, creating it if it is missing:
 	// for commands that write.
-	LedgerOrCreate func(context.Context) (*ledger.Store, error)
+	LedgerOrCreate func(context.Context) (ledger.Ledger, error)
 	// HTTPClient is the client that asks a running bridge (rotor status).
 	HTTPClient func() *http.Client
 
@@ -71,7 +71,7 @@ type Factory struct {
 	logger  *slog.Logger
 
 	storeMu sync.Mutex
-	store   *ledger.Store
+	store   ledger.Ledger
 }
 
 // NewFactory returns a Factory over the process environment.
@@ -116,8 +116,8 @@ func newFixedFactory(io *IOStreams, home string, cfg *config.Config, env map[str
 }
 
 func (f *Factory) setLedgerFuncs() {
-	f.Ledger = func(ctx context.Context) (*ledger.Store, error) { return f.ledger(ctx, false) }
-	f.LedgerOrCreate = func(ctx context.Context) (*ledger.Store, error) { return f.ledger(ctx, true) }
+	f.Ledger = func(ctx context.Context) (ledger.Ledger, error) { return f.ledger(ctx, false) }
+	f.LedgerOrCreate = func(ctx context.Context) (ledger.Ledger, error) { return f.ledger(ctx, true) }
 }
 
 // bindFlag makes a flag set a config key (flag > ROTOR_* env > file >
@@ -305,7 +305,7 @@ func redactAttr(_ []string, a slog.Attr) slog.Attr {
 // in --home), else the database: commands that only read or remove never
 // create a home or an empty ledger. With create, the home folder is
 // created too when the database lives there.
-func (f *Factory) ledger(ctx context.Context, create bool) (*ledger.Store, error) {
+func (f *Factory) ledger(ctx context.Context, create bool) (ledger.Ledger, error) {
 	f.storeMu.Lock()
 	defer f.storeMu.Unlock()
 	if f.store != nil {
@@ -353,7 +353,7 @@ func (f *Factory) dbInHome() bool {
 // openLedgerLocked opens the ledger at DBPath (creating the home folder
 // when the ledger lives there) with cfg's settings, reporting commits to
 // onCommit when set, and keeps it for Close. The caller holds storeMu.
-func (f *Factory) openLedgerLocked(ctx context.Context, cfg *config.Config, onCommit func(writes int, d time.Duration)) (*ledger.Store, error) {
+func (f *Factory) openLedgerLocked(ctx context.Context, cfg *config.Config, onCommit func(writes int, d time.Duration)) (ledger.Ledger, error) {
 	path, err := f.DBPath()
 	if err != nil {
 		return nil, err

@@ -21,7 +21,7 @@ type initOptions struct {
 	EnsureHome func() (string, error)
 	ConfigPath func() (string, bool, error)
 	// Ledger opens the ledger, creating it if it is missing.
-	Ledger func(context.Context) (*ledger.Store, error)
+	Ledger func(context.Context) (ledger.Ledger, error)
 	Force  bool
 }
 
@@ -81,7 +81,7 @@ func initRun(ctx context.Context, opts *initOptions) error {
 
 // createDefaultToken writes a new bridge.token and stores its hash under
 // the label default.
-func createDefaultToken(ctx context.Context, ledgerOrCreate func(context.Context) (*ledger.Store, error), path string, overwrite bool) error {
+func createDefaultToken(ctx context.Context, ledgerOrCreate func(context.Context) (ledger.Ledger, error), path string, overwrite bool) error {
 	tok := tokenfile.Generate()
 	store, err := ledgerOrCreate(ctx)
 	if err != nil {

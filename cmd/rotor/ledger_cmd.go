@@ -27,7 +27,7 @@ func newCmdLedger(f *Factory) *cobra.Command {
 type reportOptions struct {
 	IO     *IOStreams
 	Clock  clock.Clock
-	Ledger func(context.Context) (*ledger.Store, error)
+	Ledger func(context.Context) (ledger.Ledger, error)
 	Query  ledger.ReportQuery
 	Format string
 	since  string
@@ -221,7 +221,7 @@ func usdCell(micros int64) cell {
 
 type settleOptions struct {
 	IO         *IOStreams
-	Ledger     func(context.Context) (*ledger.Store, error)
+	Ledger     func(context.Context) (ledger.Ledger, error)
 	Resolution ledger.Resolution
 }
 

@@ -12,7 +12,7 @@ import (
 // budget list, bridge token list, pricing list.
 type listOptions struct {
 	IO     *IOStreams
-	Ledger func(context.Context) (*ledger.Store, error)
+	Ledger func(context.Context) (ledger.Ledger, error)
 	Format string
 }
 

@@ -97,7 +97,7 @@ func checkModel(model string) error {
 
 type pricingSetOptions struct {
 	IO     *IOStreams
-	Ledger func(context.Context) (*ledger.Store, error)
+	Ledger func(context.Context) (ledger.Ledger, error)
 	Price  ledger.Price
 	input  string
 	output string
@@ -212,7 +212,7 @@ func pricingListRun(ctx context.Context, opts *listOptions) error {
 
 type pricingImportOptions struct {
 	IO       *IOStreams
-	Ledger   func(context.Context) (*ledger.Store, error)
+	Ledger   func(context.Context) (ledger.Ledger, error)
 	Path     string
 	Provider string
 	Replace  bool

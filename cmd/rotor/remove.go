@@ -14,11 +14,11 @@ import (
 // ledger: budget remove, bridge token revoke, pricing remove.
 type removeOptions struct {
 	IO     *IOStreams
-	Ledger func(context.Context) (*ledger.Store, error)
+	Ledger func(context.Context) (ledger.Ledger, error)
 	// Name is the record's name: the verb's one argument.
 	Name string
 	// Remove deletes it; ledger.ErrNotFound when there is none.
-	Remove func(s *ledger.Store, ctx context.Context, name string) error
+	Remove func(s ledger.Ledger, ctx context.Context, name string) error
 	// NotFound says there is none (a format taking the quoted name), Done
 	// that it is gone (a format taking the name).
 	NotFound, Done string
@@ -59,16 +59,16 @@ func removeRun(ctx context.Context, opts *removeOptions) error {
 }
 
 func newCmdBudgetRemove(f *Factory, runF func(*removeOptions) error) *cobra.Command {
-	return newCmdRemove(f, "remove NAME", "Remove a budget", removeOptions{Remove: (*ledger.Store).RemoveBudget,
+	return newCmdRemove(f, "remove NAME", "Remove a budget", removeOptions{Remove: ledger.Ledger.RemoveBudget,
 		NotFound: "no budget named %q (see rotor budget list)", Done: "removed budget %s"}, runF)
 }
 
 func newCmdTokenRevoke(f *Factory, runF func(*removeOptions) error) *cobra.Command {
-	return newCmdRemove(f, "revoke NAME", "Revoke a client token", removeOptions{Remove: (*ledger.Store).RevokeClientToken,
+	return newCmdRemove(f, "revoke NAME", "Revoke a client token", removeOptions{Remove: ledger.Ledger.RevokeClientToken,
 		NotFound: "no token labelled %q (see rotor bridge token list)", Done: "revoked token %s"}, runF)
 }
 
 func newCmdPricingRemove(f *Factory, runF func(*removeOptions) error) *cobra.Command {
-	return newCmdRemove(f, "remove MODEL", "Remove a model's price", removeOptions{Remove: (*ledger.Store).RemovePrice,
+	return newCmdRemove(f, "remove MODEL", "Remove a model's price", removeOptions{Remove: ledger.Ledger.RemovePrice,
 		NotFound: "no price for model %q (see rotor pricing list)", Done: "removed the price of %s"}, runF)
 }

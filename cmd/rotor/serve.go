@@ -320,7 +320,7 @@ func bridgeStartRun(ctx context.Context, opts *startOptions) error {
 
 // listenAndOpenLedger binds addr (loopback unless allowed otherwise) and
 // opens the ledger with commit metrics, the first steps of both servers.
-func listenAndOpenLedger(ctx context.Context, f *Factory, cfg *config.Config, addr string, allowNonLoopback bool) (net.Listener, *gateway.Metrics, *ledger.Store, error) {
+func listenAndOpenLedger(ctx context.Context, f *Factory, cfg *config.Config, addr string, allowNonLoopback bool) (net.Listener, *gateway.Metrics, ledger.Ledger, error) {
 	ln, err := httpx.ListenLoopback(addr, allowNonLoopback)
 	if err != nil {
 		return nil, nil, nil, listenErr(err)

@@ -29,7 +29,7 @@ on a running bridge at its next request.`,
 type tokenCreateOptions struct {
 	IO *IOStreams
 	// Ledger opens the ledger, creating it if it is missing: create writes.
-	Ledger func(context.Context) (*ledger.Store, error)
+	Ledger func(context.Context) (ledger.Ledger, error)
 	Label  string
 }
 

@@ -49,7 +49,7 @@ type wireSpec struct {
 // wire builds the servers a verb runs, each once: 'bridge start', 'runtime
 // start' and the demo differ only in their spec. Close the bridge, if
 // any, when done.
-func wire(f *Factory, cfg *config.Config, store *ledger.Store, metrics *gateway.Metrics, spec wireSpec) (*served, error) {
+func wire(f *Factory, cfg *config.Config, store ledger.Ledger, metrics *gateway.Metrics, spec wireSpec) (*served, error) {
 	out := &served{}
 	if spec.Runtime != nil {
 		route, err := buildRoute(f, cfg, store, metrics)
@@ -155,7 +155,7 @@ func loadKey(lookup func(string) (string, bool), home string, cr config.Credenti
 
 // buildRoute wires pools, the learner and the Decisions route from the
 // configuration.
-func buildRoute(f *Factory, cfg *config.Config, store *ledger.Store, metrics *gateway.Metrics) (*decisions.Route, error) {
+func buildRoute(f *Factory, cfg *config.Config, store ledger.Ledger, metrics *gateway.Metrics) (*decisions.Route, error) {
 	log := f.Logger()
 	home, err := f.Home()
 	if err != nil {
@@ -220,7 +220,7 @@ func buildRoute(f *Factory, cfg *config.Config, store *ledger.Store, metrics *ga
 }
 
 // openServingLedger opens the ledger with commit metrics.
-func openServingLedger(ctx context.Context, f *Factory, cfg *config.Config, m *gateway.Metrics) (*ledger.Store, error) {
+func openServingLedger(ctx context.Context, f *Factory, cfg *config.Config, m *gateway.Metrics) (ledger.Ledger, error) {
 	f.storeMu.Lock()
 	defer f.storeMu.Unlock()
 	return f.openLedgerLocked(ctx, cfg, m.ObserveCommit)

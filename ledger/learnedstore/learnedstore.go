@@ -17,10 +17,10 @@ import (
 )
 
 // Store is a learned.Store over a ledger.
-type Store struct{ l *ledger.Store }
+type Store struct{ l ledger.Ledger }
 
 // New returns the SQLite learned store of l.
-func New(l *ledger.Store) *Store { return &Store{l: l} }
+func New(l ledger.Ledger) *Store { return &Store{l: l} }
 
 var _ learned.Store = (*Store)(nil)
 

@@ -1,0 +1,60 @@
+package ledger
+
+import (
+	"context"
+	"time"
+)
+
+// Ledger is what rotor keeps in its ledger database, whichever engine holds
+// it: SQLite (*Store, this package, the default) or PostgreSQL (package
+// ledger/pgledger, for a team's shared ledger). The runtime, budgets, the
+// CLI and reports use only this; SQL stays in the engines' packages.
+type Ledger interface {
+	// Location names the database in messages: the SQLite file's path, or
+	// the PostgreSQL URL with its password masked. Never a secret.
+	Location() string
+	// Close waits for queued writes to commit, then closes the database.
+	Close() error
+
+	// Reserve admits and writes a reservation in one transaction that
+	// serialises admission across every process on the database.
+	Reserve(ctx context.Context, r Reservation, admit Admitter) error
+	// Settle completes a reservation; it is durable when Settle returns.
+	Settle(ctx context.Context, st Settlement) error
+	// Release deletes a reservation that sent nothing upstream.
+	Release(ctx context.Context, requestID string) error
+	// Resolve records an operator's usage for a row of unknown usage.
+	Resolve(ctx context.Context, res Resolution) error
+	// View runs fn in one consistent read of budgets and windows.
+	View(ctx context.Context, fn func(WindowReader) error) error
+
+	Budgets(ctx context.Context) ([]BudgetRecord, error)
+	PutBudget(ctx context.Context, b BudgetRecord, replace bool) error
+	RemoveBudget(ctx context.Context, name string) error
+
+	AddClientToken(ctx context.Context, label string, hash [32]byte, replace bool) error
+	RevokeClientToken(ctx context.Context, label string) error
+	ClientTokens(ctx context.Context) ([]ClientToken, error)
+	LookupToken(ctx context.Context, hash [32]byte) (label string, ok bool, err error)
+	// LookupTokenCached may answer from a list loaded a moment ago.
+	LookupTokenCached(ctx context.Context, hash [32]byte) (label string, ok bool, err error)
+	TouchTokens(ctx context.Context, used map[string]time.Time) error
+
+	Prices(ctx context.Context) (map[string]Price, error)
+	PutPrices(ctx context.Context, ps []Price, replace bool) (int, error)
+	RemovePrice(ctx context.Context, model string) error
+
+	Report(ctx context.Context, q ReportQuery) ([]ReportRow, error)
+	Rows(ctx context.Context, from, to time.Time, limit int) ([]Row, error)
+	// SetAside counts the rows whose usage could not be folded into the
+	// rollups (see Store.SetAside).
+	SetAside(ctx context.Context) (int64, error)
+
+	GetLearned(ctx context.Context, id string, now time.Time) (LearnedRecord, bool, error)
+	PutLearned(ctx context.Context, id string, state []byte, expected int64, now time.Time, capacity int, retention time.Duration) (int64, error)
+}
+
+var _ Ledger = (*Store)(nil)
+
+// Location implements Ledger: the database file's path.
+func (s *Store) Location() string { return s.path }
