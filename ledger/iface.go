@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -58,3 +59,21 @@ var _ Ledger = (*Store)(nil)
 
 // Location implements Ledger: the database file's path.
 func (s *Store) Location() string { return s.path }
+
+// ErrSchemaTooOld means a shared database's schema is older than this rotor
+// knows: `rotor ledger migrate` upgrades it. A PostgreSQL ledger is never
+// migrated by a bridge on its own (DESIGN, "A team ledger on PostgreSQL").
+var ErrSchemaTooOld = errors.New("database schema is older than this rotor: run rotor ledger migrate")
+
+// Importer takes what `rotor ledger copy` moves from one ledger into
+// another. Every method is idempotent: copying twice adds nothing.
+type Importer interface {
+	// ImportRows writes the rows whose request id is not stored yet, as
+	// they are (times, state, usage, cost), counting them in the rollups,
+	// and returns how many it added.
+	ImportRows(ctx context.Context, rows []Row) (added int, err error)
+	// LearnedRecords returns every stored learned-cooldown record.
+	LearnedRecords(ctx context.Context) ([]LearnedRecord, error)
+	// ImportLearned writes the records whose id is not stored yet.
+	ImportLearned(ctx context.Context, recs []LearnedRecord) (added int, err error)
+}
