@@ -22,6 +22,7 @@ import (
 	"github.com/rotorhq/rotor/internal/secret"
 	"github.com/rotorhq/rotor/internal/tokenfile"
 	"github.com/rotorhq/rotor/ledger"
+	"github.com/rotorhq/rotor/ledger/pgledger"
 )
 
 // listenErr maps a listen failure to the right exit status.
@@ -340,6 +341,9 @@ func serveUntilDone(ctx context.Context, f *Factory, cfg *config.Config, name st
 	procs, cpus := serverProcs(f)
 	fmt.Fprintln(f.IO.Out, listenURL(ln))
 	attrs = append([]any{"url", listenURL(ln)}, attrs...)
+	if path, err := f.DBPath(); err == nil {
+		attrs = append(attrs, "ledger", pgledger.MaskURL(path))
+	}
 	attrs = append(attrs, "model_cooldown", cfg.ModelCooldown.Enabled, "learned_cooldown", cfg.LearnedCooldown.Mode, "gomaxprocs", procs, "cpus", cpus)
 	f.Logger().Info(name+" started", attrs...)
 	err := httpx.Serve(ctx, ln, h, serveOptions(cfg, f))
