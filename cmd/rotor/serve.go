@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -248,14 +249,11 @@ func ensureBridgeToken(ctx context.Context, f *Factory) error {
 		if err != nil {
 			return err
 		}
-		tok = tokenfile.Generate()
-		if err := tokenfile.Write(path, tok, false); err != nil {
+		label, err := createDefaultToken(ctx, func(context.Context) (ledger.Ledger, error) { return store, nil }, os.Hostname, path, false)
+		if err != nil {
 			return err
 		}
-		if err := store.AddClientToken(ctx, DefaultTokenLabel, tok.Hash(), true); err != nil {
-			return err
-		}
-		f.Logger().Info("created the default client token", "path", path)
+		f.Logger().Info("created the default client token", "path", path, "label", label)
 		return nil
 	}
 	if err != nil {
