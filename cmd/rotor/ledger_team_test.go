@@ -293,4 +293,3 @@ func TestScrubURLTakesOutEveryPassword(t *testing.T) {
 		t.Errorf("a SQLite path was changed: %q", got)
 	}
 }
-
