@@ -430,7 +430,7 @@ func (b *batch) reserve(i int, o *op) error {
 	}
 	ts := b.now
 	b.pending = append(b.pending, pendingStmt{
-		sql: `INSERT INTO usage (request_id, ts_ms, state, expires_ms, operation, pool, model, region, client) VALUES ($1, $2, 0, $3, $4, $5, $6, $7, $8)`,
+		sql:  `INSERT INTO usage (request_id, ts_ms, state, expires_ms, operation, pool, model, region, client) VALUES ($1, $2, 0, $3, $4, $5, $6, $7, $8)`,
 		args: []any{r.RequestID, ts, r.Expires.UnixMilli(), r.Operation, r.Pool, r.Model, r.Region, r.Client},
 	})
 	d := dims{operation: r.Operation, model: r.Model, client: r.Client}
