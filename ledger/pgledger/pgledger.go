@@ -371,3 +371,7 @@ func (s *Store) checkOpen() error {
 	}
 	return nil
 }
+
+// SchemaVersion is the schema version this binary writes: its number of
+// migrations.
+func SchemaVersion() int { return len(migrationNames()) }
