@@ -86,8 +86,15 @@ type Bridge struct {
 	RuntimeURL string
 }
 
-// Ledger configures the SQLite usage ledger.
+// Ledger configures the usage ledger: SQLite (the default) or PostgreSQL.
 type Ledger struct {
+	// URL names the ledger's database: a SQLite file or a postgres:// URL.
+	// Empty means <home>/rotor.db; --db and ROTOR_DB win over it.
+	URL string
+	// ConnectTimeout is how long PostgreSQL is retried at start.
+	ConnectTimeout time.Duration
+	// MaxConns bounds this process's PostgreSQL connections.
+	MaxConns int64
 	// Synchronous is SQLite's synchronous setting: full or normal.
 	Synchronous string
 	// ReservationGrace is how long after a request's deadline an unsettled
@@ -167,6 +174,8 @@ const (
 	DefaultReadHeaderTimeout = 5 * time.Second
 	DefaultReadTimeout       = 30 * time.Second
 	DefaultBusyTimeout       = 5 * time.Second
+	DefaultConnectTimeout    = 10 * time.Second
+	DefaultMaxConns          = 8
 	DefaultRegion            = "default"
 )
 
@@ -221,6 +230,7 @@ func (c *Config) Validate() error {
 		pos("runtime.stream_idle_timeout", c.Runtime.StreamIdleTimeout),
 		pos("runtime.shutdown_grace", c.Runtime.ShutdownGrace),
 		pos("ledger.busy_timeout", c.Ledger.BusyTimeout),
+		pos("ledger.connect_timeout", c.Ledger.ConnectTimeout),
 	} {
 		if check != nil {
 			return check
@@ -245,6 +255,9 @@ func (c *Config) Validate() error {
 	case "full", "normal":
 	default:
 		return fieldErr("ledger.synchronous", "must be full or normal, not %q", c.Ledger.Synchronous)
+	}
+	if c.Ledger.MaxConns < 1 || c.Ledger.MaxConns > 1000 {
+		return fieldErr("ledger.max_conns", "must be 1 through 1000, not %d", c.Ledger.MaxConns)
 	}
 	if c.Runtime.MaxBufferedMB < 65 {
 		return fieldErr("runtime.max_buffered_mb", "must be at least 65 (a full 64 MiB body and the byte that tells it is not larger), not %d", c.Runtime.MaxBufferedMB)

@@ -6,12 +6,13 @@ import (
 	"time"
 )
 
-// ClientToken is a bridge client token as stored: its label and times,
-// never the token.
+// ClientToken is a bridge client token as stored: its label, times and
+// SHA-256 hash (what `rotor ledger copy` moves), never the token.
 type ClientToken struct {
 	Label     string
 	CreatedAt time.Time
 	LastUsed  time.Time // zero when never used
+	Hash      [32]byte
 }
 
 // AddClientToken stores the hash of a new client token under label. With
@@ -51,7 +52,7 @@ func (s *Store) RevokeClientToken(ctx context.Context, label string) error {
 
 // ClientTokens lists the stored tokens by label.
 func (s *Store) ClientTokens(ctx context.Context) ([]ClientToken, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT label, created_ms, last_used_ms FROM client_tokens ORDER BY label`)
+	rows, err := s.db.QueryContext(ctx, `SELECT label, created_ms, last_used_ms, hash FROM client_tokens ORDER BY label`)
 	if err != nil {
 		return nil, fmt.Errorf("list tokens: %w", err)
 	}
@@ -61,9 +62,11 @@ func (s *Store) ClientTokens(ctx context.Context) ([]ClientToken, error) {
 		var t ClientToken
 		var created int64
 		var last *int64
-		if err := rows.Scan(&t.Label, &created, &last); err != nil {
+		var hash []byte
+		if err := rows.Scan(&t.Label, &created, &last, &hash); err != nil {
 			return nil, fmt.Errorf("list tokens: %w", err)
 		}
+		copy(t.Hash[:], hash)
 		t.CreatedAt = time.UnixMilli(created).UTC()
 		if last != nil {
 			t.LastUsed = time.UnixMilli(*last).UTC()

@@ -8,10 +8,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rotorhq/rotor/config"
+	"github.com/rotorhq/rotor/ledger/pgledger"
 )
 
 type configCheckOptions struct {
-	IO         *IOStreams
+	IO *IOStreams
+	// DBPath names the ledger's database (a URL's password is masked in
+	// the output).
+	DBPath     func() (string, error)
 	Config     func() (*config.Config, error)
 	Malformed  func() []string
 	Home       func() (string, error)
@@ -30,7 +34,7 @@ func newCmdConfig(f *Factory) *cobra.Command {
 }
 
 func newCmdConfigCheck(f *Factory, runF func(*configCheckOptions) error) *cobra.Command {
-	opts := &configCheckOptions{IO: f.IO, Config: f.Config, Malformed: f.Malformed, Home: f.Home, ConfigPath: f.ConfigPath, LookupEnv: f.LookupEnv}
+	opts := &configCheckOptions{IO: f.IO, DBPath: f.DBPath, Config: f.Config, Malformed: f.Malformed, Home: f.Home, ConfigPath: f.ConfigPath, LookupEnv: f.LookupEnv}
 	cmd := &cobra.Command{
 		Use:   "check",
 		Short: "Validate the configuration and report each credential's key source",
@@ -95,6 +99,11 @@ func configCheckRun(opts *configCheckOptions) error {
 		path = "no " + path + ", defaults" // a typo in --home shows here
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "config ok: %s (model cooldown %s, learned cooldown %s)\n", path, onOff(cfg.ModelCooldown.Enabled), cfg.LearnedCooldown.Mode)
+	if opts.DBPath != nil {
+		if db, err := opts.DBPath(); err == nil {
+			fmt.Fprintf(opts.IO.ErrOut, "ledger: %s\n", pgledger.MaskURL(db))
+		}
+	}
 	return nil
 }
 

@@ -49,7 +49,7 @@ func exitCode(err error) int {
 		return ExitOK
 	case errors.As(err, &se):
 		return se.Code
-	case errors.As(err, &ue), errors.As(err, &fe):
+	case errors.As(err, &ue), errors.As(err, &fe), errors.Is(err, ledger.ErrSchemaTooOld):
 		return ExitUsage
 	case errors.Is(err, ledger.ErrSchemaTooNew):
 		return ExitError

@@ -21,6 +21,7 @@ import (
 	"github.com/rotorhq/rotor/internal/clock"
 	"github.com/rotorhq/rotor/learned"
 	"github.com/rotorhq/rotor/ledger"
+	"github.com/rotorhq/rotor/ledger/pgledger"
 )
 
 // Factory builds the dependencies commands need, lazily and once. Commands
@@ -38,7 +39,8 @@ type Factory struct {
 	// ConfigPath returns the configuration file and whether the user named
 	// it explicitly.
 	ConfigPath func() (path string, explicit bool, err error)
-	// DBPath returns the ledger's file.
+	// DBPath returns the ledger's database: a SQLite file, or a PostgreSQL
+	// URL (print it with pgledger.MaskURL: it may hold a password).
 	DBPath func() (string, error)
 	// Config loads, overrides and validates the configuration once.
 	Config func() (*config.Config, error)
@@ -174,13 +176,21 @@ func (f *Factory) defaultConfigPath() (string, bool, error) {
 	return filepath.Join(home, "rotor.yaml"), false, nil
 }
 
-// defaultDBPath returns the ledger path: --db, ROTOR_DB or <home>/rotor.db.
+// defaultDBPath returns the ledger's database: --db, ROTOR_DB, ledger.url
+// (ROTOR_LEDGER_URL, the file) or <home>/rotor.db.
 func (f *Factory) defaultDBPath() (string, error) {
 	if f.dbFlag != "" {
 		return f.dbFlag, nil
 	}
 	if d := f.v.GetString("db"); d != "" {
 		return d, nil
+	}
+	c, err := f.Config()
+	if err != nil {
+		return "", err
+	}
+	if c.Ledger.URL != "" {
+		return c.Ledger.URL, nil
 	}
 	home, err := f.Home()
 	if err != nil {
@@ -323,11 +333,15 @@ func (f *Factory) ledger(ctx context.Context, create bool) (ledger.Ledger, error
 	return f.openLedgerLocked(ctx, c, nil)
 }
 
-// ledgerExists returns a usage error when the database file is missing.
+// ledgerExists returns a usage error when the database file is missing. A
+// PostgreSQL database is always there: its schema check says the rest.
 func (f *Factory) ledgerExists() error {
 	path, err := f.DBPath()
 	if err != nil {
 		return err
+	}
+	if pgledger.IsURL(path) {
+		return nil
 	}
 	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
 		return nil // there, or an error that opening will name
@@ -345,31 +359,72 @@ func (f *Factory) ledgerExists() error {
 }
 
 // dbInHome reports whether the ledger is <home>/rotor.db (no --db, no
-// ROTOR_DB; always for a fixed factory, which reads no flags).
+// ROTOR_DB, no ledger.url; always for a fixed factory, which reads no
+// flags).
 func (f *Factory) dbInHome() bool {
-	return f.dbFlag == "" && (f.v == nil || f.v.GetString("db") == "")
+	if f.dbFlag != "" || (f.v != nil && f.v.GetString("db") != "") {
+		return false
+	}
+	c, err := f.Config()
+	return err != nil || c.Ledger.URL == ""
 }
 
-// openLedgerLocked opens the ledger at DBPath (creating the home folder
-// when the ledger lives there) with cfg's settings, reporting commits to
-// onCommit when set, and keeps it for Close. The caller holds storeMu.
+// openLedgerLocked opens the ledger at DBPath with cfg's settings,
+// reporting commits to onCommit when set, and keeps it for Close. It is
+// the one place that chooses the engine: a postgres:// URL opens the
+// PostgreSQL ledger (never migrating it: `rotor ledger migrate` does), any
+// other path the SQLite file (creating the home folder when the ledger
+// lives there). The caller holds storeMu.
 func (f *Factory) openLedgerLocked(ctx context.Context, cfg *config.Config, onCommit func(writes int, d time.Duration)) (ledger.Ledger, error) {
 	path, err := f.DBPath()
 	if err != nil {
 		return nil, err
 	}
-	if f.dbInHome() {
-		if _, err := f.EnsureHome(); err != nil {
-			return nil, err
+	var s ledger.Ledger
+	if pgledger.IsURL(path) {
+		s, err = openPostgres(ctx, path, f.pgOptions(cfg, onCommit))
+	} else {
+		if f.dbInHome() {
+			if _, err := f.EnsureHome(); err != nil {
+				return nil, err
+			}
 		}
+		s, err = ledger.Open(ctx, path, ledger.Options{Clock: f.Clock, Logger: f.Logger(), Synchronous: cfg.Ledger.Synchronous,
+			BusyTimeout: cfg.Ledger.BusyTimeout, OnCommit: onCommit})
 	}
-	s, err := ledger.Open(ctx, path, ledger.Options{Clock: f.Clock, Logger: f.Logger(), Synchronous: cfg.Ledger.Synchronous,
-		BusyTimeout: cfg.Ledger.BusyTimeout, OnCommit: onCommit})
 	if err != nil {
-		return nil, err
+		return nil, ledgerOpenErr(path, err)
 	}
 	f.store = s
 	return s, nil
+}
+
+// pgOptions are the PostgreSQL ledger's options from cfg. A real clock is
+// left out: times then come from the database's now(), one clock for every
+// machine; a fixed factory's test clock is passed on.
+func (f *Factory) pgOptions(cfg *config.Config, onCommit func(writes int, d time.Duration)) pgledger.Options {
+	o := pgledger.Options{Logger: f.Logger(), MaxConns: int(cfg.Ledger.MaxConns), ConnectTimeout: cfg.Ledger.ConnectTimeout, OnCommit: onCommit}
+	if f.v == nil {
+		o.Clock = f.Clock
+	}
+	return o
+}
+
+// ledgerOpenErr names the database (its password masked) in an open
+// failure and gives it its exit status: an older or empty schema is the
+// user's to migrate (exit 2); anything else, a newer schema or a database
+// that cannot be reached, exits 1.
+func ledgerOpenErr(path string, err error) error {
+	where := pgledger.MaskURL(path)
+	msg := scrubURL(err.Error(), path)
+	if !strings.Contains(msg, where) {
+		msg = where + ": " + msg
+	}
+	err = &maskedError{msg: msg, err: err}
+	if errors.Is(err, ledger.ErrSchemaTooOld) {
+		return &UsageError{Err: err}
+	}
+	return err
 }
 
 // Close releases what the factory opened.

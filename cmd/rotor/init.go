@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -22,23 +23,30 @@ type initOptions struct {
 	ConfigPath func() (string, bool, error)
 	// Ledger opens the ledger, creating it if it is missing.
 	Ledger func(context.Context) (ledger.Ledger, error)
-	Force  bool
+	// Hostname names this machine in the label of a token stored beside
+	// another home's default on a shared ledger (os.Hostname).
+	Hostname func() (string, error)
+	Force    bool
 }
 
 // DefaultTokenLabel is the label of the token in bridge.token.
 const DefaultTokenLabel = "default"
 
 func newCmdInit(f *Factory, runF func(*initOptions) error) *cobra.Command {
-	opts := &initOptions{IO: f.IO, EnsureHome: f.EnsureHome, ConfigPath: f.ConfigPath, Ledger: f.LedgerOrCreate}
+	opts := &initOptions{IO: f.IO, EnsureHome: f.EnsureHome, ConfigPath: f.ConfigPath, Ledger: f.initLedger, Hostname: os.Hostname}
 	cmd := &cobra.Command{
 		Use:   "init",
 		Short: "Write a starter rotor.yaml and a bridge token",
 		Long: `Create the home folder (mode 0700) with a commented starter rotor.yaml and
 bridge.token, the default client token for scripts (mode 0600), whose hash is
-stored in the ledger under the label "default".
+stored in the ledger under the label "default". On a ledger shared with other
+homes (PostgreSQL) that already holds "default", the label is
+"default@<hostname>"; a bridge.token copied from another home whose hash the
+ledger holds is kept as it is. Against an empty PostgreSQL ledger, init
+creates its schema (rotor ledger migrate).
 
 It never overwrites an existing file unless --force is given; with --force a
-new token replaces the old one, which stops working.`,
+new token replaces the old one (under its label), which stops working.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if runF != nil {
@@ -62,41 +70,135 @@ func initRun(ctx context.Context, opts *initOptions) error {
 	}
 	tokPath := filepath.Join(home, "bridge.token")
 	if !opts.Force {
-		for _, p := range []string{cfgPath, tokPath} {
-			if _, err := os.Lstat(p); err == nil {
-				return usageErrorf("%s already exists; rotor init never overwrites without --force", p)
-			}
+		if _, err := os.Lstat(cfgPath); err == nil {
+			return usageErrorf("%s already exists; rotor init never overwrites without --force", cfgPath)
+		}
+	}
+	// A bridge.token whose hash the ledger already holds (a home copied
+	// from another machine on a shared ledger) is kept without --force.
+	keptAs := ""
+	if _, err := os.Lstat(tokPath); err == nil && !opts.Force {
+		if keptAs, err = storedTokenLabel(ctx, opts.Ledger, tokPath); err != nil {
+			return err
+		}
+		if keptAs == "" {
+			return usageErrorf("%s already exists; rotor init never overwrites without --force", tokPath)
 		}
 	}
 	if err := writeFileAtomic(cfgPath, config.Starter, 0o600); err != nil {
 		return err
 	}
 	fmt.Fprintf(opts.IO.Out, "wrote %s\n", cfgPath)
-	if err := createDefaultToken(ctx, opts.Ledger, tokPath, opts.Force); err != nil {
-		return err
+	if keptAs != "" {
+		fmt.Fprintf(opts.IO.Out, "kept %s (the ledger holds it as client token %q)\n", tokPath, keptAs)
+		return nil
 	}
-	fmt.Fprintf(opts.IO.Out, "wrote %s (the default client token, mode 0600)\n", tokPath)
-	return nil
-}
-
-// createDefaultToken writes a new bridge.token and stores its hash under
-// the label default.
-func createDefaultToken(ctx context.Context, ledgerOrCreate func(context.Context) (ledger.Ledger, error), path string, overwrite bool) error {
-	tok := tokenfile.Generate()
-	store, err := ledgerOrCreate(ctx)
+	label, err := createDefaultToken(ctx, opts.Ledger, opts.Hostname, tokPath, opts.Force)
 	if err != nil {
 		return err
 	}
-	if err := tokenfile.Write(path, tok, overwrite); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return usageErrorf("%s already exists; use --force to replace it", path)
-		}
-		return err
-	}
-	if err := store.AddClientToken(ctx, DefaultTokenLabel, tok.Hash(), true); err != nil {
-		return fmt.Errorf("store token hash: %w", err)
+	if label == DefaultTokenLabel {
+		fmt.Fprintf(opts.IO.Out, "wrote %s (the default client token, mode 0600)\n", tokPath)
+	} else {
+		fmt.Fprintf(opts.IO.Out, "wrote %s (client token %q, mode 0600: the ledger's default token is another home's)\n", tokPath, label)
 	}
 	return nil
+}
+
+// storedTokenLabel returns the label the ledger holds the token in path
+// under, or "" when it holds none (or the file cannot be read).
+func storedTokenLabel(ctx context.Context, open func(context.Context) (ledger.Ledger, error), path string) (string, error) {
+	tok, err := tokenfile.Read(path)
+	if err != nil {
+		return "", nil
+	}
+	store, err := open(ctx)
+	if err != nil {
+		return "", err
+	}
+	label, ok, err := store.LookupToken(ctx, tok.Hash())
+	if err != nil || !ok {
+		return "", err
+	}
+	return label, nil
+}
+
+// createDefaultToken writes a new bridge.token and stores its hash, and
+// returns the label it is stored under: the label of the token it replaces
+// (overwrite), else default, else, when another home's token holds
+// default on a shared ledger, default@<hostname>.
+func createDefaultToken(ctx context.Context, ledgerOrCreate func(context.Context) (ledger.Ledger, error), hostname func() (string, error), path string, overwrite bool) (string, error) {
+	tok := tokenfile.Generate()
+	store, err := ledgerOrCreate(ctx)
+	if err != nil {
+		return "", err
+	}
+	label, err := homeTokenLabel(ctx, store, hostname, path)
+	if err != nil {
+		return "", err
+	}
+	if err := tokenfile.Write(path, tok, overwrite); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return "", usageErrorf("%s already exists; use --force to replace it", path)
+		}
+		return "", err
+	}
+	if err := store.AddClientToken(ctx, label, tok.Hash(), true); err != nil {
+		return "", fmt.Errorf("store token hash: %w", err)
+	}
+	return label, nil
+}
+
+// homeTokenLabel chooses the label of a home's new bridge.token: the
+// label of the token the file holds now, if stored; else default when no
+// token holds it; else default@<hostname> (DESIGN, "Client tokens on a
+// shared ledger": labels stay unique, and one home never takes over
+// another's; a second home on one machine gets default@<hostname>-2).
+func homeTokenLabel(ctx context.Context, store ledger.Ledger, hostname func() (string, error), path string) (string, error) {
+	if old, err := tokenfile.Read(path); err == nil {
+		if label, ok, err := store.LookupToken(ctx, old.Hash()); err != nil {
+			return "", err
+		} else if ok {
+			return label, nil
+		}
+	}
+	toks, err := store.ClientTokens(ctx)
+	if err != nil {
+		return "", err
+	}
+	taken := func(l string) bool {
+		return slices.ContainsFunc(toks, func(t ledger.ClientToken) bool { return t.Label == l })
+	}
+	if !taken(DefaultTokenLabel) {
+		return DefaultTokenLabel, nil
+	}
+	host := "localhost"
+	if hostname != nil {
+		if h, err := hostname(); err == nil && h != "" {
+			host = h
+		}
+	}
+	label := DefaultTokenLabel + "@" + cleanHost(host)
+	for n := 2; taken(label); n++ {
+		// A second home on this machine: never another home's label.
+		label = fmt.Sprintf("%s@%s-%d", DefaultTokenLabel, cleanHost(host), n)
+	}
+	return label, nil
+}
+
+// cleanHost keeps a host name to letters, digits, '.', '_' and '-', at
+// most 48 of them.
+func cleanHost(h string) string {
+	b := []byte(h)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			b[i] = '-'
+		}
+	}
+	if len(b) > 48 {
+		b = b[:48]
+	}
+	return string(b)
 }
 
 func writeFileAtomic(path string, data []byte, mode os.FileMode) error {

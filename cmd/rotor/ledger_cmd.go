@@ -20,7 +20,7 @@ func newCmdLedger(f *Factory) *cobra.Command {
 		Use:   "ledger",
 		Short: "Report on the usage ledger and settle rows of unknown usage",
 	}
-	cmd.AddCommand(newCmdLedgerReport(f, nil), newCmdLedgerSettle(f, nil))
+	cmd.AddCommand(newCmdLedgerReport(f, nil), newCmdLedgerSettle(f, nil), newCmdLedgerMigrate(f, nil), newCmdLedgerCopy(f, nil))
 	return cmd
 }
 

@@ -63,7 +63,7 @@ while a bridge runs (where rotor status finds it).`,
 	pf := root.PersistentFlags()
 	pf.StringVar(&f.home, "home", "", "home folder holding rotor.yaml, rotor.db and bridge.token (env ROTOR_HOME)")
 	pf.StringVar(&f.configFlag, "config", "", "configuration file (default <home>/rotor.yaml; env ROTOR_CONFIG)")
-	pf.StringVar(&f.dbFlag, "db", "", "ledger database file (default <home>/rotor.db; env ROTOR_DB)")
+	pf.StringVar(&f.dbFlag, "db", "", "ledger database: a SQLite file or a postgres:// URL (default <home>/rotor.db; env ROTOR_DB, config ledger.url)")
 	pf.String("log-level", "", "log level: debug, info, warn or error (config log.level)")
 	pf.String("log-format", "", "log format: text or json (config log.format)")
 	f.bindFlag("log.level", pf.Lookup("log-level"))

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -22,6 +23,7 @@ import (
 	"github.com/rotorhq/rotor/internal/secret"
 	"github.com/rotorhq/rotor/internal/tokenfile"
 	"github.com/rotorhq/rotor/ledger"
+	"github.com/rotorhq/rotor/ledger/pgledger"
 )
 
 // listenErr maps a listen failure to the right exit status.
@@ -247,14 +249,11 @@ func ensureBridgeToken(ctx context.Context, f *Factory) error {
 		if err != nil {
 			return err
 		}
-		tok = tokenfile.Generate()
-		if err := tokenfile.Write(path, tok, false); err != nil {
+		label, err := createDefaultToken(ctx, func(context.Context) (ledger.Ledger, error) { return store, nil }, os.Hostname, path, false)
+		if err != nil {
 			return err
 		}
-		if err := store.AddClientToken(ctx, DefaultTokenLabel, tok.Hash(), true); err != nil {
-			return err
-		}
-		f.Logger().Info("created the default client token", "path", path)
+		f.Logger().Info("created the default client token", "path", path, "label", label)
 		return nil
 	}
 	if err != nil {
@@ -340,6 +339,9 @@ func serveUntilDone(ctx context.Context, f *Factory, cfg *config.Config, name st
 	procs, cpus := serverProcs(f)
 	fmt.Fprintln(f.IO.Out, listenURL(ln))
 	attrs = append([]any{"url", listenURL(ln)}, attrs...)
+	if path, err := f.DBPath(); err == nil {
+		attrs = append(attrs, "ledger", pgledger.MaskURL(path))
+	}
 	attrs = append(attrs, "model_cooldown", cfg.ModelCooldown.Enabled, "learned_cooldown", cfg.LearnedCooldown.Mode, "gomaxprocs", procs, "cpus", cpus)
 	f.Logger().Info(name+" started", attrs...)
 	err := httpx.Serve(ctx, ln, h, serveOptions(cfg, f))

@@ -1,0 +1,404 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rotorhq/rotor/ledger"
+	"github.com/rotorhq/rotor/ledger/pgledger"
+)
+
+// The commands of a team's shared ledger: migrate and copy.
+
+type migrateOptions struct {
+	IO *IOStreams
+	// Migrate upgrades the ledger's schema and says where and how.
+	Migrate func(context.Context) (migration, error)
+}
+
+// migration is what `rotor ledger migrate` did: the database (masked) and
+// its schema versions before and after. SQLite migrates itself on open, so
+// From is unknown (-1) there.
+type migration struct {
+	Where    string
+	From, To int
+}
+
+func newCmdLedgerMigrate(f *Factory, runF func(*migrateOptions) error) *cobra.Command {
+	opts := &migrateOptions{IO: f.IO, Migrate: f.migrateLedger}
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Upgrade the ledger's schema (a shared PostgreSQL ledger is never upgraded by a bridge)",
+		Long: `Upgrade the ledger database's schema to the one this rotor knows, creating
+it in an empty PostgreSQL database or schema. On PostgreSQL it runs under an
+advisory lock, so two migrates at once are safe; bridges and every other
+command never migrate a shared ledger themselves: finding an older schema,
+they exit 2 and say to run this. Upgrade rotor everywhere, then migrate once.
+A schema newer than this rotor is refused (exit 1).
+
+A SQLite ledger upgrades itself when it is opened; migrate opens it (creating
+it if missing) and prints its schema version.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(opts)
+			}
+			return migrateRun(cmd.Context(), opts)
+		},
+	}
+	return cmd
+}
+
+func migrateRun(ctx context.Context, opts *migrateOptions) error {
+	m, err := opts.Migrate(ctx)
+	if err != nil {
+		return err
+	}
+	switch {
+	case m.From < 0:
+		fmt.Fprintf(opts.IO.Out, "%s: schema version %d (SQLite upgrades itself when opened)\n", m.Where, m.To)
+	case m.From == m.To:
+		fmt.Fprintf(opts.IO.Out, "%s: schema version %d, already current\n", m.Where, m.To)
+	default:
+		fmt.Fprintf(opts.IO.Out, "%s: migrated schema version %d to %d\n", m.Where, m.From, m.To)
+	}
+	return nil
+}
+
+// migrateLedger upgrades the ledger at DBPath: PostgreSQL under the
+// engine's advisory lock, SQLite by opening it.
+func (f *Factory) migrateLedger(ctx context.Context) (migration, error) {
+	path, err := f.DBPath()
+	if err != nil {
+		return migration{}, err
+	}
+	cfg, err := f.Config()
+	if err != nil {
+		return migration{}, err
+	}
+	m := migration{Where: pgledger.MaskURL(path), From: -1}
+	if pgledger.IsURL(path) {
+		m.From, m.To, err = migratePostgres(ctx, path, f.pgOptions(cfg, nil))
+		if err != nil {
+			return migration{}, ledgerOpenErr(path, err)
+		}
+		return m, nil
+	}
+	l, err := f.LedgerOrCreate(ctx)
+	if err != nil {
+		return migration{}, err
+	}
+	if s, ok := l.(*ledger.Store); ok {
+		if m.To, err = s.SchemaVersion(ctx); err != nil {
+			return migration{}, err
+		}
+	}
+	return m, nil
+}
+
+// initLedger opens the ledger for `rotor init`, which creates what it
+// needs: on PostgreSQL it migrates first (an empty schema gets its tables).
+func (f *Factory) initLedger(ctx context.Context) (ledger.Ledger, error) {
+	path, err := f.DBPath()
+	if err != nil {
+		return nil, err
+	}
+	if pgledger.IsURL(path) {
+		f.storeMu.Lock()
+		opened := f.store != nil
+		f.storeMu.Unlock()
+		if !opened {
+			if _, err := f.migrateLedger(ctx); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return f.LedgerOrCreate(ctx)
+}
+
+type copyOptions struct {
+	IO *IOStreams
+	// From opens the ledger to copy (the current one; it must exist).
+	From func(context.Context) (ledger.Ledger, error)
+	// To opens the target at URL (a PostgreSQL URL or a SQLite file),
+	// migrating it first when its schema is empty or older.
+	To func(ctx context.Context, url string) (ledger.Ledger, error)
+	// Source names the current ledger, to refuse copying it onto itself.
+	Source func() (string, error)
+	URL    string
+	// PageRows is how many rows one read and one import move (default
+	// 2000).
+	PageRows int
+}
+
+func newCmdLedgerCopy(f *Factory, runF func(*copyOptions) error) *cobra.Command {
+	opts := &copyOptions{IO: f.IO, From: f.Ledger, To: f.openCopyTarget, Source: f.DBPath}
+	cmd := &cobra.Command{
+		Use:   "copy --to URL",
+		Short: "Copy this ledger into another one, such as a team's PostgreSQL ledger",
+		Long: `Copy everything the current ledger holds (usage rows, budgets, client
+tokens, prices and learned-cooldown state) into the ledger at --to: a
+postgres:// URL (its password is never printed) or a SQLite file. An empty
+target is created first (on PostgreSQL, its schema is migrated).
+
+Rows already in the target (by request id) are skipped, so a second copy adds
+nothing and says so. A budget, client token or price of the same name but
+other values in the target stops the copy before anything is written, with
+exit 2 and a list of them: remove or rename them on one side, then copy
+again. Client tokens keep working: only their hashes are copied.`,
+		Example: `  rotor ledger copy --to 'postgres://rotor@db.example:5432/rotor?sslmode=verify-full'`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if opts.URL == "" {
+				return usageErrorf("--to is required: a postgres:// URL or a SQLite file")
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return copyRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.URL, "to", "", "the target ledger: a postgres:// URL or a SQLite file (required)")
+	return cmd
+}
+
+// openCopyTarget opens the target of `rotor ledger copy`, migrating a
+// PostgreSQL schema that is empty or older. It is closed by the caller.
+func (f *Factory) openCopyTarget(ctx context.Context, target string) (ledger.Ledger, error) {
+	cfg, err := f.Config()
+	if err != nil {
+		return nil, err
+	}
+	if !pgledger.IsURL(target) {
+		l, err := ledger.Open(ctx, target, ledger.Options{Clock: f.Clock, Logger: f.Logger(), Synchronous: cfg.Ledger.Synchronous, BusyTimeout: cfg.Ledger.BusyTimeout})
+		if err != nil {
+			return nil, ledgerOpenErr(target, err)
+		}
+		return l, nil
+	}
+	o := f.pgOptions(cfg, nil)
+	l, err := openPostgres(ctx, target, o)
+	if errors.Is(err, ledger.ErrSchemaTooOld) {
+		var from, to int
+		if from, to, err = migratePostgres(ctx, target, o); err != nil {
+			return nil, ledgerOpenErr(target, err)
+		}
+		fmt.Fprintf(f.IO.ErrOut, "%s: migrated schema version %d to %d\n", pgledger.MaskURL(target), from, to)
+		l, err = openPostgres(ctx, target, o)
+	}
+	if err != nil {
+		return nil, ledgerOpenErr(target, err)
+	}
+	return l, nil
+}
+
+func copyRun(ctx context.Context, opts *copyOptions) error {
+	where := pgledger.MaskURL(opts.URL)
+	if src, err := opts.Source(); err == nil && src == opts.URL {
+		return usageErrorf("--to %s is the current ledger: name another one", where)
+	}
+	src, err := opts.From(ctx)
+	if err != nil {
+		return err
+	}
+	srcImp, ok := src.(ledger.Importer)
+	if !ok {
+		return fmt.Errorf("the ledger %s cannot be copied from", pgledger.MaskURL(src.Location()))
+	}
+	dst, err := opts.To(ctx, opts.URL)
+	if err != nil {
+		return err
+	}
+	defer dst.Close()
+	dstImp, ok := dst.(ledger.Importer)
+	if !ok {
+		return fmt.Errorf("the ledger %s cannot be copied into", where)
+	}
+	plan, err := planCopy(ctx, src, dst)
+	if err != nil {
+		return maskErr(err, opts.URL)
+	}
+	if len(plan.conflicts) > 0 {
+		return usageErrorf("%s already holds %d item(s) of the same name with other values; nothing was copied:\n  %s",
+			where, len(plan.conflicts), strings.Join(plan.conflicts, "\n  "))
+	}
+	for _, b := range plan.budgets {
+		if err := dst.PutBudget(ctx, b, false); err != nil {
+			return maskErr(fmt.Errorf("copy budget %s: %w", b.Name, err), opts.URL)
+		}
+	}
+	for _, t := range plan.tokens {
+		if err := dst.AddClientToken(ctx, t.Label, t.Hash, false); err != nil {
+			return maskErr(fmt.Errorf("copy token %s: %w", t.Label, err), opts.URL)
+		}
+	}
+	if len(plan.prices) > 0 {
+		if _, err := dst.PutPrices(ctx, plan.prices, true); err != nil {
+			return maskErr(fmt.Errorf("copy prices: %w", err), opts.URL)
+		}
+	}
+	rows, seen, err := copyRows(ctx, src, dstImp, opts.PageRows)
+	if err != nil {
+		return maskErr(err, opts.URL)
+	}
+	recs, err := srcImp.LearnedRecords(ctx)
+	if err != nil {
+		return err
+	}
+	learnedAdded := 0
+	if len(recs) > 0 {
+		if learnedAdded, err = dstImp.ImportLearned(ctx, recs); err != nil {
+			return maskErr(err, opts.URL)
+		}
+	}
+	added := rows + len(plan.budgets) + len(plan.tokens) + len(plan.prices) + learnedAdded
+	if added == 0 {
+		fmt.Fprintf(opts.IO.Out, "nothing to copy: %s already holds all %d rows, the budgets, tokens, prices and learned state\n", where, seen)
+		return nil
+	}
+	fmt.Fprintf(opts.IO.Out, "copied to %s: %d rows (%d already there), %d budgets, %d tokens, %d prices, %d learned records\n",
+		where, rows, seen-rows, len(plan.budgets), len(plan.tokens), len(plan.prices), learnedAdded)
+	return nil
+}
+
+// copyPlan is what a copy adds besides rows, and what stops it.
+type copyPlan struct {
+	budgets   []ledger.BudgetRecord
+	tokens    []ledger.ClientToken
+	prices    []ledger.Price
+	conflicts []string
+}
+
+// planCopy compares the budgets, tokens and prices of src and dst by name:
+// missing ones are to copy, equal ones are skipped, others conflict.
+func planCopy(ctx context.Context, src, dst ledger.Ledger) (copyPlan, error) {
+	var p copyPlan
+	sb, err := src.Budgets(ctx)
+	if err != nil {
+		return p, err
+	}
+	db, err := dst.Budgets(ctx)
+	if err != nil {
+		return p, err
+	}
+	have := map[string]ledger.BudgetRecord{}
+	for _, b := range db {
+		have[b.Name] = b
+	}
+	for _, b := range sb {
+		d, ok := have[b.Name]
+		switch {
+		case !ok:
+			p.budgets = append(p.budgets, b)
+		case d.Kind != b.Kind || d.Limit != b.Limit || d.Window != b.Window:
+			p.conflicts = append(p.conflicts, fmt.Sprintf("budget %s: %s %d per %s here, %s %d per %s there", b.Name, b.Kind, b.Limit, b.Window, d.Kind, d.Limit, d.Window))
+		}
+	}
+	st, err := src.ClientTokens(ctx)
+	if err != nil {
+		return p, err
+	}
+	dt, err := dst.ClientTokens(ctx)
+	if err != nil {
+		return p, err
+	}
+	byLabel, byHash := map[string][32]byte{}, map[[32]byte]string{}
+	for _, t := range dt {
+		byLabel[t.Label], byHash[t.Hash] = t.Hash, t.Label
+	}
+	for _, t := range st {
+		h, ok := byLabel[t.Label]
+		switch {
+		case ok && h == t.Hash:
+		case ok:
+			p.conflicts = append(p.conflicts, fmt.Sprintf("token %s: another token of that label is stored there", t.Label))
+		case byHash[t.Hash] != "":
+			p.conflicts = append(p.conflicts, fmt.Sprintf("token %s: the same token is stored there as %s", t.Label, byHash[t.Hash]))
+		default:
+			p.tokens = append(p.tokens, t)
+		}
+	}
+	sp, err := src.Prices(ctx)
+	if err != nil {
+		return p, err
+	}
+	dp, err := dst.Prices(ctx)
+	if err != nil {
+		return p, err
+	}
+	models := make([]string, 0, len(sp))
+	for m := range sp {
+		models = append(models, m)
+	}
+	slices.Sort(models)
+	for _, m := range models {
+		s := sp[m]
+		d, ok := dp[m]
+		switch {
+		case !ok:
+			p.prices = append(p.prices, s)
+		case d.InputMicros != s.InputMicros || d.OutputMicros != s.OutputMicros || d.CachedInputMicros != s.CachedInputMicros:
+			p.conflicts = append(p.conflicts, fmt.Sprintf("price %s: other per-token prices there", m))
+		}
+	}
+	return p, nil
+}
+
+// copyRows moves every row of src into dst a page at a time, in time
+// order, and returns how many dst added and how many src holds. A page
+// starts at the last page's last millisecond, which it may read again:
+// the target skips rows it holds.
+func copyRows(ctx context.Context, src ledger.Ledger, dst ledger.Importer, page int) (added, seen int, err error) {
+	if page <= 0 {
+		page = 2000
+	}
+	from, end := time.UnixMilli(0), time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+	last := map[string]bool{} // request ids of the rows at from, already moved
+	limit := page
+	for {
+		rows, err := src.Rows(ctx, from, end, limit)
+		if err != nil {
+			return added, seen, fmt.Errorf("read rows: %w", err)
+		}
+		fresh := rows[:0:0]
+		for _, r := range rows {
+			if !(r.Time.Equal(from) && last[r.RequestID]) {
+				fresh = append(fresh, r)
+			}
+		}
+		if len(fresh) > 0 {
+			n, err := dst.ImportRows(ctx, fresh)
+			if err != nil {
+				return added, seen, err
+			}
+			added += n
+			seen += len(fresh)
+		}
+		if len(rows) < limit {
+			return added, seen, nil
+		}
+		next := rows[len(rows)-1].Time
+		if next.Equal(from) && len(fresh) == 0 {
+			limit *= 2 // a page of one millisecond: read more of it
+			continue
+		}
+		if !next.Equal(from) {
+			clear(last)
+		}
+		for _, r := range rows {
+			if r.Time.Equal(next) {
+				last[r.RequestID] = true
+			}
+		}
+		if !next.Equal(from) {
+			limit = page
+		}
+		from = next
+	}
+}

@@ -1,0 +1,170 @@
+package ledger
+
+// What `rotor ledger copy` needs of a SQLite ledger, in either direction:
+// the learned records to read, and rows and learned records to write as
+// they are (ledger.Importer).
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+var _ Importer = (*Store)(nil)
+
+// importIDs holds the request ids one ImportRows wrote, so that the fold
+// queries can count exactly those rows in the rollups.
+const (
+	createImportIDs = `CREATE TEMP TABLE IF NOT EXISTS import_ids (request_id TEXT PRIMARY KEY) WITHOUT ROWID`
+	clearImportIDs  = `DELETE FROM temp.import_ids`
+	onlyImported    = ` AND request_id IN (SELECT request_id FROM temp.import_ids)`
+	rangeWhere      = `WHERE ts_ms >= ? AND ts_ms < ?`
+)
+
+var (
+	importMinutes = strings.Replace(foldMinutes, rangeWhere, rangeWhere+onlyImported, 1)
+	importDims    = strings.Replace(foldDims, rangeWhere, rangeWhere+onlyImported, 1)
+	// importHours rewrites the hour rows of the hours behind the hour
+	// frontier that imported rows fell in, from their (complete) minutes.
+	importHours = `INSERT OR REPLACE INTO usage_hour (bucket, requests, tokens, tokens_null, cost_micros, cost_null)
+SELECT bucket / 60, ` + rollupTotals + ` FROM usage_minute WHERE bucket / 60 IN (SELECT DISTINCT u.ts_ms / 3600000 FROM usage u
+  WHERE u.request_id IN (SELECT request_id FROM temp.import_ids) AND u.ts_ms < ? AND u.ts_ms / 3600000 < ?) GROUP BY bucket / 60`
+)
+
+// ImportRows writes the rows whose request id is not stored yet at their
+// time, as they are, in one transaction, and counts the rows written
+// behind the fold frontier in the rollups (rows after it are folded as
+// any). It returns how many it added.
+func (s *Store) ImportRows(ctx context.Context, rows []Row) (int, error) {
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	added := 0
+	err := s.exec(ctx, func(ctx context.Context, q execQuerier) error {
+		added = 0
+		for _, sql := range []string{createImportIDs, clearImportIDs} {
+			if _, err := q.ExecContext(ctx, sql); err != nil {
+				return err
+			}
+		}
+		var foldUntil, hourUntil int64
+		if err := q.QueryRowContext(ctx, qFoldUntil).Scan(&foldUntil); err != nil {
+			return err
+		}
+		if err := q.QueryRowContext(ctx, qHourUntil).Scan(&hourUntil); err != nil {
+			return err
+		}
+		lo, hi := int64(1<<62), int64(-1<<62)
+		for _, r := range rows {
+			if r.RequestID == "" {
+				return refuse(fmt.Errorf("import: a row without request id"))
+			}
+			ts := r.Time.UnixMilli()
+			var n int
+			if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM usage WHERE ts_ms = ? AND request_id = ?`, ts, r.RequestID).Scan(&n); err != nil {
+				return err
+			}
+			if n > 0 {
+				continue
+			}
+			state := 0
+			if r.Settled {
+				state = 1
+			}
+			if _, err := q.ExecContext(ctx, `INSERT INTO usage (request_id, ts_ms, state, expires_ms, operation, pool, model, credential, region, client,
+  attempts, status, error_code, input_tokens, output_tokens, total_tokens, cost_micros, latency_ms, cached_input_tokens, reasoning_tokens)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				r.RequestID, ts, state, r.Expires.UnixMilli(), r.Operation, r.Pool, r.Model, r.Credential, r.Region, r.Client,
+				r.Attempts, r.Status, r.ErrorCode, nullable(r.InputTokens), nullable(r.OutputTokens), nullable(r.TotalTokens),
+				nullable(r.CostMicros), r.Latency.Milliseconds(), nullable(r.CachedInputTokens), nullable(r.ReasoningTokens)); err != nil {
+				return err
+			}
+			if _, err := q.ExecContext(ctx, `INSERT OR IGNORE INTO temp.import_ids (request_id) VALUES (?)`, r.RequestID); err != nil {
+				return err
+			}
+			lo, hi = min(lo, ts), max(hi, ts)
+			added++
+		}
+		if added > 0 && lo < foldUntil {
+			// The frontier has passed these rows: count them in the
+			// rollups now, as the fold would have.
+			for _, sql := range []string{importMinutes, importDims} {
+				if _, err := q.ExecContext(ctx, sql, lo, min(hi+1, foldUntil)); err != nil {
+					return err
+				}
+			}
+			if _, err := q.ExecContext(ctx, importHours, foldUntil, hourUntil); err != nil {
+				return err
+			}
+		}
+		if added > 0 {
+			// Runs in the writer: its cached windows summed the old rows.
+			s.w.windows.reset()
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("import rows: %w", err)
+	}
+	return added, nil
+}
+
+func nullable(c Count) any {
+	if !c.Known {
+		return nil
+	}
+	return c.V
+}
+
+// LearnedRecords returns every stored learned-cooldown record, live or not
+// yet reclaimed, by id.
+func (s *Store) LearnedRecords(ctx context.Context) ([]LearnedRecord, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, state, revision, created_ms, expires_ms FROM learned_cooldown ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("learned records: %w", err)
+	}
+	defer rows.Close()
+	var out []LearnedRecord
+	for rows.Next() {
+		var r LearnedRecord
+		var created, expires int64
+		if err := rows.Scan(&r.ID, &r.State, &r.Revision, &created, &expires); err != nil {
+			return nil, fmt.Errorf("learned records: %w", err)
+		}
+		r.CreatedAt, r.ExpiresAt = time.UnixMilli(created).UTC(), time.UnixMilli(expires).UTC()
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// ImportLearned writes the records whose id is not stored yet, as they
+// are, and returns how many it added.
+func (s *Store) ImportLearned(ctx context.Context, recs []LearnedRecord) (int, error) {
+	added := 0
+	err := s.exec(ctx, func(ctx context.Context, q execQuerier) error {
+		added = 0
+		for _, r := range recs {
+			res, err := q.ExecContext(ctx, `INSERT INTO learned_cooldown (id, state, revision, created_ms, expires_ms) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (id) DO NOTHING`, r.ID, r.State, max(r.Revision, 1), r.CreatedAt.UnixMilli(), r.ExpiresAt.UnixMilli())
+			if err != nil {
+				return err
+			}
+			if n, _ := res.RowsAffected(); n > 0 {
+				added++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("import learned state: %w", err)
+	}
+	return added, nil
+}
+
+// SchemaVersion returns the schema version of the open database.
+func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
+	var v int
+	err := s.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v)
+	return v, err
+}
