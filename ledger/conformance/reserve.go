@@ -1,0 +1,213 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rotorhq/rotor/budgets"
+	"github.com/rotorhq/rotor/ledger"
+)
+
+// Every 200 has its durable row: what Reserve, Settle and Release wrote is
+// committed when they return, seen by another process at once and by a
+// process that opens the database after this one closed.
+func testDurable(t *testing.T, e Engine) {
+	d, a := fresh(t, e)
+	b := d.open()
+	d.reserve(a, "r1", opChat, "gpt")
+	d.reserve(a, "r2", opChat, "gpt")
+	d.reserve(a, "r3", opChat, "gpt")
+	settle(t, a, usage("r1", "gpt-2", 10, 5))
+	if err := a.Release(ctx, "r2"); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	check := func(who string, l ledger.Ledger) {
+		t.Helper()
+		got := rowByID(t, l)
+		if len(got) != 2 {
+			t.Fatalf("%s reads rows %v, want r1 (settled) and r3 (open): r2 was released", who, ids(rowsOf(t, l)))
+		}
+		r1, r3 := got["r1"], got["r3"]
+		if !r1.Settled || r1.TotalTokens != ledger.Known(15) || r1.Model != "gpt-2" || r1.Status != 200 || r1.Credential != "key-a" {
+			t.Errorf("%s: r1 = %s, want settled with 15 tokens, model gpt-2, status 200, credential key-a", who, describeRow(r1))
+		}
+		if r3.Settled || r3.TotalTokens.Known || r3.CostMicros.Known || r3.Status != 0 {
+			t.Errorf("%s: r3 = %s, want an open reservation of unknown usage", who, describeRow(r3))
+		}
+	}
+	check("another handle, at once", b)
+	if err := a.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	check("a handle opened after both closed", d.open())
+}
+
+func testSettleReleaseErrors(t *testing.T, e Engine) {
+	d, l := fresh(t, e)
+	d.reserve(l, "r1", opChat, "gpt")
+	if err := l.Reserve(ctx, ledger.Reservation{RequestID: "r1", Operation: opChat, Expires: d.clk.Now().Add(time.Hour)}, nil); !errors.Is(err, ledger.ErrExists) {
+		t.Errorf("a second reservation of open request r1 = %v, want ErrExists", err)
+	}
+	settle(t, l, usage("r1", "gpt", 1, 1))
+	if err := l.Settle(ctx, usage("r1", "gpt", 2, 2)); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("settling r1 twice = %v, want ErrNotFound", err)
+	}
+	if err := l.Release(ctx, "r1"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("releasing settled r1 = %v, want ErrNotFound", err)
+	}
+	if err := l.Settle(ctx, usage("nope", "gpt", 1, 1)); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("settling an unknown request = %v, want ErrNotFound", err)
+	}
+	if err := l.Release(ctx, "nope"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("releasing an unknown request = %v, want ErrNotFound", err)
+	}
+	rows := rowsOf(t, l)
+	if len(rows) != 1 || rows[0].TotalTokens != ledger.Known(2) {
+		t.Errorf("rows = %v, want r1 once, with its first settlement's 2 tokens", rows)
+	}
+}
+
+var errNo = errors.New("refused by the test's admitter")
+
+// An admitter's refusal reaches the caller unchanged and writes nothing;
+// the admitter sees the stored budgets, the clock's time and whether the
+// model has a price.
+func testRefusedAdmission(t *testing.T, e Engine) {
+	d, l := fresh(t, e)
+	setPrice(t, l, gptPrice)
+	addBudget(t, l, budgets.Budget{Name: "req", Kind: budgets.KindRequests, Limit: 10, Window: calendar("day")})
+	var seen []string
+	var priced []bool
+	var now time.Time
+	refuse := admitFunc(func(r ledger.WindowReader, res ledger.Reservation) error {
+		for _, b := range r.Budgets() {
+			seen = append(seen, b.Name)
+		}
+		priced, now = append(priced, res.Priced), r.Now()
+		return fmt.Errorf("request %s: %w", res.RequestID, errNo)
+	})
+	for _, r := range []ledger.Reservation{
+		{RequestID: "chat", Operation: opChat, Model: "gpt"},
+		{RequestID: "dec", Operation: opDecisions, Model: "gpt"},
+		{RequestID: "unpriced", Operation: opChat, Model: "other"},
+	} {
+		r.Expires = d.clk.Now().Add(time.Hour)
+		if err := l.Reserve(ctx, r, refuse); !errors.Is(err, errNo) {
+			t.Errorf("Reserve(%s) with a refusing admitter = %v, want its error", r.RequestID, err)
+		}
+	}
+	if !slices.Equal(seen, []string{"req", "req", "req"}) {
+		t.Errorf("the admitter saw budgets %v, want req at each admission", seen)
+	}
+	if !slices.Equal(priced, []bool{true, false, false}) {
+		t.Errorf("Priced at admission = %v, want true for a priced chat model, false for Decisions and an unpriced model", priced)
+	}
+	if !now.Equal(t0) {
+		t.Errorf("the admitter's Now = %v, want the clock's %v", now, t0)
+	}
+	if rows := rowsOf(t, l); len(rows) != 0 {
+		t.Errorf("refused admissions left rows %v", ids(rows))
+	}
+	// The next admission is not hurt by the refused ones.
+	d.reserve(l, "ok", opChat, "gpt")
+	if rows := rowsOf(t, l); len(rows) != 1 {
+		t.Errorf("rows = %v, want ok alone", ids(rows))
+	}
+}
+
+// A reservation whose request ended (its deadline, or its caller gone)
+// before it was written is not written.
+func testCancelledReservation(t *testing.T, e Engine) {
+	d, l := fresh(t, e)
+	c, cancel := context.WithCancel(ctx)
+	cancel()
+	err := l.Reserve(c, ledger.Reservation{RequestID: "gone", Operation: opChat, Expires: d.clk.Now().Add(time.Hour)}, nil)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Reserve with an ended context = %v, want an error wrapping context.Canceled", err)
+	}
+	if rows := rowsOf(t, l); len(rows) != 0 {
+		t.Errorf("a reservation of an ended request was written: %v", ids(rows))
+	}
+}
+
+// Close waits for the writes in flight: every Reserve that returned nil
+// has its row in the next process.
+func testCloseCommits(t *testing.T, e Engine) {
+	d, l := fresh(t, e)
+	var wg sync.WaitGroup
+	var ok atomic.Int64
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := l.Reserve(ctx, ledger.Reservation{RequestID: fmt.Sprint("r", i), Operation: opDecisions, Expires: t0.Add(time.Hour)}, nil); err == nil {
+				ok.Add(1)
+			} else {
+				t.Errorf("Reserve: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := l.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := l.Reserve(ctx, ledger.Reservation{RequestID: "late", Operation: opDecisions}, nil); !errors.Is(err, ledger.ErrClosed) {
+		t.Errorf("Reserve after Close = %v, want ErrClosed", err)
+	}
+	if n := len(rowsOf(t, d.open())); int64(n) != ok.Load() || n != 40 {
+		t.Errorf("%d rows after reopening, want the 40 acknowledged reservations", n)
+	}
+}
+
+// Admission is exact across processes: 2 handles x 16 goroutines, 4
+// requests each, against a requests budget of 50 admit exactly 50, and
+// write exactly 50 rows.
+func testExactAdmission(t *testing.T, e Engine) {
+	d, a := fresh(t, e)
+	b := d.open()
+	addBudget(t, a, budgets.Budget{Name: "fifty", Kind: budgets.KindRequests, Limit: 50, Window: calendar("day")})
+	var admitted, refused atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for h, l := range []ledger.Ledger{a, b} {
+		adm := budgets.NewAdmitter()
+		for g := range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				for i := range 4 {
+					err := d.admit(l, adm, fmt.Sprintf("h%d-g%d-%d", h, g, i), opDecisions, "m")
+					switch {
+					case err == nil:
+						admitted.Add(1)
+					case errors.Is(err, budgets.ErrExceeded):
+						refused.Add(1)
+					default:
+						t.Errorf("admission: %v", err)
+					}
+				}
+			}()
+		}
+	}
+	close(start)
+	wg.Wait()
+	if admitted.Load() != 50 || refused.Load() != 128-50 {
+		t.Errorf("admitted %d, refused %d; want exactly 50 and 78", admitted.Load(), refused.Load())
+	}
+	if n := len(rowsOf(t, a)); n != 50 {
+		t.Errorf("%d rows, want 50", n)
+	}
+	if st := status(t, b, "fifty"); st.Used != 50 || st.State != budgets.StateExhausted {
+		t.Errorf("budget = used %d, %s; want 50, exhausted", st.Used, st.State)
+	}
+}

@@ -1,0 +1,153 @@
+package conformance
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/rotorhq/rotor/ledger"
+)
+
+// `rotor ledger settle`: an operator's usage for a row of unknown usage (a
+// settled row of unknown tokens, or a reservation left open) settles it,
+// with the cost from the price in force then; windows and reports, from
+// rollups or raw rows, agree; a Decisions row keeps its unknown cost.
+func testResolve(t *testing.T, e Engine) {
+	d, l := fresh(t, e)
+	setPrice(t, l, gptPrice)
+	for _, id := range []string{"cut", "orphan", "known"} {
+		d.reserve(l, id, opChat, "gpt")
+	}
+	d.reserve(l, "dec", opDecisions, "gpt")
+	settle(t, l, ledger.Settlement{RequestID: "cut", Model: "gpt", Credential: "key-a", Status: 200, ErrorCode: "upstream_stream_cut"})
+	settle(t, l, ledger.Settlement{RequestID: "dec", Model: "gpt", Credential: "key-a", Status: 502})
+	settle(t, l, usage("known", "gpt", 1, 1)) // 3 micro-USD at the first price
+	// Hours later (the engine may have rolled the rows up), the operator's
+	// CLI, another process, resolves them at the price in force now.
+	d.clk.Advance(2 * time.Hour)
+	cli := d.open()
+	setPrice(t, cli, ledger.Price{Model: "gpt", InputMicros: 2_000_000, OutputMicros: 4_000_000, Source: ledger.SourceSet})
+	for _, id := range []string{"cut", "orphan"} {
+		if err := cli.Resolve(ctx, ledger.Resolution{RequestID: id, Input: ledger.Known(1000), Output: ledger.Known(500), CachedInput: ledger.Known(0)}); err != nil {
+			t.Fatalf("Resolve(%s): %v", id, err)
+		}
+	}
+	if err := cli.Resolve(ctx, ledger.Resolution{RequestID: "dec", Input: ledger.Known(10), Output: ledger.Known(5)}); err != nil {
+		t.Fatalf("Resolve(dec): %v", err)
+	}
+	got := rowByID(t, l)
+	for id, want := range map[string][2]ledger.Count{
+		"cut":    {ledger.Known(1500), ledger.Known(4000)}, // 1000 x 2 + 500 x 4
+		"orphan": {ledger.Known(1500), ledger.Known(4000)},
+		"known":  {ledger.Known(2), ledger.Known(3)},
+		"dec":    {ledger.Known(15), {}},
+	} {
+		r := got[id]
+		if r.TotalTokens != want[0] || r.CostMicros != want[1] || !r.Settled {
+			t.Errorf("%s after Resolve = %s; want settled, %v tokens, cost %v", id, describeRow(r), want[0], want[1])
+		}
+	}
+	w := ledger.Window{From: t0.Add(-time.Hour), To: d.clk.Now().Add(time.Millisecond)}
+	if tot := totals(t, l, w); tot != (ledger.Totals{Requests: 4, Tokens: 3017, CostMicros: 8003, CostUnknown: 1}) {
+		t.Errorf("window totals = %+v, want 4 requests, 3017 tokens all known, 8003 micro-USD known and the Decisions row unknown", tot)
+	}
+	rep, err := l.Report(ctx, ledger.ReportQuery{From: w.From, To: w.To, By: []string{ledger.KeyOperation}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sortReport(rep)
+	if len(rep) != 2 || rep[0].Keys[0] != opChat || rep[0].CostMicros != 8003 || rep[0].CostUnknown != 0 || rep[0].TokensUnknown != 0 || rep[0].InputTokens != 2001 ||
+		rep[1].CostUnknown != 1 || rep[1].TotalTokens != 15 || rep[1].TokensUnknown != 0 {
+		t.Errorf("report = %s; want chat all known (8003 micro-USD, 2001 input tokens) and decisions with 15 tokens, cost unknown", describeReport(rep))
+	}
+}
+
+func testResolveErrors(t *testing.T, e Engine) {
+	d, l := fresh(t, e)
+	setPrice(t, l, gptPrice)
+	d.reserve(l, "known", opChat, "gpt")
+	settle(t, l, usage("known", "gpt", 1, 1))
+	d.reserve(l, "cut", opChat, "gpt")
+	settle(t, l, ledger.Settlement{RequestID: "cut", Model: "gpt", Status: 200, ErrorCode: "upstream_stream_cut"})
+	before := rowsOf(t, l)
+	k := ledger.Known
+	for _, c := range []struct {
+		name string
+		res  ledger.Resolution
+		want error
+	}{
+		{"a row of known usage", ledger.Resolution{RequestID: "known", Input: k(5), Output: k(5)}, ledger.ErrUsageKnown},
+		{"no such request", ledger.Resolution{RequestID: "nope", Input: k(5), Output: k(5)}, ledger.ErrNotFound},
+		{"output missing", ledger.Resolution{RequestID: "cut", Input: k(5)}, nil},
+		{"cached above input", ledger.Resolution{RequestID: "cut", Input: k(5), Output: k(5), CachedInput: k(6)}, nil},
+		{"out of range", ledger.Resolution{RequestID: "cut", Input: k(ledger.MaxUsage + 1), Output: k(5)}, nil},
+	} {
+		err := l.Resolve(ctx, c.res)
+		if err == nil || (c.want != nil && !errors.Is(err, c.want)) {
+			t.Errorf("Resolve, %s = %v, want an error (%v)", c.name, err, c.want)
+		}
+	}
+	if after := rowsOf(t, l); !slices.EqualFunc(before, after, func(a, b ledger.Row) bool { return describeRow(a) == describeRow(b) }) {
+		t.Errorf("refused resolutions changed rows:\nbefore %v\nafter  %v", before, after)
+	}
+}
+
+// Rows returns the stored rows in [from, to), by time then request id, at
+// most limit, with every field as written: the settlement's model,
+// credential, region (the reservation's when it gives none), attempts,
+// status, error code, usage and latency; the reservation's pool, client,
+// operation and deadline.
+func testRows(t *testing.T, e Engine) {
+	d, l := fresh(t, e)
+	d.reserve(l, "r-b", opChat, "gpt")
+	d.reserve(l, "r-a", opChat, "gpt")
+	d.clk.Advance(time.Second)
+	d.reserve(l, "r-c", opDecisions, "m")
+	settle(t, l, ledger.Settlement{RequestID: "r-b", Model: "gpt-x", Credential: "key-b", Region: "us", Attempts: 3, Status: 200,
+		InputTokens: ledger.Known(7), OutputTokens: ledger.Known(5), TotalTokens: ledger.Known(12), CachedInputTokens: ledger.Known(2), ReasoningTokens: ledger.Known(1),
+		Latency: 1234 * time.Millisecond})
+	settle(t, l, ledger.Settlement{RequestID: "r-a", Model: "gpt", Credential: "key-a", Attempts: 1, Status: 503, ErrorCode: "upstream_unavailable"})
+	got, err := d.open().Rows(ctx, t0, t0.Add(time.Second), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ids(got), []string{"r-a", "r-b"}) {
+		t.Fatalf("Rows[t0, t0+1s) = %v, want r-a, r-b (same time, by id; r-c at the excluded end)", ids(got))
+	}
+	a, b := got[0], got[1]
+	wantB := ledger.Row{RequestID: "r-b", Time: t0, Settled: true, Expires: t0.Add(time.Hour), Operation: opChat, Pool: "api", Model: "gpt-x", Credential: "key-b",
+		Region: "us", Client: "ci", Attempts: 3, Status: 200, InputTokens: ledger.Known(7), OutputTokens: ledger.Known(5), TotalTokens: ledger.Known(12),
+		CachedInputTokens: ledger.Known(2), ReasoningTokens: ledger.Known(1), Latency: 1234 * time.Millisecond}
+	if !sameRow(b, wantB) {
+		t.Errorf("r-b = %+v\nwant  %+v", b, wantB)
+	}
+	if a.Region != "eu" || a.Status != 503 || a.ErrorCode != "upstream_unavailable" || a.TotalTokens.Known || a.CachedInputTokens.Known || a.ReasoningTokens.Known {
+		t.Errorf("r-a = %+v, want region eu (the reservation's), status 503, its error code, usage unknown", a)
+	}
+	all, err := l.Rows(ctx, t0, t0.Add(time.Second+time.Millisecond), 0)
+	if err != nil || !slices.Equal(ids(all), []string{"r-a", "r-b", "r-c"}) {
+		t.Errorf("Rows to 1 ms past r-c = %v, %v; want r-a, r-b, r-c", ids(all), err)
+	}
+	if c := all[len(all)-1]; c.Settled || c.Operation != opDecisions || !c.Time.Equal(t0.Add(time.Second)) || c.Status != 0 {
+		t.Errorf("r-c = %+v, want an open Decisions reservation at t0+1s", c)
+	}
+	if two, err := l.Rows(ctx, t0, t0.Add(time.Hour), 2); err != nil || !slices.Equal(ids(two), []string{"r-a", "r-b"}) {
+		t.Errorf("Rows with limit 2 = %v, %v; want the oldest two", ids(two), err)
+	}
+	if none, err := l.Rows(ctx, t0.Add(-time.Hour), t0, 0); err != nil || len(none) != 0 {
+		t.Errorf("Rows before t0 = %v, %v; want none", ids(none), err)
+	}
+	if n, err := l.SetAside(ctx); err != nil || n != 0 {
+		t.Errorf("SetAside = %d, %v; want 0", n, err)
+	}
+	if l.Location() == "" {
+		t.Error("Location is empty")
+	}
+}
+
+func sameRow(a, b ledger.Row) bool {
+	ta, tb, ea, eb := a.Time, b.Time, a.Expires, b.Expires
+	a.Time, b.Time, a.Expires, b.Expires = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	return a == b && ta.Equal(tb) && ea.Equal(eb)
+}

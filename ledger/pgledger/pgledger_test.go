@@ -1,0 +1,313 @@
+package pgledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rotorhq/rotor/budgets"
+	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/internal/testutil/pgtest"
+	"github.com/rotorhq/rotor/ledger"
+)
+
+// open migrates a fresh schema and opens a Store on it.
+func open(t testing.TB, opts Options) (*Store, string) {
+	t.Helper()
+	u, _ := pgtest.Schema(t)
+	if _, _, err := Migrate(context.Background(), u, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	return openURL(t, u, opts), u
+}
+
+func openURL(t testing.TB, u string, opts Options) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), u, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func exec(t testing.TB, u, q string, args ...any) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, q, args...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOpenRefusesUnmigratedOlderAndNewerSchemas(t *testing.T) {
+	ctx := context.Background()
+	u, _ := pgtest.Schema(t)
+	if _, err := Open(ctx, u, Options{}); !errors.Is(err, ledger.ErrSchemaTooOld) || !strings.Contains(err.Error(), "rotor ledger migrate") {
+		t.Fatalf("Open on an empty schema = %v, want ErrSchemaTooOld naming rotor ledger migrate", err)
+	}
+	from, to, err := Migrate(ctx, u, Options{})
+	if err != nil || from != 0 || to != len(migrationNames()) {
+		t.Fatalf("Migrate = %d, %d, %v", from, to, err)
+	}
+	if from, to, err := Migrate(ctx, u, Options{}); err != nil || from != to {
+		t.Fatalf("second Migrate = %d, %d, %v; want nothing to do", from, to, err)
+	}
+	s := openURL(t, u, Options{})
+	if got := s.Location(); got != MaskURL(u) {
+		t.Fatalf("Location = %q", got)
+	}
+	s.Close()
+
+	exec(t, u, "UPDATE meta SET value = 0 WHERE key = 'schema_version'")
+	if _, err := Open(ctx, u, Options{}); !errors.Is(err, ledger.ErrSchemaTooOld) {
+		t.Fatalf("Open on an older schema = %v, want ErrSchemaTooOld", err)
+	}
+	exec(t, u, "UPDATE meta SET value = 999 WHERE key = 'schema_version'")
+	_, err = Open(ctx, u, Options{})
+	var se *ledger.SchemaError
+	if !errors.As(err, &se) || !errors.Is(err, ledger.ErrSchemaTooNew) || se.Path != MaskURL(u) {
+		t.Fatalf("Open on a newer schema = %v, want *SchemaError", err)
+	}
+	if _, _, err := Migrate(ctx, u, Options{}); !errors.As(err, &se) {
+		t.Fatalf("Migrate on a newer schema = %v, want *SchemaError", err)
+	}
+	var v int64
+	c, _ := pgx.Connect(ctx, u)
+	defer c.Close(ctx)
+	if err := c.QueryRow(ctx, "SELECT value FROM meta WHERE key = 'schema_version'").Scan(&v); err != nil || v != 999 {
+		t.Fatalf("newer schema changed: %d %v", v, err)
+	}
+}
+
+func TestPasswordNeverInErrors(t *testing.T) {
+	const pw = "Zq9sekrit"
+	for _, u := range []string{
+		"postgres://postgres:" + pw + "@127.0.0.1:1/test",
+		"postgres://postgres@127.0.0.1:1/test?password=" + pw,
+		"postgres://postgres:" + pw + "@127.0.0.1:notaport/test",
+	} {
+		_, err := Open(context.Background(), u, Options{ConnectTimeout: 300 * time.Millisecond})
+		if err == nil {
+			t.Fatalf("Open(%s) succeeded", MaskURL(u))
+		}
+		if strings.Contains(err.Error(), pw) {
+			t.Fatalf("error leaks the password: %v", err)
+		}
+		if !strings.Contains(err.Error(), "127.0.0.1") && !strings.Contains(err.Error(), "xxxxx") {
+			t.Fatalf("error does not name the database: %v", err)
+		}
+		_, _, err = Migrate(context.Background(), u, Options{ConnectTimeout: 300 * time.Millisecond})
+		if err == nil || strings.Contains(err.Error(), pw) {
+			t.Fatalf("Migrate error leaks the password or is nil: %v", err)
+		}
+	}
+	_, err := Open(context.Background(), "postgres://postgres:"+pw+"@127.0.0.1:1/test", Options{ConnectTimeout: 300 * time.Millisecond})
+	if !errors.Is(err, ledger.ErrUnavailable) {
+		t.Fatalf("unreachable server: %v, want ErrUnavailable", err)
+	}
+}
+
+func TestReserveSettleReleaseAndTotals(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 3, 1, 10, 30, 15, 0, time.UTC))
+	s, _ := open(t, Options{Clock: clk})
+	if _, err := s.PutPrices(ctx, []ledger.Price{{Model: "m", InputMicros: 1_000_000, OutputMicros: 2_000_000, Source: ledger.SourceSet}}, false); err != nil {
+		t.Fatal(err)
+	}
+	exp := clk.Now().Add(time.Minute)
+	for _, id := range []string{"a", "b", "c"} {
+		if err := s.Reserve(ctx, ledger.Reservation{RequestID: id, Expires: exp, Operation: "chat", Model: "m", Client: "cli"}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Reserve(ctx, ledger.Reservation{RequestID: "a", Expires: exp, Operation: "chat"}, nil); !errors.Is(err, ledger.ErrExists) {
+		t.Fatalf("duplicate reserve = %v", err)
+	}
+	// The price changes after admission: the settlement keeps the old one.
+	if _, err := s.PutPrices(ctx, []ledger.Price{{Model: "m", InputMicros: 9_000_000, OutputMicros: 9_000_000, Source: ledger.SourceSet}}, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Settle(ctx, ledger.Settlement{RequestID: "a", Model: "m", Status: 200, InputTokens: ledger.Known(10), OutputTokens: ledger.Known(5), TotalTokens: ledger.Known(15)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Settle(ctx, ledger.Settlement{RequestID: "a", Model: "m", Status: 200}); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("second settle = %v", err)
+	}
+	if err := s.Release(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(ctx, "b"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("second release = %v", err)
+	}
+	rows, err := s.Rows(ctx, time.Time{}, clk.Now().Add(time.Hour), 0)
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("rows = %+v, %v", rows, err)
+	}
+	if r := rows[0]; !r.Settled || r.CostMicros != ledger.Known(20) || r.TotalTokens != ledger.Known(15) {
+		t.Fatalf("settled row = %+v, want cost 20 at the admission price", r)
+	}
+	if r := rows[1]; r.Settled || r.CostMicros.Known || r.TotalTokens.Known {
+		t.Fatalf("open row = %+v, want unknown usage", r)
+	}
+	clk.Advance(3 * time.Hour)
+	for _, w := range []ledger.Window{
+		{From: clk.Now().Add(-24 * time.Hour), To: clk.Now().Add(time.Millisecond)},
+		{From: rows[0].Time, To: rows[0].Time.Add(time.Millisecond)},
+		{From: rows[0].Time.Add(-90 * time.Minute), To: clk.Now()},
+	} {
+		var got ledger.Totals
+		if err := s.View(ctx, func(r ledger.WindowReader) error {
+			var err error
+			got, err = r.Totals(w)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		want := ledger.Totals{Requests: 2, Tokens: 15, TokensUnknown: 1, CostMicros: 20, CostUnknown: 1}
+		if got != want {
+			t.Fatalf("Totals(%v) = %+v, want %+v", w, got, want)
+		}
+	}
+}
+
+// TestAdmissionExactAcrossStores: two pools (two processes) of 16 callers
+// each against a requests budget of 50 admit exactly 50.
+func TestAdmissionExactAcrossStores(t *testing.T) {
+	ctx := context.Background()
+	var commits, shared atomic.Int64
+	onCommit := func(n int, _ time.Duration) {
+		commits.Add(1)
+		if n > 1 {
+			shared.Add(1)
+		}
+	}
+	s1, u := open(t, Options{OnCommit: onCommit})
+	s2 := openURL(t, u, Options{OnCommit: onCommit})
+	if err := s1.PutBudget(ctx, ledger.BudgetRecord{Name: "r", Kind: "requests", Limit: 50, Window: "24h"}, false); err != nil {
+		t.Fatal(err)
+	}
+	admit := budgets.NewAdmitter()
+	var ok, refused atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 32 {
+		s := []*Store{s1, s2}[g%2]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 4 {
+				id := fmt.Sprintf("g%d-%d", g, i)
+				err := s.Reserve(ctx, ledger.Reservation{RequestID: id, Expires: time.Now().Add(time.Minute), Operation: "chat", Model: "m"}, admit)
+				var ee *budgets.ExceededError
+				switch {
+				case err == nil:
+					ok.Add(1)
+					if err := s.Settle(ctx, ledger.Settlement{RequestID: id, Model: "m", Status: 200, InputTokens: ledger.Known(1), OutputTokens: ledger.Known(1), TotalTokens: ledger.Known(2)}); err != nil {
+						t.Error(err)
+					}
+				case errors.As(err, &ee):
+					refused.Add(1)
+				default:
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if ok.Load() != 50 || refused.Load() != 128-50 {
+		t.Fatalf("admitted %d, refused %d; want 50 and 78", ok.Load(), refused.Load())
+	}
+	rows, err := s2.Rows(ctx, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), 0)
+	if err != nil || len(rows) != 50 {
+		t.Fatalf("%d rows, %v; want 50", len(rows), err)
+	}
+	if shared.Load() == 0 {
+		t.Fatalf("no commit shared by two writes in %d commits", commits.Load())
+	}
+}
+
+// TestTerminatedConnectionIsUnavailableThenRecovers: connections killed
+// from another session fail the writes in flight with ErrUnavailable; the
+// same Store serves again afterwards.
+func TestTerminatedConnectionIsUnavailableThenRecovers(t *testing.T) {
+	ctx := context.Background()
+	_, u := open(t, Options{})
+	// Only this Store's connections carry this name: other tests' are
+	// never touched.
+	app := fmt.Sprintf("pgledger-kill-%d", time.Now().UnixNano())
+	s := openURL(t, u+"&application_name="+app, Options{MaxConns: 4})
+	admin, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	var unavailable atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var n atomic.Int64
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				id := fmt.Sprintf("k%d-%d", g, i)
+				err := s.Reserve(ctx, ledger.Reservation{RequestID: id, Expires: time.Now().Add(time.Minute), Operation: "chat"}, nil)
+				n.Add(1)
+				if err != nil {
+					if !errors.Is(err, ledger.ErrUnavailable) {
+						t.Errorf("reserve: %v, want ErrUnavailable", err)
+					}
+					unavailable.Add(1)
+				}
+			}
+		}()
+	}
+	// Kill this Store's connections until a write saw it.
+	for unavailable.Load() == 0 {
+		if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+WHERE application_name = $1`, app); err != nil {
+			t.Fatal(err)
+		}
+		for start := n.Load(); n.Load() < start+4; {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	// The pool replaced the dead connections: the same Store serves.
+	if err := s.Reserve(ctx, ledger.Reservation{RequestID: "after", Expires: time.Now().Add(time.Minute), Operation: "chat"}, nil); err != nil {
+		t.Fatalf("after the kill: %v", err)
+	}
+	if err := s.Settle(ctx, ledger.Settlement{RequestID: "after", Status: 200}); err != nil {
+		t.Fatalf("after the kill: %v", err)
+	}
+}
+
+func TestClientTokensListHashes(t *testing.T) {
+	ctx := context.Background()
+	s, _ := open(t, Options{})
+	h := [32]byte{1, 2, 3, 31: 9}
+	if err := s.AddClientToken(ctx, "ci", h, false); err != nil {
+		t.Fatal(err)
+	}
+	ts, err := s.ClientTokens(ctx)
+	if err != nil || len(ts) != 1 || ts[0].Hash != h || ts[0].Label != "ci" {
+		t.Fatalf("ClientTokens = %+v, %v; want ci with its hash", ts, err)
+	}
+}

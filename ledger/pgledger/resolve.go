@@ -1,0 +1,79 @@
+package pgledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rotorhq/rotor/ledger"
+)
+
+// Resolve records an operator's tokens on the row of res's request id
+// (`rotor ledger settle`), as the SQLite ledger does: a reservation is
+// settled; a settled row of unknown usage gets the tokens and the cost at
+// the price in force now; a row whose usage is known is refused with
+// ledger.ErrUsageKnown; no row, ledger.ErrNotFound.
+func (s *Store) Resolve(ctx context.Context, res ledger.Resolution) error {
+	if !res.Input.Known || !res.Output.Known {
+		return errors.New("ledger settle: input and output tokens are required")
+	}
+	if res.CachedInput.Known && res.CachedInput.V > res.Input.V {
+		return fmt.Errorf("ledger settle: cached input %d is more than input %d", res.CachedInput.V, res.Input.V)
+	}
+	for _, c := range []ledger.Count{res.Input, res.Output, res.CachedInput} {
+		if c.Known && !readableV(c.V) {
+			return fmt.Errorf("ledger settle: %d tokens is outside 0..%d", c.V, int64(ledger.MaxUsage))
+		}
+	}
+	return s.w.submit(nil, &op{kind: opResolve, resolve: res})
+}
+
+func (b *batch) resolveRow(i int, res ledger.Resolution) error {
+	if err := b.flushRows(); err != nil {
+		return &dbError{err}
+	}
+	var ts int64
+	var state int16
+	var old ledger.Settlement
+	var in, out, tot, cost, cached, reasoning *int64
+	var opName, client string
+	err := b.conn.QueryRow(b.ctx, `SELECT ts_ms, state, operation, model, credential, client, status, error_code, attempts,
+  `+inputR+`, `+outputR+`, `+tokensR+`, `+costR+`, `+cachedR+`, `+reasoningR+` FROM usage WHERE request_id = $1 FOR UPDATE`, res.RequestID).
+		Scan(&ts, &state, &opName, &old.Model, &old.Credential, &client, &old.Status, &old.ErrorCode, &old.Attempts,
+			&in, &out, &tot, &cost, &cached, &reasoning)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("ledger settle %s: no such request: %w", res.RequestID, ledger.ErrNotFound)
+	}
+	if err != nil {
+		return &dbError{err}
+	}
+	old.RequestID = res.RequestID
+	old.InputTokens, old.OutputTokens, old.TotalTokens, old.CostMicros = countOf(in), countOf(out), countOf(tot), countOf(cost)
+	old.CachedInputTokens, old.ReasoningTokens = countOf(cached), countOf(reasoning)
+	st := old
+	st.InputTokens, st.OutputTokens, st.CachedInputTokens = res.Input, res.Output, res.CachedInput
+	st.TotalTokens = ledger.Known(satAdd(res.Input.V, res.Output.V))
+	st.CostMicros = ledger.Count{}
+	if state == 0 {
+		return b.settleRow(i, st)
+	}
+	if old.TotalTokens.Known && (old.CostMicros.Known || opName == ledger.OperationDecisions) {
+		return fmt.Errorf("ledger settle %s: %w (%d tokens)", res.RequestID, ledger.ErrUsageKnown, old.TotalTokens.V)
+	}
+	r := openRow{ts: ts, dim: dims{operation: opName, model: old.Model, credential: old.Credential, client: client, status: old.Status}}
+	b.price(&st, r, false)
+	od, nd := rowDelta(old), rowDelta(st)
+	b.pending = append(b.pending, pendingStmt{
+		sql:  `UPDATE usage SET input_tokens = $1, output_tokens = $2, total_tokens = $3, cached_input_tokens = $4, cost_micros = $5 WHERE request_id = $6`,
+		args: []any{arg(st.InputTokens), arg(st.OutputTokens), arg(st.TotalTokens), arg(st.CachedInputTokens), arg(st.CostMicros), res.RequestID},
+		after: func(n int64) {
+			b.addRow(ts, r.dim, od.neg())
+			b.addRow(ts, r.dim, nd)
+		},
+	})
+	return nil
+}
+
+var _ = context.Background

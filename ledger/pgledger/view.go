@@ -1,0 +1,356 @@
+package pgledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rotorhq/rotor/ledger"
+)
+
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// view implements ledger.WindowReader over one transaction: a batch's
+// (admission) or a read-only one (View).
+type view struct {
+	ctx     context.Context
+	q       querier
+	now     time.Time
+	budgets []ledger.BudgetRecord
+	// flush, in a batch, writes the batch's pending rows and rollup deltas
+	// before a query reads them.
+	flush func() error
+	// cache holds the windows computed in this view, kept exact by
+	// applyDelta after each later write of the batch.
+	cache map[[2]int64]ledger.Totals
+}
+
+func (v *view) Now() time.Time                 { return v.now }
+func (v *view) Budgets() []ledger.BudgetRecord { return v.budgets }
+
+func (v *view) prepare() error {
+	if v.flush != nil {
+		if err := v.flush(); err != nil {
+			return &dbError{err}
+		}
+	}
+	return nil
+}
+
+func (v *view) applyDelta(ts int64, d ledger.Totals) {
+	for k, t := range v.cache {
+		if ts >= k[0] && ts < k[1] {
+			addT(&t, d)
+			v.cache[k] = t
+		}
+	}
+}
+
+// part is a piece of a window: rollup buckets [lo, hi) of a table, or raw
+// rows [lo, hi) (ms), added or (sign -1) subtracted.
+type part struct {
+	table  string // usage_hour, usage_minute or usage
+	lo, hi int64
+	sign   int64
+}
+
+// parts splits [f, t) into whole hours, whole minutes and raw edges. A raw
+// edge inside a minute is read as that minute's rollup less the rest of
+// the minute when the rest holds less time that has passed (the edge of a
+// window ending now is the minute's row less no rows after now), so that
+// a window reads a bounded number of rows whatever the traffic.
+func parts(f, t, now int64) []part {
+	var out []part
+	if f >= t {
+		return nil
+	}
+	m1, m2 := ceilTo(f, minuteMS), floorTo(t, minuteMS)
+	if m1 > m2 {
+		return edge(nil, f, t, now)
+	}
+	out = edge(out, f, m1, now)
+	h1, h2 := ceilTo(f, hourMS), floorTo(t, hourMS)
+	if h1 >= h2 {
+		out = appendPart(out, part{"usage_minute", m1 / minuteMS, m2 / minuteMS, 1})
+	} else {
+		out = appendPart(out, part{"usage_minute", m1 / minuteMS, h1 / minuteMS, 1})
+		out = appendPart(out, part{"usage_hour", h1 / hourMS, h2 / hourMS, 1})
+		out = appendPart(out, part{"usage_minute", h2 / minuteMS, m2 / minuteMS, 1})
+	}
+	return edge(out, m2, t, now)
+}
+
+func appendPart(out []part, p part) []part {
+	if p.lo < p.hi {
+		out = append(out, p)
+	}
+	return out
+}
+
+// edge adds the rows [lo, hi) inside one minute.
+func edge(out []part, lo, hi, now int64) []part {
+	if lo >= hi {
+		return out
+	}
+	mb := floorTo(lo, minuteMS)
+	me := mb + minuteMS
+	end := now + 1
+	past := func(a, b int64) int64 { return max(0, min(b, end)-a) }
+	if past(mb, lo)+past(hi, me) >= past(lo, hi) {
+		return append(out, part{"usage", lo, hi, 1})
+	}
+	out = append(out, part{"usage_minute", mb / minuteMS, mb/minuteMS + 1, 1})
+	out = appendPart(out, part{"usage", mb, lo, -1})
+	return appendPart(out, part{"usage", hi, me, -1})
+}
+
+// totalsSQL is one query summing parts.
+func totalsSQL(ps []part) (string, []any) {
+	var sub []string
+	var args []any
+	for _, p := range ps {
+		n := len(args)
+		args = append(args, p.lo, p.hi)
+		sign := "1"
+		if p.sign < 0 {
+			sign = "-1"
+		}
+		if p.table == "usage" {
+			sub = append(sub, fmt.Sprintf(`SELECT %[1]s AS r, %[1]s * COALESCE(%[2]s, 0) AS tk, %[1]s * (CASE WHEN %[2]s IS NULL THEN 1 ELSE 0 END) AS tn,
+  %[1]s * COALESCE(%[3]s, 0) AS c, %[1]s * (CASE WHEN %[3]s IS NULL THEN 1 ELSE 0 END) AS cn FROM usage WHERE ts_ms >= $%[4]d AND ts_ms < $%[5]d`,
+				sign, tokensR, costR, n+1, n+2))
+			continue
+		}
+		sub = append(sub, fmt.Sprintf(`SELECT %[1]s * requests AS r, %[1]s * tokens AS tk, %[1]s * tokens_null AS tn, %[1]s * cost_micros AS c, %[1]s * cost_null AS cn FROM %[2]s WHERE bucket >= $%[3]d AND bucket < $%[4]d`,
+			sign, p.table, n+1, n+2))
+	}
+	return `SELECT ` + sumSat("r") + `, ` + sumSat("tk") + `, ` + sumSat("tn") + `, ` + sumSat("c") + `, ` + sumSat("cn") + ` FROM (` + strings.Join(sub, "\nUNION ALL\n") + `) x`, args
+}
+
+func (v *view) Totals(w ledger.Window) (ledger.Totals, error) {
+	f, t := w.From.UnixMilli(), w.To.UnixMilli()
+	key := [2]int64{f, t}
+	if got, ok := v.cache[key]; ok {
+		return got, nil
+	}
+	if err := v.prepare(); err != nil {
+		return ledger.Totals{}, err
+	}
+	var sum ledger.Totals
+	if ps := parts(f, t, v.now.UnixMilli()); len(ps) > 0 {
+		q, args := totalsSQL(ps)
+		if err := v.q.QueryRow(v.ctx, q, args...).Scan(&sum.Requests, &sum.Tokens, &sum.TokensUnknown, &sum.CostMicros, &sum.CostUnknown); err != nil {
+			return ledger.Totals{}, &dbError{fmt.Errorf("window totals: %w", err)}
+		}
+	}
+	if v.cache != nil {
+		v.cache[key] = sum
+	}
+	return sum, nil
+}
+
+// segment is a time-ordered piece of a window for Reach and
+// NewestUnknownCost: raw rows, whole minutes or whole hours.
+type segment struct {
+	table  string
+	lo, hi int64 // ms
+}
+
+func segments(f, t int64) []segment {
+	if f >= t {
+		return nil
+	}
+	m1, m2 := ceilTo(f, minuteMS), floorTo(t, minuteMS)
+	if m1 >= m2 {
+		return []segment{{"usage", f, t}}
+	}
+	var out []segment
+	add := func(s segment) {
+		if s.lo < s.hi {
+			out = append(out, s)
+		}
+	}
+	add(segment{"usage", f, m1})
+	h1, h2 := ceilTo(f, hourMS), floorTo(t, hourMS)
+	if h1 >= h2 {
+		add(segment{"usage_minute", m1, m2})
+	} else {
+		add(segment{"usage_minute", m1, h1})
+		add(segment{"usage_hour", h1, h2})
+		add(segment{"usage_minute", h2, m2})
+	}
+	add(segment{"usage", m2, t})
+	return out
+}
+
+func unitOf(table string) (unit int64, sub string) {
+	if table == "usage_hour" {
+		return hourMS, "usage_minute"
+	}
+	return minuteMS, "usage"
+}
+
+var (
+	measureCol = map[ledger.Measure]string{ledger.MeasureRequests: "requests", ledger.MeasureTokens: "tokens", ledger.MeasureCost: "cost_micros"}
+	measureRaw = map[ledger.Measure]string{ledger.MeasureRequests: "1", ledger.MeasureTokens: "COALESCE(" + tokensR + ", 0)", ledger.MeasureCost: "COALESCE(" + costR + ", 0)"}
+)
+
+func (v *view) Reach(w ledger.Window, m ledger.Measure, need int64) (time.Time, bool, error) {
+	if need <= 0 {
+		return w.From, true, nil
+	}
+	if err := v.prepare(); err != nil {
+		return time.Time{}, false, err
+	}
+	cum := int64(0)
+	for _, s := range segments(w.From.UnixMilli(), w.To.UnixMilli()) {
+		at, ok, err := v.reachIn(s, m, need, &cum)
+		if err != nil || ok {
+			return at, ok, err
+		}
+	}
+	return time.Time{}, false, nil
+}
+
+// reachIn walks s in time order adding the measure to *cum, descending
+// from hours to minutes to rows only into the bucket where it reaches
+// need.
+func (v *view) reachIn(s segment, m ledger.Measure, need int64, cum *int64) (time.Time, bool, error) {
+	var q string
+	unit, sub := unitOf(s.table)
+	args := []any{s.lo, s.hi}
+	if s.table == "usage" {
+		q = `SELECT ts_ms, ` + measureRaw[m] + ` FROM usage WHERE ts_ms >= $1 AND ts_ms < $2 ORDER BY ts_ms`
+	} else {
+		q = `SELECT bucket, ` + measureCol[m] + ` FROM ` + s.table + ` WHERE bucket >= $1 AND bucket < $2 AND ` + measureCol[m] + ` <> 0 ORDER BY bucket`
+		args = []any{s.lo / unit, s.hi / unit}
+	}
+	rows, err := v.q.Query(v.ctx, q, args...)
+	if err != nil {
+		return time.Time{}, false, &dbError{err}
+	}
+	type item struct{ k, x int64 }
+	var items []item
+	for rows.Next() {
+		var it item
+		if err := rows.Scan(&it.k, &it.x); err != nil {
+			rows.Close()
+			return time.Time{}, false, &dbError{err}
+		}
+		if s.table == "usage" {
+			*cum = satAdd(*cum, it.x)
+			if *cum >= need {
+				rows.Close()
+				return time.UnixMilli(it.k).UTC(), true, nil
+			}
+			continue
+		}
+		items = append(items, it)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return time.Time{}, false, &dbError{err}
+	}
+	for _, it := range items {
+		if satAdd(*cum, it.x) >= need {
+			return v.reachIn(segment{sub, it.k * unit, (it.k + 1) * unit}, m, need, cum)
+		}
+		*cum = satAdd(*cum, it.x)
+	}
+	return time.Time{}, false, nil
+}
+
+func (v *view) NewestUnknownCost(w ledger.Window) (time.Time, bool, error) {
+	if err := v.prepare(); err != nil {
+		return time.Time{}, false, err
+	}
+	segs := segments(w.From.UnixMilli(), w.To.UnixMilli())
+	for i := len(segs) - 1; i >= 0; i-- {
+		at, ok, err := v.newestUnknownIn(segs[i])
+		if err != nil || ok {
+			return at, ok, err
+		}
+	}
+	return time.Time{}, false, nil
+}
+
+func (v *view) newestUnknownIn(s segment) (time.Time, bool, error) {
+	if s.table == "usage" {
+		var ts int64
+		err := v.q.QueryRow(v.ctx, `SELECT ts_ms FROM usage WHERE ts_ms >= $1 AND ts_ms < $2 AND `+costR+` IS NULL ORDER BY ts_ms DESC LIMIT 1`, s.lo, s.hi).Scan(&ts)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return time.Time{}, false, nil
+		}
+		if err != nil {
+			return time.Time{}, false, &dbError{err}
+		}
+		return time.UnixMilli(ts).UTC(), true, nil
+	}
+	unit, sub := unitOf(s.table)
+	var b *int64
+	if err := v.q.QueryRow(v.ctx, `SELECT MAX(bucket) FROM `+s.table+` WHERE bucket >= $1 AND bucket < $2 AND cost_null > 0`, s.lo/unit, s.hi/unit).Scan(&b); err != nil {
+		return time.Time{}, false, &dbError{err}
+	}
+	if b == nil {
+		return time.Time{}, false, nil
+	}
+	return v.newestUnknownIn(segment{sub, *b * unit, (*b + 1) * unit})
+}
+
+func (v *view) InFlight(w ledger.Window, upTo int64) (int64, error) {
+	f, t := w.From.UnixMilli(), w.To.UnixMilli()
+	now := v.now.UnixMilli()
+	f = max(f, now-ledger.MaxInFlight.Milliseconds())
+	if f >= t || upTo <= 0 {
+		return 0, nil
+	}
+	if err := v.prepare(); err != nil {
+		return 0, err
+	}
+	var n int64
+	err := v.q.QueryRow(v.ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM usage WHERE ts_ms >= $1 AND ts_ms < $2 AND state = 0 AND expires_ms > $3 LIMIT $4) x`,
+		f, t, now, upTo).Scan(&n)
+	if err != nil {
+		return 0, &dbError{err}
+	}
+	return n, nil
+}
+
+// View runs fn on a consistent read-only view of the ledger now.
+func (s *Store) View(ctx context.Context, fn func(ledger.WindowReader) error) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	ctx, cancel := readCtx(ctx)
+	defer cancel()
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return s.wrap("ledger view", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	var nowMS int64
+	if err := tx.QueryRow(ctx, `SELECT `+msNow).Scan(&nowMS); err != nil {
+		return s.wrap("ledger view", err)
+	}
+	now := time.UnixMilli(nowMS).UTC()
+	if s.clk != nil {
+		now = s.clk.Now()
+	}
+	bs, err := listBudgets(ctx, tx)
+	if err != nil {
+		return s.wrap("ledger view", err)
+	}
+	err = fn(&view{ctx: ctx, q: tx, now: now, budgets: bs})
+	var dbe *dbError
+	if errors.As(err, &dbe) {
+		return s.wrap("ledger view", dbe.err)
+	}
+	return err
+}
