@@ -4,14 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	neturl "net/url"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rotorhq/rotor/budgets"
+	"github.com/rotorhq/rotor/internal/testutil/pgtest"
 	"github.com/rotorhq/rotor/internal/tokenfile"
 	"github.com/rotorhq/rotor/ledger"
+	"github.com/rotorhq/rotor/ledger/pgledger"
 )
 
 func init() {
@@ -291,5 +294,96 @@ func TestScrubURLTakesOutEveryPassword(t *testing.T) {
 	}
 	if got := scrubURL("a /tmp/x.db b", "/tmp/x.db"); got != "a /tmp/x.db b" {
 		t.Errorf("a SQLite path was changed: %q", got)
+	}
+}
+
+// withPassword puts a password in a test server URL: the server's trust
+// authentication accepts any, so every output can be searched for it.
+func withPassword(t *testing.T, dbURL, pw string) string {
+	t.Helper()
+	u, err := neturl.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = neturl.UserPassword(u.User.Username(), pw)
+	return u.String()
+}
+
+// The same copy into PostgreSQL: migrated when empty, idempotent, and the
+// password never printed.
+func TestLedgerCopyToPostgres(t *testing.T) {
+	ctx := context.Background()
+	base, _ := pgtest.Schema(t)
+	target := withPassword(t, base, "Zq9sekrit")
+	f, out, errOut := fakeFactory(t, nil, nil)
+	src := fillLedger(t, f, 30)
+	opts := &copyOptions{IO: f.IO, From: f.Ledger, To: f.openCopyTarget, Source: f.DBPath, URL: target, PageRows: 7}
+	if err := copyRun(ctx, opts); err != nil {
+		t.Fatal(err)
+	}
+	masked := pgledger.MaskURL(target)
+	if want := "copied to " + masked + ": 30 rows (0 already there), 1 budgets, 1 tokens, 1 prices, 1 learned records\n"; out.String() != want {
+		t.Errorf("copy printed %q, want %q", out, want)
+	}
+	if !strings.Contains(errOut.String(), "migrated schema version 0 to ") {
+		t.Errorf("stderr %q: want the empty schema's migration reported", errOut)
+	}
+	dst, err := f.openCopyTarget(ctx, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	q := ledger.ReportQuery{From: f.Clock.Now().Add(-time.Hour), To: f.Clock.Now().Add(time.Hour), By: []string{"model", "client"}}
+	want, _ := src.Report(ctx, q)
+	if got, err := dst.Report(ctx, q); err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("PostgreSQL report %+v (%v), want the source's %+v", got, err, want)
+	}
+	st, _ := src.ClientTokens(ctx)
+	if label, ok, err := dst.LookupToken(ctx, st[0].Hash); err != nil || !ok || label != st[0].Label {
+		t.Errorf("copied token: %q %v %v", label, ok, err)
+	}
+	out.Reset()
+	if err := copyRun(ctx, opts); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.String(), "nothing to copy: "+masked) {
+		t.Errorf("second copy printed %q", out)
+	}
+	for _, s := range []string{out.String(), errOut.String()} {
+		if strings.Contains(s, "Zq9sekrit") {
+			t.Errorf("output holds the password: %q", s)
+		}
+	}
+}
+
+// init against an empty PostgreSQL schema creates it; another command
+// finding an empty or older schema exits 2 saying to migrate.
+func TestPostgresSchemaNeedsMigrate(t *testing.T) {
+	ctx := context.Background()
+	base, _ := pgtest.Schema(t)
+	dbURL := withPassword(t, base, "Zq9sekrit")
+	f, _, _ := fakeFactory(t, nil, nil)
+	f.DBPath = func() (string, error) { return dbURL, nil }
+	_, err := f.Ledger(ctx)
+	wantUsageError(t, "open an empty schema", err, "rotor ledger migrate")
+	if strings.Contains(fmt.Sprint(err), "Zq9sekrit") {
+		t.Errorf("error %q holds the password", err)
+	}
+	g, out, _ := fakeFactory(t, nil, nil)
+	g.DBPath = f.DBPath
+	if err := migrateRun(ctx, &migrateOptions{IO: g.IO, Migrate: g.migrateLedger}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), ": migrated schema version 0 to ") || strings.Contains(out.String(), "Zq9sekrit") {
+		t.Errorf("migrate printed %q", out)
+	}
+	out.Reset()
+	if err := migrateRun(ctx, &migrateOptions{IO: g.IO, Migrate: g.migrateLedger}); err != nil || !strings.Contains(out.String(), "already current") {
+		t.Errorf("second migrate: %v, printed %q", err, out)
+	}
+	h, _, _ := fakeFactory(t, nil, nil)
+	h.DBPath = f.DBPath
+	if _, err := h.Ledger(ctx); err != nil {
+		t.Errorf("open after migrate: %v", err)
 	}
 }
