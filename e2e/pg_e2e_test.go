@@ -235,6 +235,7 @@ func TestPostgresThreeBridgesShareOneBudgetExactly(t *testing.T) {
 		t.Errorf("the provider received %d decisions, want 50", got)
 	}
 	tm.run(2, "config", "check")
+	tm.run(2, "status")
 	tm.run(2, "ledger", "report", "--format", "json")
 }
 
@@ -533,5 +534,40 @@ func TestPostgresBridgeStartRefusesOldSchemaAndUnreachable(t *testing.T) {
 		if strings.Contains(o, pgPassword) {
 			t.Errorf("output holds the password: %q", o)
 		}
+	}
+}
+
+// INTELLIGENCE_STORAGE_BACKEND=sqlite (or d1) means the ledger database,
+// whichever engine: on PostgreSQL the learned state lands there.
+func TestPostgresLearnedStateInTheLedger(t *testing.T) {
+	tm := newPGTeam(t, 1, "")
+	e := tm.homes[0]
+	e.env = append(e.env,
+		"MODEL_COOLDOWN_ENABLED=true",
+		"LEARNED_COOLDOWN_MODE=shadow",
+		`LEARNED_COOLDOWN_POLICY_JSON={"buckets":[{"provider":"api","model":"decide-mini","quota_bucket":null}]}`,
+		"INTELLIGENCE_STORAGE_BACKEND=sqlite",
+	)
+	b := tm.start(0)
+	var keyA string
+	for _, kv := range e.env {
+		if v, ok := strings.CutPrefix(kv, "E2E_KEY_A="); ok {
+			keyA = v
+		}
+	}
+	tm.prov.Script(keyA, "", fp.RateLimited("2"))
+	if r := call(t, "POST", b.url+"/v1/decisions", e.token(), decideBody); r.status != 200 {
+		t.Fatalf("throttled then failed over: %d %s", r.status, r.body)
+	}
+	b.stop()
+	ctx := context.Background()
+	s, err := pgledger.Open(ctx, tm.base, pgledger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	recs, err := s.LearnedRecords(ctx)
+	if err != nil || len(recs) != 1 {
+		t.Errorf("learned records in PostgreSQL: %d, %v; want 1", len(recs), err)
 	}
 }
