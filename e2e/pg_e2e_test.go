@@ -571,3 +571,37 @@ func TestPostgresLearnedStateInTheLedger(t *testing.T) {
 		t.Errorf("learned records in PostgreSQL: %d, %v; want 1", len(recs), err)
 	}
 }
+
+// scripts/bench-ledger.sh --quick runs both engines' benchmarks side by
+// side and prints their ratios (the full run is for the README's figures).
+func TestBenchLedgerQuickRunsBothEngines(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: builds two test binaries")
+	}
+	srv := pgtest.Server(t)
+	// Two test binaries to build on a loaded machine: more than e.exec's
+	// minute.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join("..", "scripts", "bench-ledger.sh"), "--quick")
+	cmd.Env = append(os.Environ(), "ROTOR_TEST_POSTGRES="+srv)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("bench-ledger.sh --quick: %v\n%s%s", err, out, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	last := lines[len(lines)-1]
+	for _, k := range []string{"admission_c1", "append_c1", "admission_c16", "append_c16"} {
+		var v float64
+		i := strings.Index(last, "pg_vs_sqlite_"+k+"=")
+		if i < 0 {
+			t.Errorf("no pg_vs_sqlite_%s in %q", k, last)
+			continue
+		}
+		if _, err := fmt.Sscanf(last[i+len("pg_vs_sqlite_"+k+"="):], "%g", &v); err != nil || v <= 0 {
+			t.Errorf("pg_vs_sqlite_%s is not a ratio in %q", k, last)
+		}
+	}
+}
