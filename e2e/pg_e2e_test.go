@@ -433,8 +433,8 @@ func TestPostgresOutageFailsClosedThenRecovers(t *testing.T) {
 		r, _ = decide(context.Background(), procs[0].url, tm.homes[0].token())
 		return r.status == 503
 	})
-	if errorCode(r.body) != "ledger_unavailable" || r.header.Get("Retry-After") == "" {
-		t.Errorf("while down: %d %s, Retry-After %q; want 503 ledger_unavailable with Retry-After", r.status, r.body, r.header.Get("Retry-After"))
+	if errorCode(r.body) != "ledger_unavailable" || r.header.Get("Retry-After") != "1" {
+		t.Errorf("while down: %d %s, Retry-After %q; want 503 ledger_unavailable with Retry-After: 1", r.status, r.body, r.header.Get("Retry-After"))
 	}
 	proxy.SetDown(false)
 	tm.checkRows(ok)
