@@ -90,3 +90,16 @@ func urlPasswords(dbURL string) []string {
 	}
 	return out
 }
+
+// dbURL returns the ledger's database for masking, or "" when it cannot be
+// resolved (a bad configuration: then nothing was opened).
+func (f *Factory) dbURL() string {
+	if f.DBPath == nil {
+		return ""
+	}
+	path, err := f.DBPath()
+	if err != nil {
+		return ""
+	}
+	return path
+}

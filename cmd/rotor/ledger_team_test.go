@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/rotorhq/rotor/budgets"
 	"github.com/rotorhq/rotor/internal/testutil/pgtest"
 	"github.com/rotorhq/rotor/internal/tokenfile"
@@ -385,5 +387,28 @@ func TestPostgresSchemaNeedsMigrate(t *testing.T) {
 	h.DBPath = f.DBPath
 	if _, err := h.Ledger(ctx); err != nil {
 		t.Errorf("open after migrate: %v", err)
+	}
+}
+
+// The last line of defence: whatever error a command ends with, the
+// password of the database URL is taken out of what rotor prints.
+func TestRunMasksThePasswordInAnyError(t *testing.T) {
+	t.Setenv("ROTOR_LEDGER_CONNECT_TIMEOUT", "1s")
+	const dbURL = "postgres://alice:Zq9sekrit@127.0.0.1:1/rotor"
+	f, _, errOut := testFactory(t)
+	root := NewCmdRoot(f)
+	fail := &cobra.Command{Use: "fail", RunE: func(*cobra.Command, []string) error {
+		return errors.New("driver said: password Zq9sekrit refused for " + dbURL)
+	}}
+	root.AddCommand(fail)
+	root.SetArgs([]string{"--db", dbURL, "fail"})
+	root.SetErr(errOut)
+	err := root.Execute()
+	msg := maskErr(err, f.dbURL())
+	if strings.Contains(msg.Error(), "Zq9sekrit") || !strings.Contains(msg.Error(), "postgres://alice:xxxxx@127.0.0.1:1/rotor") {
+		t.Errorf("printed %q", msg)
+	}
+	if code := run(context.Background(), f, []string{"--db", dbURL, "budget", "list"}); code == 0 || strings.Contains(errOut.String(), "Zq9sekrit") {
+		t.Errorf("budget list on an unreachable database: exit %d, stderr %q", code, errOut)
 	}
 }
