@@ -7,30 +7,10 @@ package ledger
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 )
 
 var _ Importer = (*Store)(nil)
-
-// importIDs holds the request ids one ImportRows wrote, so that the fold
-// queries can count exactly those rows in the rollups.
-const (
-	createImportIDs = `CREATE TEMP TABLE IF NOT EXISTS import_ids (request_id TEXT PRIMARY KEY) WITHOUT ROWID`
-	clearImportIDs  = `DELETE FROM temp.import_ids`
-	onlyImported    = ` AND request_id IN (SELECT request_id FROM temp.import_ids)`
-	rangeWhere      = `WHERE ts_ms >= ? AND ts_ms < ?`
-)
-
-var (
-	importMinutes = strings.Replace(foldMinutes, rangeWhere, rangeWhere+onlyImported, 1)
-	importDims    = strings.Replace(foldDims, rangeWhere, rangeWhere+onlyImported, 1)
-	// importHours rewrites the hour rows of the hours behind the hour
-	// frontier that imported rows fell in, from their (complete) minutes.
-	importHours = `INSERT OR REPLACE INTO usage_hour (bucket, requests, tokens, tokens_null, cost_micros, cost_null)
-SELECT bucket / 60, ` + rollupTotals + ` FROM usage_minute WHERE bucket / 60 IN (SELECT DISTINCT u.ts_ms / 3600000 FROM usage u
-  WHERE u.request_id IN (SELECT request_id FROM temp.import_ids) AND u.ts_ms < ? AND u.ts_ms / 3600000 < ?) GROUP BY bucket / 60`
-)
 
 // ImportRows writes the rows whose request id is not stored yet at their
 // time, as they are, in one transaction, and counts the rows written
@@ -87,14 +67,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			added++
 		}
 		if added > 0 && lo < foldUntil {
-			// The frontier has passed these rows: count them in the
-			// rollups now, as the fold would have.
-			for _, sql := range []string{importMinutes, importDims} {
-				if _, err := q.ExecContext(ctx, sql, lo, min(hi+1, foldUntil)); err != nil {
-					return err
-				}
-			}
-			if _, err := q.ExecContext(ctx, importHours, foldUntil, hourUntil); err != nil {
+			if err := foldImported(ctx, q, lo, hi, foldUntil, hourUntil); err != nil {
 				return err
 			}
 		}

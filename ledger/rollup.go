@@ -6,9 +6,11 @@ package ledger
 // the map of which read uses which table is in doc.go.
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -271,4 +273,37 @@ func (b *batch) flush() error {
 		delete(b.dims, k)
 	}
 	return nil
+}
+
+// Imported rows (ImportRows, for `rotor ledger copy`). The request ids one
+// import wrote are kept in a temporary table, so that the fold queries
+// count exactly those rows.
+const (
+	createImportIDs = `CREATE TEMP TABLE IF NOT EXISTS import_ids (request_id TEXT PRIMARY KEY) WITHOUT ROWID`
+	clearImportIDs  = `DELETE FROM temp.import_ids`
+	onlyImported    = ` AND request_id IN (SELECT request_id FROM temp.import_ids)`
+	rangeWhere      = `WHERE ts_ms >= ? AND ts_ms < ?`
+)
+
+var (
+	importMinutes = strings.Replace(foldMinutes, rangeWhere, rangeWhere+onlyImported, 1)
+	importDims    = strings.Replace(foldDims, rangeWhere, rangeWhere+onlyImported, 1)
+	// importHours rewrites the hour rows of the hours behind the hour
+	// frontier that imported rows fell in, from their (complete) minutes.
+	importHours = `INSERT OR REPLACE INTO usage_hour (bucket, requests, tokens, tokens_null, cost_micros, cost_null)
+SELECT bucket / 60, ` + rollupTotals + ` FROM usage_minute WHERE bucket / 60 IN (SELECT DISTINCT u.ts_ms / 3600000 FROM usage u
+  WHERE u.request_id IN (SELECT request_id FROM temp.import_ids) AND u.ts_ms < ? AND u.ts_ms / 3600000 < ?) GROUP BY bucket / 60`
+)
+
+// foldImported counts the rows an import wrote in [lo, hi] that are behind
+// the fold frontier in the minute and report rollups, as the fold would
+// have, and rewrites the hour rows behind the hour frontier they fell in.
+func foldImported(ctx context.Context, q execQuerier, lo, hi, foldUntil, hourUntil int64) error {
+	for _, sql := range []string{importMinutes, importDims} {
+		if _, err := q.ExecContext(ctx, sql, lo, min(hi+1, foldUntil)); err != nil {
+			return err
+		}
+	}
+	_, err := q.ExecContext(ctx, importHours, foldUntil, hourUntil)
+	return err
 }
