@@ -170,7 +170,7 @@ func TestHungServerFailsAtTheDeadline(t *testing.T) {
 	pu, _ := url.Parse(u)
 	p := newProxy(t, pu.Host)
 	pu.Host = p.addr
-	s := openURL(t, pu.String(), Options{MaxConns: 2})
+	s := openURL(t, pu.String(), Options{MaxConns: 2, ConnectTimeout: time.Second})
 	exp := time.Now().Add(time.Hour)
 	p.stalled.Store(true)
 	for _, call := range []func(context.Context) error{
