@@ -79,6 +79,7 @@ func Run(t *testing.T, e Engine) {
 		{"TokensBudgetSkipsUnknownAndStopsAtLimit", testTokensBudget},
 		// Unknown cost and tokens.
 		{"OpenReservationCountsAsUnknownNeverZero", testOpenReservationUnknown},
+		{"ReservationOlderThanMaxInFlightIsUnknownCost", testMaxInFlight},
 		{"UnreadableUsageIsUnknownNeverZero", testNullUsage},
 		{"CostBudgetFailsClosedOnUnknownCostUntilItLeaves", testCostFailClosed},
 		{"CostBudgetRefusesDecisionsAndUnpricedModels", testCostPolicy},
