@@ -188,7 +188,7 @@ func (s *Store) ClientTokens(ctx context.Context) ([]ledger.ClientToken, error) 
 		if last != nil {
 			t.LastUsed = time.UnixMilli(*last).UTC()
 		}
-		setHash(&t, h)
+		copy(t.Hash[:], h)
 		out = append(out, t)
 	}
 	if err := rows.Err(); err != nil {
@@ -354,6 +354,3 @@ func (s *Store) RemovePrice(ctx context.Context, model string) error {
 		return nil
 	})
 }
-
-// setHash fills a listed token's hash where ledger.ClientToken has one.
-func setHash(t *ledger.ClientToken, h []byte) { _ = t; _ = h }

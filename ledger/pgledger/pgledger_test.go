@@ -298,3 +298,16 @@ WHERE application_name = $1`, app); err != nil {
 		t.Fatalf("after the kill: %v", err)
 	}
 }
+
+func TestClientTokensListHashes(t *testing.T) {
+	ctx := context.Background()
+	s, _ := open(t, Options{})
+	h := [32]byte{1, 2, 3, 31: 9}
+	if err := s.AddClientToken(ctx, "ci", h, false); err != nil {
+		t.Fatal(err)
+	}
+	ts, err := s.ClientTokens(ctx)
+	if err != nil || len(ts) != 1 || ts[0].Hash != h || ts[0].Label != "ci" {
+		t.Fatalf("ClientTokens = %+v, %v; want ci with its hash", ts, err)
+	}
+}

@@ -68,11 +68,9 @@ func (b *batch) resolveRow(i int, res ledger.Resolution) error {
 	b.pending = append(b.pending, pendingStmt{
 		sql:  `UPDATE usage SET input_tokens = $1, output_tokens = $2, total_tokens = $3, cached_input_tokens = $4, cost_micros = $5 WHERE request_id = $6`,
 		args: []any{arg(st.InputTokens), arg(st.OutputTokens), arg(st.TotalTokens), arg(st.CachedInputTokens), arg(st.CostMicros), res.RequestID},
-		after: func(n int64) {
-			b.addRow(ts, r.dim, od.neg())
-			b.addRow(ts, r.dim, nd)
-		},
 	})
+	b.addRow(ts, r.dim, od.neg())
+	b.addRow(ts, r.dim, nd)
 	return nil
 }
 

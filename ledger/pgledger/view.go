@@ -27,9 +27,14 @@ type view struct {
 	// flush, in a batch, writes the batch's pending rows and rollup deltas
 	// before a query reads them.
 	flush func() error
+	// pending, in a batch, sums the batch's deltas not yet written in
+	// [f, t); ok=false: flush first.
+	pending func(f, t int64) (ledger.Totals, bool)
 	// cache holds the windows computed in this view, kept exact by
 	// applyDelta after each later write of the batch.
 	cache map[[2]int64]ledger.Totals
+	// used lists the windows ending now+1ms that Totals was asked for.
+	used [][2]int64
 }
 
 func (v *view) Now() time.Time                 { return v.now }
@@ -137,18 +142,30 @@ func totalsSQL(ps []part) (string, []any) {
 func (v *view) Totals(w ledger.Window) (ledger.Totals, error) {
 	f, t := w.From.UnixMilli(), w.To.UnixMilli()
 	key := [2]int64{f, t}
+	if t == v.now.UnixMilli()+1 && v.pending != nil {
+		v.used = append(v.used, key)
+	}
 	if got, ok := v.cache[key]; ok {
 		return got, nil
 	}
-	if err := v.prepare(); err != nil {
-		return ledger.Totals{}, err
-	}
 	var sum ledger.Totals
+	if v.pending != nil {
+		p, ok := v.pending(f, t)
+		if !ok {
+			if err := v.prepare(); err != nil {
+				return ledger.Totals{}, err
+			}
+			p, _ = v.pending(f, t)
+		}
+		sum = p
+	}
 	if ps := parts(f, t, v.now.UnixMilli()); len(ps) > 0 {
 		q, args := totalsSQL(ps)
-		if err := v.q.QueryRow(v.ctx, q, args...).Scan(&sum.Requests, &sum.Tokens, &sum.TokensUnknown, &sum.CostMicros, &sum.CostUnknown); err != nil {
+		var db ledger.Totals
+		if err := v.q.QueryRow(v.ctx, q, args...).Scan(&db.Requests, &db.Tokens, &db.TokensUnknown, &db.CostMicros, &db.CostUnknown); err != nil {
 			return ledger.Totals{}, &dbError{fmt.Errorf("window totals: %w", err)}
 		}
+		addT(&sum, db)
 	}
 	if v.cache != nil {
 		v.cache[key] = sum

@@ -70,6 +70,11 @@ type writer struct {
 	tokens  map[[32]byte]string
 	prices  map[string]ledger.Price
 	open    map[string]openRow
+	// lastWindows are the windows ending at lastNow+1ms that the last
+	// batch's admissions read: the next batch reads their likely
+	// successors in one round trip (see prefetch).
+	lastWindows [][2]int64
+	lastNow     int64
 }
 
 func newWriter(s *Store, maxBatch int, onCommit func(int, time.Duration)) *writer {
@@ -192,6 +197,9 @@ func (w *writer) run(ops []*op) {
 	}
 	if len(live) == 1 || isUnavailable(batchErr) || errors.Is(batchErr, ledger.ErrUnavailable) {
 		err := batchErr
+		if len(live) == 1 {
+			err = opError(live[0], batchErr)
+		}
 		if len(live) > 1 || isUnavailable(err) {
 			err = wrapErr("ledger "+w.s.Location(), batchErr)
 		}
@@ -203,6 +211,27 @@ func (w *writer) run(ops []*op) {
 	for _, o := range live {
 		w.run([]*op{o})
 	}
+}
+
+// opError is the error of a batch of the one op o that failed on a
+// statement: a request id already stored, or a settlement or release whose
+// reservation is no longer open (its guarded statement divided by zero).
+func opError(o *op, err error) error {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	switch {
+	case pe.Code == "23505" && o.kind == opReserve:
+		return fmt.Errorf("ledger: request %s: %w", o.res.RequestID, ledger.ErrExists)
+	case pe.Code == "22012" && o.kind == opSettle:
+		return fmt.Errorf("ledger: settle %s: no open reservation: %w", o.settle.RequestID, ledger.ErrNotFound)
+	case pe.Code == "22012" && o.kind == opRelease:
+		return fmt.Errorf("ledger: release %s: no open reservation: %w", o.id, ledger.ErrNotFound)
+	case pe.Code == "22012" && o.kind == opResolve:
+		return fmt.Errorf("ledger settle %s: no such request: %w", o.resolve.RequestID, ledger.ErrNotFound)
+	}
+	return err
 }
 
 // batchCtx bounds a batch: opTimeout, or less when every op is a
@@ -238,20 +267,25 @@ type batch struct {
 	view *view
 	// pending row statements, sent at the next flush.
 	pending []pendingStmt
-	minute  map[int64]ledger.Totals
-	hour    map[int64]ledger.Totals
-	dims    map[dimKey]delta
-	opened  map[string]openRow
-	closed  []string
-	errs    []error
+	// unflushed holds the deltas not yet written (rows and rollups), so
+	// that a window computed from the database adds them; rowsAhead is
+	// set when rows were written without their rollup deltas.
+	unflushed []tsTotals
+	rowsAhead bool
+	minute    map[int64]ledger.Totals
+	hour      map[int64]ledger.Totals
+	dims      map[dimKey]delta
+	opened    map[string]openRow
+	closed    []string
+	errs      []error
 }
 
-// pendingStmt is a row statement queued for the next flush; after, when
-// set, judges how many rows it changed (and records the op's result).
+// pendingStmt is a row statement queued for the next flush. Its effect
+// on the rollups is already in the batch's deltas: a statement that
+// cannot have it fails (and the batch with it).
 type pendingStmt struct {
-	sql   string
-	args  []any
-	after func(rows int64)
+	sql  string
+	args []any
 }
 
 func (w *writer) runBatch(ops []*op) ([]error, error) {
@@ -306,8 +340,28 @@ func (w *writer) runBatch(ops []*op) ([]error, error) {
 		}
 		w.cfgVer = cv
 	}
-	b.view = &view{ctx: ctx, q: conn, now: nowT, budgets: w.budgets, flush: b.flushAll, cache: map[[2]int64]ledger.Totals{}}
+	b.view = &view{ctx: ctx, q: conn, now: nowT, budgets: w.budgets, flush: b.flushAll, pending: b.pendingIn, cache: map[[2]int64]ledger.Totals{}}
+	// Reservations first: they are admitted against the ledger as the batch
+	// found it plus the batch's earlier reservations (all of the batch's
+	// ops are concurrent, so any order is one they could have had).
+	order := make([]int, 0, len(ops))
 	for i, o := range ops {
+		if o.kind == opReserve {
+			order = append(order, i)
+		}
+	}
+	for i, o := range ops {
+		if o.kind != opReserve {
+			order = append(order, i)
+		}
+	}
+	if len(order) > 0 && ops[order[0]].kind == opReserve && ops[order[0]].admit != nil {
+		if err := b.prefetch(); err != nil {
+			return nil, err
+		}
+	}
+	for _, i := range order {
+		o := ops[i]
 		if err := b.apply(i, o); err != nil {
 			var dbe *dbError
 			if errors.As(err, &dbe) {
@@ -316,16 +370,15 @@ func (w *writer) runBatch(ops []*op) ([]error, error) {
 			b.errs[i] = err
 		}
 	}
-	if err := b.flushRows(); err != nil {
-		return nil, err
-	}
 	pb = &pgx.Batch{}
+	b.queueRows(pb)
 	b.queueRollups(pb)
 	pb.Queue("COMMIT")
 	if err := conn.SendBatch(ctx, pb).Close(); err != nil {
 		return nil, err
 	}
 	committed = true
+	w.lastWindows, w.lastNow = b.view.used, b.now
 	if w.onCommit != nil {
 		w.onCommit(len(ops), time.Since(began))
 	}
@@ -336,6 +389,48 @@ func (w *writer) runBatch(ops []*op) ([]error, error) {
 		delete(w.open, id)
 	}
 	return b.errs, nil
+}
+
+// maxPrefetch bounds the windows prefetch reads.
+const maxPrefetch = 16
+
+// prefetch reads, in one round trip, the windows the batch's admissions
+// will likely ask for: each window the last batch read, as a rolling
+// window (slid by the time since) and as a calendar one (the same start),
+// both ending now. An admission then finds its windows in the view's
+// cache instead of reading them one round trip each; a window not
+// prefetched is read when asked.
+func (b *batch) prefetch() error {
+	w := b.w
+	if len(w.lastWindows) == 0 {
+		return nil
+	}
+	t := b.now + 1
+	var keys [][2]int64
+	seen := map[int64]bool{}
+	for _, lw := range w.lastWindows {
+		for _, f := range []int64{lw[0] + (b.now - w.lastNow), lw[0]} {
+			if f < t && !seen[f] && len(keys) < maxPrefetch {
+				seen[f] = true
+				keys = append(keys, [2]int64{f, t})
+			}
+		}
+	}
+	pb := &pgx.Batch{}
+	for _, k := range keys {
+		q, args := totalsSQL(parts(k[0], k[1], b.now))
+		pb.Queue(q, args...)
+	}
+	br := b.conn.SendBatch(b.ctx, pb)
+	for _, k := range keys {
+		var x ledger.Totals
+		if err := br.QueryRow().Scan(&x.Requests, &x.Tokens, &x.TokensUnknown, &x.CostMicros, &x.CostUnknown); err != nil {
+			br.Close()
+			return err
+		}
+		b.view.cache[k] = x
+	}
+	return br.Close()
 }
 
 // loadConfig reads budgets, client tokens and prices (the change counter
@@ -384,6 +479,26 @@ func (b *batch) apply(i int, o *op) (err error) {
 	return fmt.Errorf("ledger: unknown op %d", o.kind)
 }
 
+type tsTotals struct {
+	ts int64
+	t  ledger.Totals
+}
+
+// pendingIn sums the unflushed deltas in [f, t); ok is false when the
+// database holds rows whose rollup deltas it does not (then flush first).
+func (b *batch) pendingIn(f, t int64) (ledger.Totals, bool) {
+	var sum ledger.Totals
+	if b.rowsAhead {
+		return sum, false
+	}
+	for _, d := range b.unflushed {
+		if d.ts >= f && d.ts < t {
+			addT(&sum, d.t)
+		}
+	}
+	return sum, true
+}
+
 // addRow records a row's delta at ts in the rollups and in the view's
 // cached windows.
 func (b *batch) addRow(ts int64, d dims, x delta) {
@@ -399,6 +514,7 @@ func (b *batch) addRow(ts int64, d dims, x delta) {
 	dd.add(x)
 	b.dims[k] = dd
 	b.view.applyDelta(ts, x.t)
+	b.unflushed = append(b.unflushed, tsTotals{ts, x.t})
 }
 
 func (b *batch) reserve(i int, o *op) error {
@@ -482,22 +598,16 @@ func (b *batch) settleRow(i int, s ledger.Settlement) error {
 	nd := dims{operation: r.dim.operation, model: s.Model, credential: s.Credential, client: r.dim.client, status: s.Status}
 	sd := rowDelta(s)
 	b.pending = append(b.pending, pendingStmt{
-		sql: `UPDATE usage SET state = 1, model = $1, credential = $2, region = CASE WHEN $3 = '' THEN region ELSE $3 END, attempts = $4, status = $5, error_code = $6,
+		sql: guarded(`UPDATE usage SET state = 1, model = $1, credential = $2, region = CASE WHEN $3 = '' THEN region ELSE $3 END, attempts = $4, status = $5, error_code = $6,
   input_tokens = $7, output_tokens = $8, total_tokens = $9, cost_micros = $10, latency_ms = $11, cached_input_tokens = $12, reasoning_tokens = $13
-  WHERE request_id = $14 AND state = 0`,
+  WHERE request_id = $14 AND state = 0`),
 		args: []any{s.Model, s.Credential, s.Region, s.Attempts, s.Status, s.ErrorCode,
 			arg(s.InputTokens), arg(s.OutputTokens), arg(s.TotalTokens), arg(s.CostMicros), s.Latency.Milliseconds(),
 			arg(s.CachedInputTokens), arg(s.ReasoningTokens), s.RequestID},
-		after: func(n int64) {
-			if n != 1 {
-				b.errs[i] = fmt.Errorf("ledger: settle %s: no open reservation: %w", s.RequestID, ledger.ErrNotFound)
-				return
-			}
-			// The open reservation becomes the settled row.
-			b.addRow(r.ts, r.dim, reservationDelta().neg())
-			b.addRow(r.ts, nd, sd)
-		},
 	})
+	// The open reservation becomes the settled row.
+	b.addRow(r.ts, r.dim, reservationDelta().neg())
+	b.addRow(r.ts, nd, sd)
 	delete(b.opened, s.RequestID)
 	b.closed = append(b.closed, s.RequestID)
 	return nil
@@ -539,67 +649,49 @@ func (b *batch) release(i int, id string) error {
 		return fmt.Errorf("ledger: release %s: no open reservation: %w", id, ledger.ErrNotFound)
 	}
 	b.pending = append(b.pending, pendingStmt{
-		sql:  `DELETE FROM usage WHERE request_id = $1 AND state = 0`,
+		sql:  guarded(`DELETE FROM usage WHERE request_id = $1 AND state = 0`),
 		args: []any{id},
-		after: func(n int64) {
-			if n != 1 {
-				b.errs[i] = fmt.Errorf("ledger: release %s: no open reservation: %w", id, ledger.ErrNotFound)
-				return
-			}
-			b.addRow(r.ts, r.dim, reservationDelta().neg())
-		},
 	})
+	b.addRow(r.ts, r.dim, reservationDelta().neg())
 	delete(b.opened, id)
 	b.closed = append(b.closed, id)
 	return nil
 }
 
-// flushRows sends the pending row statements in one round trip and
-// applies their results.
+// guarded makes a statement that must change exactly one row fail (with
+// division_by_zero, 22012) when it changes none: the batch then rolls back
+// and its ops are retried one by one, where opError names the op's error.
+func guarded(q string) string {
+	return `WITH w AS (` + q + ` RETURNING 1) SELECT 1 / (SELECT COUNT(*)::int FROM w)`
+}
+
+// queueRows moves the pending row statements into pb.
+func (b *batch) queueRows(pb *pgx.Batch) {
+	for _, p := range b.pending {
+		pb.Queue(p.sql, p.args...)
+	}
+	b.pending = b.pending[:0]
+}
+
+// flushRows writes the pending row statements in one round trip (their
+// rollup deltas stay pending).
 func (b *batch) flushRows() error {
 	if len(b.pending) == 0 {
 		return nil
 	}
-	pend := b.pending
-	b.pending = nil
 	pb := &pgx.Batch{}
-	for _, p := range pend {
-		pb.Queue(p.sql, p.args...)
-	}
-	br := b.conn.SendBatch(b.ctx, pb)
-	tags := make([]pgconn.CommandTag, len(pend))
-	var err error
-	for i := range pend {
-		if tags[i], err = br.Exec(); err != nil {
-			break
-		}
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && pe.Code == "23505" {
-			return fmt.Errorf("ledger: request already written: %w", ledger.ErrExists)
-		}
-		return err
-	}
-	for i, p := range pend {
-		if p.after != nil {
-			p.after(tags[i].RowsAffected())
-		}
-	}
-	return nil
+	b.queueRows(pb)
+	b.rowsAhead = true
+	return b.conn.SendBatch(b.ctx, pb).Close()
 }
 
 // flushAll writes everything pending, rows and rollups, so that a query
 // of this transaction sees the batch's writes.
 func (b *batch) flushAll() error {
-	if err := b.flushRows(); err != nil {
-		return err
-	}
 	pb := &pgx.Batch{}
+	b.queueRows(pb)
 	b.queueRollups(pb)
+	b.unflushed, b.rowsAhead = b.unflushed[:0], false
 	if pb.Len() == 0 {
 		return nil
 	}
