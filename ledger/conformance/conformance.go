@@ -106,6 +106,8 @@ func Run(t *testing.T, e Engine) {
 		// Rows.
 		{"RowsRoundTripInTimeOrder", testRows},
 		{"WithoutATestClockRowTimesAreTheEnginesNow", testEngineClock},
+		// ledger copy.
+		{"ImportCopiesRowsOnceAndCountsThem", testImport},
 		// Learned state.
 		{"LearnedRecordsRevisionsAndExpiry", testLearned},
 		{"LearnedCapacityRefusesNewRecordsKeepsUpdates", testLearnedCapacity},
