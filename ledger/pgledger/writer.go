@@ -40,8 +40,12 @@ type op struct {
 	id      string
 	// ctx, for a reservation, is the request's: a reservation whose
 	// request ended before its batch began is not written.
-	ctx  context.Context
-	done chan error
+	ctx context.Context
+	// deadline is the caller's context's, for every op: the batch gives
+	// up then (ErrUnavailable), so that no call outlives its deadline by
+	// more than the batch's other callers' (see batchCtx).
+	deadline time.Time
+	done     chan error
 }
 
 // openRow is what this process remembers of a reservation it wrote, so
@@ -86,6 +90,16 @@ func newWriter(s *Store, maxBatch int, onCommit func(int, time.Duration)) *write
 // submit queues o and returns its result once its batch has committed or
 // failed.
 func (w *writer) submit(ctx context.Context, o *op) error {
+	return w.submitWait(ctx, ctx, o)
+}
+
+// submitWait is submit for an op that must be recorded even when its
+// caller goes (settle, release, resolve): wctx only bounds the batch by
+// its deadline.
+func (w *writer) submitWait(ctx, wctx context.Context, o *op) error {
+	if wctx != nil {
+		o.deadline, _ = wctx.Deadline()
+	}
 	if ctx != nil && ctx.Done() != nil {
 		if err := ctx.Err(); err != nil {
 			return gaveUp(err)
@@ -234,22 +248,18 @@ func opError(o *op, err error) error {
 	return err
 }
 
-// batchCtx bounds a batch: opTimeout, or less when every op is a
-// reservation whose request ends sooner (the latest of their deadlines).
+// batchCtx bounds a batch: opTimeout, or less when every op's caller has
+// a deadline sooner (the latest of them).
 func batchCtx(ops []*op) (context.Context, context.CancelFunc) {
 	d := time.Now().Add(opTimeout)
 	var latest time.Time
 	for _, o := range ops {
-		dl, ok := time.Time{}, false
-		if o.ctx != nil {
-			dl, ok = o.ctx.Deadline()
-		}
-		if !ok {
+		if o.deadline.IsZero() {
 			latest = d
 			break
 		}
-		if dl.After(latest) {
-			latest = dl
+		if o.deadline.After(latest) {
+			latest = o.deadline
 		}
 	}
 	if latest.Before(d) {
@@ -754,10 +764,10 @@ func (s *Store) Reserve(ctx context.Context, r ledger.Reservation, admit ledger.
 // Settle turns a reservation into its usage row and returns after the
 // commit.
 func (s *Store) Settle(ctx context.Context, st ledger.Settlement) error {
-	return s.w.submit(nil, &op{kind: opSettle, settle: st})
+	return s.w.submitWait(nil, ctx, &op{kind: opSettle, settle: st})
 }
 
 // Release deletes a reservation of a request that sent nothing upstream.
 func (s *Store) Release(ctx context.Context, requestID string) error {
-	return s.w.submit(nil, &op{kind: opRelease, id: requestID})
+	return s.w.submitWait(nil, ctx, &op{kind: opRelease, id: requestID})
 }
