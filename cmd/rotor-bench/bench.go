@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/rotorhq/rotor/ledger/pgledger"
 )
 
 // cellKey names a table row.
@@ -35,7 +37,7 @@ func runBench(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer r.close() // idempotent; the normal path closes it earlier
+	defer r.release() // idempotent; the normal path closes it earlier
 	targets := r.targets(newTarget, benchModel, maxConc)
 	var streamTargets map[string]*target
 	if o.streamRequests > 0 {
@@ -266,7 +268,11 @@ func printHeader(w io.Writer, o *options, elapsed time.Duration, cpuLine, perLin
 	fmt.Fprintf(w, "method: %d rounds, modes interleaved round by round; %d measured requests per cell after %d warm-up; keep-alive; ~1 KB answers with usage; medians across rounds\n",
 		o.rounds, o.requests, o.warmup)
 	if contains(o.modes, modeRotor) {
-		fmt.Fprintf(w, "rotor: `rotor bridge start`, runtime in-process, 3 credentials, model cooldown on, requests and tokens budgets active, ledger on disk (synchronous: %s)\n", sync)
+		where := fmt.Sprintf("ledger on disk (synchronous: %s)", sync)
+		if o.db != "" && o.db != "sqlite" {
+			where = "ledger on PostgreSQL (" + pgledger.MaskURL(o.db) + ")"
+		}
+		fmt.Fprintf(w, "rotor: `rotor bridge start`, runtime in-process, 3 credentials, model cooldown on, requests and tokens budgets active, %s\n", where)
 		fmt.Fprintf(w, "rotor request logging: log.level=%s", o.logLevel)
 		if o.logLevel == "warn" || o.logLevel == "error" {
 			fmt.Fprint(w, " (the per-request access log line is info, so it is not written; -log-level info measures it)")

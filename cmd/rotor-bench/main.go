@@ -54,9 +54,11 @@ type options struct {
 	logLevel    string
 	logFormat   string
 	ledgerSync  string
-	cpuProfile  string
-	memProfile  string
-	label       string
+	// db is -db: sqlite (the default), postgres or a postgres:// URL.
+	db         string
+	cpuProfile string
+	memProfile string
+	label      string
 
 	// The stream cells: chat streams of streamEvents deltas.
 	streamRequests    int
@@ -93,6 +95,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&modes, "modes", "direct,bare,rotor", "comma-separated modes: direct, bare, rotor")
 	fs.StringVar(&o.logLevel, "log-level", "warn", "rotor's log.level (warn keeps the per-request access log, an info line, out of the measurement)")
 	fs.StringVar(&o.logFormat, "log-format", "", "rotor's log.format, text or json (default: rotor's default)")
+	fs.StringVar(&o.db, "db", "sqlite", "rotor's ledger: sqlite (a file in its home), postgres (a new schema on $ROTOR_TEST_POSTGRES, default "+defaultPostgres+", dropped at the end) or a postgres:// URL")
 	fs.StringVar(&o.ledgerSync, "ledger-synchronous", "", "rotor's ledger.synchronous, full or normal (default: rotor's default)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write the bridge's CPU profile to this file (sets ROTOR_CPUPROFILE for rotor)")
 	fs.StringVar(&o.memProfile, "memprofile", "", "write the bridge's allocations profile to this file (sets ROTOR_MEMPROFILE for rotor)")

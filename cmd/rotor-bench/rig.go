@@ -33,6 +33,10 @@ type rig struct {
 	bridge   *child
 	home     string
 	token    string // the bridge's default client token
+	// dbURL is rotor's ROTOR_DB when the ledger is PostgreSQL; dropDB
+	// removes the schema -db postgres made.
+	dbURL  string
+	dropDB func()
 }
 
 // startRig starts the fake provider and, as asked, the bare proxy and the
@@ -45,7 +49,7 @@ func startRig(ctx context.Context, o *options, withBare, withRotor bool) (_ *rig
 	r := &rig{o: o, home: filepath.Join(o.work, "home")}
 	defer func() {
 		if err != nil {
-			_ = r.close()
+			_ = r.release()
 		}
 	}()
 	for _, n := range credentialNames {
@@ -104,6 +108,9 @@ func (r *rig) rotorYAML() string {
 
 func (r *rig) rotorEnv(extra ...string) []string {
 	env := []string{"ROTOR_HOME=" + r.home}
+	if r.dbURL != "" {
+		env = append(env, "ROTOR_DB="+r.dbURL)
+	}
 	for i, k := range r.keys {
 		env = append(env, keyEnv(i)+"="+k)
 	}
@@ -123,12 +130,21 @@ func (r *rig) rotorCmd(ctx context.Context, args ...string) ([]byte, error) {
 	return stdout.Bytes(), nil
 }
 
-func (r *rig) startBridge(ctx context.Context) error {
+func (r *rig) startBridge(ctx context.Context) (err error) {
 	if err := os.MkdirAll(r.home, 0o700); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(r.home, "rotor.yaml"), []byte(r.rotorYAML()), 0o600); err != nil {
 		return err
+	}
+	if r.dbURL, r.dropDB, err = benchDB(ctx, r.o.db); err != nil {
+		return err
+	}
+	if r.dbURL != "" {
+		// A shared ledger is migrated by the operator, never by a bridge.
+		if _, err := r.rotorCmd(ctx, "ledger", "migrate"); err != nil {
+			return err
+		}
 	}
 	if _, err := r.rotorCmd(ctx, "config", "check"); err != nil {
 		return err
@@ -147,7 +163,6 @@ func (r *rig) startBridge(ctx context.Context) error {
 	}
 	cmd := exec.Command(r.o.rotorBin, "bridge", "start", "--listen", "127.0.0.1:0")
 	cmd.Env = r.rotorEnv(extra...)
-	var err error
 	if r.bridge, err = startChild(ctx, "rotor bridge", cmd, filepath.Join(r.o.work, "bridge.log")); err != nil {
 		return err
 	}
@@ -181,6 +196,17 @@ func (r *rig) close() error {
 	}
 	r.bridge, r.bare, r.provider = nil, nil, nil
 	return errors.Join(errs...)
+}
+
+// release closes the rig and drops the PostgreSQL schema -db postgres
+// made, once its ledger has been read back.
+func (r *rig) release() error {
+	err := r.close()
+	if r.dropDB != nil {
+		r.dropDB()
+		r.dropDB = nil
+	}
+	return err
 }
 
 // ledgerSummary reads the stopped bridge's ledger back through

@@ -37,7 +37,7 @@ func runSoak(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer r.close()
+	defer r.release()
 	t := newTarget(modeRotor, r.bridge.url, r.token, "api/"+benchModel, o.soakConcurrency)
 	defer t.close()
 	pid := r.bridge.pid()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"net/url"
 	"regexp"
 	"strings"
@@ -17,18 +16,13 @@ func openPostgres(ctx context.Context, dbURL string, opts pgledger.Options) (led
 	if err != nil {
 		return nil, err
 	}
-	l, ok := any(s).(ledger.Ledger) // PREMERGE: h17-engine's Store implements ledger.Ledger; then return s.
-	if !ok {
-		return nil, errors.New("the PostgreSQL ledger is not built into this rotor")
-	}
-	return l, nil
+	return s, nil
 }
 
 // migratePostgres migrates the PostgreSQL ledger at dbURL under the
 // engine's advisory lock and returns the schema versions before and after.
 func migratePostgres(ctx context.Context, dbURL string, opts pgledger.Options) (from, to int, err error) {
-	_, err = openPostgres(ctx, dbURL, opts) // PREMERGE: return pgledger.Migrate(ctx, dbURL, opts)
-	return 0, 0, err
+	return pgledger.Migrate(ctx, dbURL, opts)
 }
 
 // maskedError is an error whose message had a database password taken
@@ -95,4 +89,17 @@ func urlPasswords(dbURL string) []string {
 		}
 	}
 	return out
+}
+
+// dbURL returns the ledger's database for masking, or "" when it cannot be
+// resolved (a bad configuration: then nothing was opened).
+func (f *Factory) dbURL() string {
+	if f.DBPath == nil {
+		return ""
+	}
+	path, err := f.DBPath()
+	if err != nil {
+		return ""
+	}
+	return path
 }

@@ -29,7 +29,7 @@ func run(ctx context.Context, f *Factory, args []string) int {
 	if err != nil {
 		var se *SilentError
 		if !errors.As(err, &se) {
-			fmt.Fprintf(f.IO.ErrOut, "rotor: %v\n", err)
+			fmt.Fprintf(f.IO.ErrOut, "rotor: %v\n", maskErr(err, f.dbURL()))
 			var ue *UsageError
 			if errors.As(err, &ue) && ue.showUsage {
 				fmt.Fprintln(f.IO.ErrOut, "Run 'rotor --help' or add --help to the command for usage.")

@@ -1,0 +1,414 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	neturl "net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rotorhq/rotor/budgets"
+	"github.com/rotorhq/rotor/internal/testutil/pgtest"
+	"github.com/rotorhq/rotor/internal/tokenfile"
+	"github.com/rotorhq/rotor/ledger"
+	"github.com/rotorhq/rotor/ledger/pgledger"
+)
+
+func init() {
+	runFTests["ledger migrate"] = func(t *testing.T) {
+		f, _, _ := testFactory(t)
+		if got := flagsToOptions(t, f, newCmdLedgerMigrate); got.Migrate == nil || got.IO != f.IO {
+			t.Errorf("options %+v, want the factory's migrate and streams", got)
+		}
+	}
+	runFTests["ledger copy"] = func(t *testing.T) {
+		f, _, _ := testFactory(t)
+		const url = "postgres://rotor:pw@db.example/rotor?sslmode=require"
+		if got := flagsToOptions(t, f, newCmdLedgerCopy, "--to", url); got.URL != url || got.From == nil || got.To == nil {
+			t.Errorf("options %+v, want --to in URL", got)
+		}
+		refused(t, f, newCmdLedgerCopy, "--to is required")
+	}
+}
+
+// Homes sharing one ledger never take over each other's token label: the
+// first gets default, the next default@<hostname>, a second home on the
+// same machine default@<hostname>-2; a copied bridge.token is kept.
+func TestInitOnSharedLedgerKeepsOneLabelPerHome(t *testing.T) {
+	ctx := context.Background()
+	shared := filepath.Join(t.TempDir(), "shared.db")
+	type home struct {
+		f   *Factory
+		out fmt.Stringer
+	}
+	newHome := func() home {
+		f, out, _ := fakeFactory(t, nil, nil)
+		f.DBPath = func() (string, error) { return shared, nil }
+		return home{f, out}
+	}
+	initHome := func(h home, force bool) {
+		t.Helper()
+		opts := &initOptions{IO: h.f.IO, EnsureHome: h.f.EnsureHome, ConfigPath: h.f.ConfigPath, Ledger: h.f.initLedger,
+			Hostname: func() (string, error) { return "box 7", nil }, Force: force}
+		if err := initRun(ctx, opts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	labelOf := func(h home) string {
+		t.Helper()
+		dir, _ := h.f.Home()
+		tok, err := tokenfile.Read(filepath.Join(dir, "bridge.token"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		store, err := h.f.Ledger(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		label, ok, err := store.LookupToken(ctx, tok.Hash())
+		if err != nil || !ok {
+			return ""
+		}
+		return label
+	}
+	a, b, c := newHome(), newHome(), newHome()
+	for i, h := range []home{a, b, c} {
+		initHome(h, false)
+		if got, want := labelOf(h), []string{"default", "default@box-7", "default@box-7-2"}[i]; got != want {
+			t.Errorf("home %d: bridge.token stored as %q, want %q", i, got, want)
+		}
+	}
+	if !strings.Contains(b.out.String(), `client token "default@box-7"`) {
+		t.Errorf("init printed %q, want it to name the label", b.out)
+	}
+	// --force replaces a home's own token under its own label.
+	initHome(b, true)
+	if got := labelOf(b); got != "default@box-7" {
+		t.Errorf("after init --force: %q, want default@box-7 kept", got)
+	}
+	if got := labelOf(a); got != "default" {
+		t.Errorf("home a's token is %q after b's --force, want default still working", got)
+	}
+	// A home holding a copy of a's bridge.token (and no rotor.yaml) keeps it.
+	d := newHome()
+	ddir, _ := d.f.EnsureHome()
+	adir, _ := a.f.Home()
+	tok, _ := tokenfile.Read(filepath.Join(adir, "bridge.token"))
+	if err := tokenfile.Write(filepath.Join(ddir, "bridge.token"), tok, false); err != nil {
+		t.Fatal(err)
+	}
+	initHome(d, false)
+	if got := labelOf(d); got != "default" || !strings.Contains(d.out.String(), `kept `) {
+		t.Errorf("copied token: stored as %q, init printed %q; want it kept as default", got, d.out)
+	}
+	store, _ := a.f.Ledger(ctx)
+	if toks, _ := store.ClientTokens(ctx); len(toks) != 3 {
+		t.Errorf("the ledger holds %d tokens, want 3 (default, default@box-7, default@box-7-2)", len(toks))
+	}
+}
+
+// fillLedger writes one of everything a ledger keeps.
+func fillLedger(t *testing.T, f *Factory, rows int) ledger.Ledger {
+	t.Helper()
+	ctx := context.Background()
+	store, err := f.LedgerOrCreate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := budgets.Budget{Name: "daily", Kind: budgets.KindRequests, Limit: 50, Window: budgets.Window{Calendar: "day"}, CreatedAt: f.Clock.Now()}
+	if err := store.PutBudget(ctx, b.Record(), false); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.AddClientToken(ctx, "ci", tokenfile.Generate().Hash(), false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.PutPrices(ctx, []ledger.Price{{Model: "gpt", InputMicros: 1_000_000, OutputMicros: 2_000_000, Source: ledger.SourceSet}}, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.PutLearned(ctx, "api|gpt", []byte(`{"s":1}`), 0, f.Clock.Now(), 10, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	for i := range rows {
+		id := fmt.Sprintf("req-%03d", i)
+		if err := store.Reserve(ctx, ledger.Reservation{RequestID: id, Operation: "responses", Model: "gpt", Client: "ci", Expires: f.Clock.Now()}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Settle(ctx, ledger.Settlement{RequestID: id, Model: "gpt", Status: 200, InputTokens: ledger.Known(100), OutputTokens: ledger.Known(10), TotalTokens: ledger.Known(110)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return store
+}
+
+func TestLedgerCopyRun(t *testing.T) {
+	ctx := context.Background()
+	f, out, _ := fakeFactory(t, nil, nil)
+	src := fillLedger(t, f, 25)
+	target := filepath.Join(t.TempDir(), "team.db")
+	opts := &copyOptions{IO: f.IO, From: f.Ledger, To: f.openCopyTarget, Source: f.DBPath, URL: target, PageRows: 4}
+	if err := copyRun(ctx, opts); err != nil {
+		t.Fatal(err)
+	}
+	if want := "copied to " + target + ": 25 rows (0 already there), 1 budgets, 1 tokens, 1 prices, 1 learned records\n"; out.String() != want {
+		t.Errorf("copy printed %q, want %q", out, want)
+	}
+	dst, err := f.openCopyTarget(ctx, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := ledger.ReportQuery{From: f.Clock.Now().Add(-time.Hour), To: f.Clock.Now().Add(time.Hour), By: []string{"model", "client"}}
+	want, _ := src.Report(ctx, q)
+	got, err := dst.Report(ctx, q)
+	if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("target report %+v (%v), want the source's %+v", got, err, want)
+	}
+	st, _ := src.ClientTokens(ctx)
+	for _, tok := range st {
+		if label, ok, _ := dst.LookupToken(ctx, tok.Hash); !ok || label != tok.Label {
+			t.Errorf("token %s does not work on the target (%q %v)", tok.Label, label, ok)
+		}
+	}
+	dst.Close()
+
+	// Again: nothing added, and it says so.
+	out.Reset()
+	if err := copyRun(ctx, opts); err != nil {
+		t.Fatal(err)
+	}
+	if want := "nothing to copy: " + target + " already holds all 25 rows, the budgets, tokens, prices and learned state\n"; out.String() != want {
+		t.Errorf("second copy printed %q, want %q", out, want)
+	}
+
+	// A target with a budget and a price of the same name but other
+	// values: exit 2 listing both, nothing written.
+	other := filepath.Join(t.TempDir(), "other.db")
+	o, err := f.openCopyTarget(ctx, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := budgets.Budget{Name: "daily", Kind: budgets.KindRequests, Limit: 7, Window: budgets.Window{Calendar: "day"}, CreatedAt: f.Clock.Now()}
+	if err := o.PutBudget(ctx, b.Record(), false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.PutPrices(ctx, []ledger.Price{{Model: "gpt", InputMicros: 3, OutputMicros: 3, Source: ledger.SourceSet}}, false); err != nil {
+		t.Fatal(err)
+	}
+	o.Close()
+	opts.URL = other
+	err = copyRun(ctx, opts)
+	wantUsageError(t, "conflicting copy", err, "2 item(s)")
+	for _, want := range []string{"budget daily", "price gpt"} {
+		if !strings.Contains(fmt.Sprint(err), want) {
+			t.Errorf("conflict error %q does not list %q", err, want)
+		}
+	}
+	o, _ = f.openCopyTarget(ctx, other)
+	defer o.Close()
+	if rows, _ := o.Rows(ctx, time.UnixMilli(0), f.Clock.Now().Add(time.Hour), 0); len(rows) != 0 {
+		t.Errorf("a refused copy wrote %d rows", len(rows))
+	}
+	if toks, _ := o.ClientTokens(ctx); len(toks) != 0 {
+		t.Errorf("a refused copy wrote %d tokens", len(toks))
+	}
+
+	// Onto itself: refused.
+	self, _ := f.DBPath()
+	opts.URL = self
+	wantUsageError(t, "copy onto itself", copyRun(ctx, opts), "is the current ledger")
+}
+
+// copyRows pages through rows that share a millisecond without losing or
+// repeating any.
+func TestCopyRowsPagesThroughOneMillisecond(t *testing.T) {
+	ctx := context.Background()
+	f, _, _ := fakeFactory(t, nil, nil)
+	src := fillLedger(t, f, 9) // the fake clock stands still: one millisecond
+	g, _, _ := fakeFactory(t, nil, nil)
+	dst, err := g.LedgerOrCreate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	added, seen, err := copyRows(ctx, src, dst.(ledger.Importer), 2)
+	if err != nil || added != 9 || seen != 9 {
+		t.Errorf("copyRows = %d added, %d seen, %v; want 9 and 9", added, seen, err)
+	}
+}
+
+func TestLedgerMigrateRunOnSQLite(t *testing.T) {
+	f, out, _ := fakeFactory(t, nil, nil)
+	if err := migrateRun(context.Background(), &migrateOptions{IO: f.IO, Migrate: f.migrateLedger}); err != nil {
+		t.Fatal(err)
+	}
+	path, _ := f.DBPath()
+	if !strings.HasPrefix(out.String(), path+": schema version ") || !strings.Contains(out.String(), "SQLite upgrades itself") {
+		t.Errorf("migrate printed %q", out)
+	}
+}
+
+// An older or empty shared schema exits 2 and says to migrate; the
+// database is named with its password masked, even when the engine's error
+// held it.
+func TestLedgerOpenErrExitsAndMasks(t *testing.T) {
+	const url = "postgres://alice:Zq9sekrit@db.example:5432/rotor?sslmode=require"
+	for _, tc := range []struct {
+		name string
+		err  error
+		exit int
+	}{
+		{"older schema", fmt.Errorf("schema version 3: %w", ledger.ErrSchemaTooOld), ExitUsage},
+		{"newer schema", &ledger.SchemaError{Path: url, Have: 99, Know: 1}, ExitError},
+		{"unreachable", errors.New("dial " + url + ": connection refused (password Zq9sekrit)"), ExitError},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := ledgerOpenErr(url, tc.err)
+			if got := exitCode(err); got != tc.exit {
+				t.Errorf("exit %d, want %d", got, tc.exit)
+			}
+			msg := err.Error()
+			if strings.Contains(msg, "Zq9sekrit") || !strings.Contains(msg, "postgres://alice:xxxxx@db.example:5432/rotor") {
+				t.Errorf("message %q: want the masked URL and no password", msg)
+			}
+			if !errors.Is(err, tc.err) {
+				t.Errorf("errors.Is lost the cause")
+			}
+		})
+	}
+	if strings.Contains(ledgerOpenErr(url, errors.New("x")).Error(), "rotor migrate") {
+		t.Error("a plain error should not advise migrating")
+	}
+}
+
+func TestScrubURLTakesOutEveryPassword(t *testing.T) {
+	for _, url := range []string{
+		"postgres://alice:Zq9sekrit@db/rotor",
+		"postgresql://alice@db/rotor?password=Zq9sekrit&sslmode=disable",
+		"postgres://alice:Zq9%73ekrit@db/rotor",
+	} {
+		msg := scrubURL("failed: "+url+" (pw Zq9sekrit)", url)
+		if strings.Contains(msg, "Zq9sekrit") || strings.Contains(msg, "Zq9%73ekrit") {
+			t.Errorf("scrubURL(%q) = %q still holds the password", url, msg)
+		}
+	}
+	if got := scrubURL("a /tmp/x.db b", "/tmp/x.db"); got != "a /tmp/x.db b" {
+		t.Errorf("a SQLite path was changed: %q", got)
+	}
+}
+
+// withPassword puts a password in a test server URL: the server's trust
+// authentication accepts any, so every output can be searched for it.
+func withPassword(t *testing.T, dbURL, pw string) string {
+	t.Helper()
+	u, err := neturl.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = neturl.UserPassword(u.User.Username(), pw)
+	return u.String()
+}
+
+// The same copy into PostgreSQL: migrated when empty, idempotent, and the
+// password never printed.
+func TestLedgerCopyToPostgres(t *testing.T) {
+	ctx := context.Background()
+	base, _ := pgtest.Schema(t)
+	target := withPassword(t, base, "Zq9sekrit")
+	f, out, errOut := fakeFactory(t, nil, nil)
+	src := fillLedger(t, f, 30)
+	opts := &copyOptions{IO: f.IO, From: f.Ledger, To: f.openCopyTarget, Source: f.DBPath, URL: target, PageRows: 7}
+	if err := copyRun(ctx, opts); err != nil {
+		t.Fatal(err)
+	}
+	masked := pgledger.MaskURL(target)
+	if want := "copied to " + masked + ": 30 rows (0 already there), 1 budgets, 1 tokens, 1 prices, 1 learned records\n"; out.String() != want {
+		t.Errorf("copy printed %q, want %q", out, want)
+	}
+	if !strings.Contains(errOut.String(), "migrated schema version 0 to ") {
+		t.Errorf("stderr %q: want the empty schema's migration reported", errOut)
+	}
+	dst, err := f.openCopyTarget(ctx, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	q := ledger.ReportQuery{From: f.Clock.Now().Add(-time.Hour), To: f.Clock.Now().Add(time.Hour), By: []string{"model", "client"}}
+	want, _ := src.Report(ctx, q)
+	if got, err := dst.Report(ctx, q); err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("PostgreSQL report %+v (%v), want the source's %+v", got, err, want)
+	}
+	st, _ := src.ClientTokens(ctx)
+	if label, ok, err := dst.LookupToken(ctx, st[0].Hash); err != nil || !ok || label != st[0].Label {
+		t.Errorf("copied token: %q %v %v", label, ok, err)
+	}
+	out.Reset()
+	if err := copyRun(ctx, opts); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.String(), "nothing to copy: "+masked) {
+		t.Errorf("second copy printed %q", out)
+	}
+	for _, s := range []string{out.String(), errOut.String()} {
+		if strings.Contains(s, "Zq9sekrit") {
+			t.Errorf("output holds the password: %q", s)
+		}
+	}
+}
+
+// init against an empty PostgreSQL schema creates it; another command
+// finding an empty or older schema exits 2 saying to migrate.
+func TestPostgresSchemaNeedsMigrate(t *testing.T) {
+	ctx := context.Background()
+	base, _ := pgtest.Schema(t)
+	dbURL := withPassword(t, base, "Zq9sekrit")
+	f, _, _ := fakeFactory(t, nil, nil)
+	f.DBPath = func() (string, error) { return dbURL, nil }
+	_, err := f.Ledger(ctx)
+	wantUsageError(t, "open an empty schema", err, "rotor ledger migrate")
+	if strings.Contains(fmt.Sprint(err), "Zq9sekrit") {
+		t.Errorf("error %q holds the password", err)
+	}
+	g, out, _ := fakeFactory(t, nil, nil)
+	g.DBPath = f.DBPath
+	if err := migrateRun(ctx, &migrateOptions{IO: g.IO, Migrate: g.migrateLedger}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), ": migrated schema version 0 to ") || strings.Contains(out.String(), "Zq9sekrit") {
+		t.Errorf("migrate printed %q", out)
+	}
+	out.Reset()
+	if err := migrateRun(ctx, &migrateOptions{IO: g.IO, Migrate: g.migrateLedger}); err != nil || !strings.Contains(out.String(), "already current") {
+		t.Errorf("second migrate: %v, printed %q", err, out)
+	}
+	h, _, _ := fakeFactory(t, nil, nil)
+	h.DBPath = f.DBPath
+	if _, err := h.Ledger(ctx); err != nil {
+		t.Errorf("open after migrate: %v", err)
+	}
+}
+
+// The last line of defence: whatever error a command ends with, the
+// password of the database URL is taken out of what rotor prints.
+func TestRunMasksThePasswordInAnyError(t *testing.T) {
+	t.Setenv("ROTOR_LEDGER_CONNECT_TIMEOUT", "1s")
+	const dbURL = "postgres://alice:Zq9sekrit@127.0.0.1:1/rotor"
+	f, _, errOut := testFactory(t)
+	root := NewCmdRoot(f)
+	fail := &cobra.Command{Use: "fail", RunE: func(*cobra.Command, []string) error {
+		return errors.New("driver said: password Zq9sekrit refused for " + dbURL)
+	}}
+	root.AddCommand(fail)
+	root.SetArgs([]string{"--db", dbURL, "fail"})
+	root.SetErr(errOut)
+	err := root.Execute()
+	msg := maskErr(err, f.dbURL())
+	if strings.Contains(msg.Error(), "Zq9sekrit") || !strings.Contains(msg.Error(), "postgres://alice:xxxxx@127.0.0.1:1/rotor") {
+		t.Errorf("printed %q", msg)
+	}
+	if code := run(context.Background(), f, []string{"--db", dbURL, "budget", "list"}); code == 0 || strings.Contains(errOut.String(), "Zq9sekrit") {
+		t.Errorf("budget list on an unreachable database: exit %d, stderr %q", code, errOut)
+	}
+}
