@@ -77,7 +77,7 @@ type writer struct {
 	// lastWindows are the windows ending at lastNow+1ms that the last
 	// batch's admissions read: the next batch reads their likely
 	// successors in one round trip (see prefetch).
-	lastWindows [][2]int64
+	lastWindows []lastWindow
 	lastNow     int64
 }
 
@@ -277,6 +277,9 @@ type batch struct {
 	view *view
 	// pending row statements, sent at the next flush.
 	pending []pendingStmt
+	// prefetched maps the start of each window prefetch read to how it
+	// was derived.
+	prefetched map[int64]windowKind
 	// unflushed holds the deltas not yet written (rows and rollups), so
 	// that a window computed from the database adds them; rowsAhead is
 	// set when rows were written without their rollup deltas.
@@ -388,7 +391,7 @@ func (w *writer) runBatch(ops []*op) ([]error, error) {
 		return nil, err
 	}
 	committed = true
-	w.lastWindows, w.lastNow = b.view.used, b.now
+	w.lastWindows, w.lastNow = b.lastWindows(), b.now
 	if w.onCommit != nil {
 		w.onCommit(len(ops), time.Since(began))
 	}
@@ -417,12 +420,22 @@ func (b *batch) prefetch() error {
 	}
 	t := b.now + 1
 	var keys [][2]int64
-	seen := map[int64]bool{}
+	b.prefetched = map[int64]windowKind{}
 	for _, lw := range w.lastWindows {
-		for _, f := range []int64{lw[0] + (b.now - w.lastNow), lw[0]} {
-			if f < t && !seen[f] && len(keys) < maxPrefetch {
-				seen[f] = true
-				keys = append(keys, [2]int64{f, t})
+		for _, c := range []struct {
+			kind windowKind
+			f    int64
+		}{{rolling, lw.from + (b.now - w.lastNow)}, {calendar, lw.from}} {
+			if lw.kind&c.kind == 0 || c.f >= t {
+				continue
+			}
+			if k, seen := b.prefetched[c.f]; seen {
+				b.prefetched[c.f] = k | c.kind
+				continue
+			}
+			if len(keys) < maxPrefetch {
+				b.prefetched[c.f] = c.kind
+				keys = append(keys, [2]int64{c.f, t})
 			}
 		}
 	}
@@ -441,6 +454,42 @@ func (b *batch) prefetch() error {
 		b.view.cache[k] = x
 	}
 	return br.Close()
+}
+
+// windowKind tells how a window's start moves from batch to batch: with
+// the clock (rolling), not at all (calendar), or either (not known yet).
+type windowKind int
+
+const (
+	rolling windowKind = 1 << iota
+	calendar
+	eitherKind = rolling | calendar
+)
+
+// lastWindow is a window an admission read, ending at the batch's now.
+type lastWindow struct {
+	from int64
+	kind windowKind
+}
+
+// lastWindows returns the windows this batch's admissions read, each with
+// its kind as far as prefetch could tell it, so that the next batch reads
+// only the successor it needs.
+func (b *batch) lastWindows() []lastWindow {
+	var out []lastWindow
+	seen := map[int64]bool{}
+	for _, k := range b.view.used {
+		if seen[k[0]] {
+			continue
+		}
+		seen[k[0]] = true
+		kind, ok := b.prefetched[k[0]]
+		if !ok {
+			kind = eitherKind
+		}
+		out = append(out, lastWindow{from: k[0], kind: kind})
+	}
+	return out
 }
 
 // loadConfig reads budgets, client tokens and prices (the change counter
