@@ -44,15 +44,16 @@
 // # Which read uses which table
 //
 //	read                       tables
-//	Totals (budget windows)    usage_hour (whole hours), usage_minute (whole
-//	                           minutes), usage (raw edges; an edge is read as
+//	Totals (budget windows)    usage_day (whole UTC days), usage_hour (whole
+//	                           hours), usage_minute (whole minutes), usage
+//	                           (raw edges; an edge is read as
 //	                           its minute's row less the rest of the minute
 //	                           when that is shorter, so a window ending now
 //	                           reads no raw rows of the current minute). In a
 //	                           batch, windows already read are kept exact by
 //	                           each write's delta, and the last batch's
 //	                           windows are read ahead in one round trip.
-//	Reach, NewestUnknownCost   usage_hour, then usage_minute, then usage,
+//	Reach, NewestUnknownCost   usage_day, usage_hour, usage_minute, usage,
 //	                           descending only into the bucket that holds
 //	                           the answer
 //	InFlight                   usage through usage_open (open rows by time)

@@ -287,6 +287,7 @@ type batch struct {
 	rowsAhead bool
 	minute    map[int64]ledger.Totals
 	hour      map[int64]ledger.Totals
+	day       map[int64]ledger.Totals
 	dims      map[dimKey]delta
 	opened    map[string]openRow
 	closed    []string
@@ -318,7 +319,7 @@ func (w *writer) runBatch(ops []*op) ([]error, error) {
 		}
 		conn.Release()
 	}()
-	b := &batch{w: w, ctx: ctx, conn: conn, minute: map[int64]ledger.Totals{}, hour: map[int64]ledger.Totals{},
+	b := &batch{w: w, ctx: ctx, conn: conn, minute: map[int64]ledger.Totals{}, hour: map[int64]ledger.Totals{}, day: map[int64]ledger.Totals{},
 		dims: map[dimKey]delta{}, opened: map[string]openRow{}, errs: make([]error, len(ops))}
 	// One round trip: begin, take the admission lock, then (a statement
 	// after the lock, so its snapshot sees every batch committed before)
@@ -568,6 +569,10 @@ func (b *batch) addRow(ts int64, d dims, x delta) {
 	t = b.hour[h]
 	addT(&t, x.t)
 	b.hour[h] = t
+	dy := floorTo(ts, dayMS) / dayMS
+	t = b.day[dy]
+	addT(&t, x.t)
+	b.day[dy] = t
 	k := dimKey{hour: h, dims: d}
 	dd := b.dims[k]
 	dd.add(x)
@@ -766,6 +771,7 @@ ON CONFLICT (bucket) DO UPDATE SET requests = ` + addSat("u.requests", "excluded
 	}
 	upsertMinute = upsertTotals("usage_minute")
 	upsertHour   = upsertTotals("usage_hour")
+	upsertDay    = upsertTotals("usage_day")
 	dimCols      = []string{"requests", "input_tokens", "output_tokens", "total_tokens", "tokens_null", "cost_micros", "cost_null", "errors",
 		"input_null", "output_null", "cached_input_tokens", "cached_null", "reasoning_tokens", "reasoning_null"}
 	upsertDims = func() string {
@@ -793,6 +799,9 @@ func (b *batch) queueRollups(pb *pgx.Batch) {
 	for k, t := range b.hour {
 		pb.Queue(upsertHour, k, t.Requests, t.Tokens, t.TokensUnknown, t.CostMicros, t.CostUnknown)
 	}
+	for k, t := range b.day {
+		pb.Queue(upsertDay, k, t.Requests, t.Tokens, t.TokensUnknown, t.CostMicros, t.CostUnknown)
+	}
 	for k, d := range b.dims {
 		pb.Queue(upsertDims, k.hour, k.operation, k.model, k.credential, k.client, k.status,
 			d.t.Requests, d.input, d.output, d.t.Tokens, d.t.TokensUnknown, d.t.CostMicros, d.t.CostUnknown, d.errors,
@@ -800,6 +809,7 @@ func (b *batch) queueRollups(pb *pgx.Batch) {
 	}
 	clear(b.minute)
 	clear(b.hour)
+	clear(b.day)
 	clear(b.dims)
 }
 
