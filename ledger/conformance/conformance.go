@@ -32,7 +32,9 @@ type Engine struct {
 	// `rotor ledger migrate` does. It returns the engine's error as is.
 	Migrate func(ctx context.Context, addr string) error
 	// Open opens a handle on the database at addr, as one rotor process
-	// does, taking times from clk. It returns the engine's error as is.
+	// does, taking times from clk; a nil clk leaves times to the engine
+	// (the real clock, or the database's now()). It returns the engine's
+	// error as is.
 	// Every handle stands for another process; the suite closes them.
 	Open func(ctx context.Context, addr string, clk clock.Clock) (ledger.Ledger, error)
 	// OpenMigrates is true when Open itself brings an older schema up to
@@ -79,6 +81,7 @@ func Run(t *testing.T, e Engine) {
 		{"TokensBudgetSkipsUnknownAndStopsAtLimit", testTokensBudget},
 		// Unknown cost and tokens.
 		{"OpenReservationCountsAsUnknownNeverZero", testOpenReservationUnknown},
+		{"ReservationOlderThanMaxInFlightIsUnknownCost", testMaxInFlight},
 		{"UnreadableUsageIsUnknownNeverZero", testNullUsage},
 		{"CostBudgetFailsClosedOnUnknownCostUntilItLeaves", testCostFailClosed},
 		{"CostBudgetRefusesDecisionsAndUnpricedModels", testCostPolicy},
@@ -102,6 +105,9 @@ func Run(t *testing.T, e Engine) {
 		{"ResolveRefusesKnownMissingAndInvalid", testResolveErrors},
 		// Rows.
 		{"RowsRoundTripInTimeOrder", testRows},
+		{"WithoutATestClockRowTimesAreTheEnginesNow", testEngineClock},
+		// ledger copy.
+		{"ImportCopiesRowsOnceAndCountsThem", testImport},
 		// Learned state.
 		{"LearnedRecordsRevisionsAndExpiry", testLearned},
 		{"LearnedCapacityRefusesNewRecordsKeepsUpdates", testLearnedCapacity},

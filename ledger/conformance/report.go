@@ -118,8 +118,8 @@ func sameReport(a, b []ledger.ReportRow) bool {
 	return true
 }
 
-// Reports group rows by every key and pair of keys as a brute-force sum
-// over the rows does, for windows inside one hour, with partial hours at
+// Reports group rows, written by two processes, by every key and pair of
+// keys as a brute-force sum over the rows does, for windows inside one hour, with partial hours at
 // both edges, and across midnight, read through either handle.
 func testReportGroups(t *testing.T, e Engine) {
 	d, l := fresh(t, e)
@@ -134,6 +134,7 @@ func testReportGroups(t *testing.T, e Engine) {
 	for i := range 120 {
 		d.clk.Advance(time.Duration(rng.Int63n(int64(4 * time.Minute))).Truncate(time.Millisecond))
 		id := fmt.Sprint("r", i)
+		l := []ledger.Ledger{l, other}[rng.Intn(2)] // either process reserves and settles
 		r := reportRow{ts: d.clk.Now(), op: pick(opChat, opChat, opDecisions), model: pick("gpt", "mini", "free"), client: pick("ci", "default")}
 		if err := l.Reserve(ctx, ledger.Reservation{RequestID: id, Operation: r.op, Pool: "api", Model: r.model, Client: r.client, Expires: r.ts.Add(time.Hour)}, nil); err != nil {
 			t.Fatal(err)
@@ -145,7 +146,7 @@ func testReportGroups(t *testing.T, e Engine) {
 			rows = append(rows, r)
 			continue
 		case k == 1: // refused by the provider: 0 tokens, 0 cost
-			st.Status, st.ErrorCode, st.Refused = 429, "rate_limited", true
+			st.Status, st.ErrorCode, st.Refused = 429, pick("rate_limited", ""), true
 			r.in, r.out, r.total, r.cached, r.reasoning, r.cost = ledger.Known(0), ledger.Known(0), ledger.Known(0), ledger.Known(0), ledger.Known(0), ledger.Known(0)
 		case k == 2: // a 502: nothing known
 			st.Status, st.ErrorCode = 502, "upstream_error"

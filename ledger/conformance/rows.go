@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rotorhq/rotor/budgets"
 	"github.com/rotorhq/rotor/ledger"
 )
 
@@ -150,4 +151,41 @@ func sameRow(a, b ledger.Row) bool {
 	ta, tb, ea, eb := a.Time, b.Time, a.Expires, b.Expires
 	a.Time, b.Time, a.Expires, b.Expires = time.Time{}, time.Time{}, time.Time{}, time.Time{}
 	return a == b && ta.Equal(tb) && ea.Equal(eb)
+}
+
+// Without a test clock, a row's time is the engine's now (this machine's
+// clock for SQLite; the server's now() for PostgreSQL, on this machine
+// too), and a window ending now, read by another process, counts it.
+func testEngineClock(t *testing.T, e Engine) {
+	addr := e.Create(t)
+	if err := e.Migrate(ctx, addr); err != nil {
+		t.Fatal(err)
+	}
+	open := func() ledger.Ledger {
+		l, err := e.Open(ctx, addr, nil)
+		if err != nil {
+			t.Fatalf("Open without a clock: %v", err)
+		}
+		c := &closeOnce{Ledger: l}
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	l, other := open(), open()
+	addBudget(t, l, budgets.Budget{Name: "req", Kind: budgets.KindRequests, Limit: 10, Window: rolling(time.Hour)})
+	before := time.Now().Truncate(time.Millisecond)
+	if err := l.Reserve(ctx, ledger.Reservation{RequestID: "r", Operation: opDecisions, Expires: before.Add(time.Hour)}, budgets.NewAdmitter()); err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	rows, err := other.Rows(ctx, before.Add(-time.Hour), after.Add(time.Hour), 0)
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("Rows = %v, %v; want r", ids(rows), err)
+	}
+	// A second of slack: the server's clock is this machine's, read apart.
+	if at := rows[0].Time; at.Before(before.Add(-time.Second)) || at.After(after.Add(time.Second)) {
+		t.Errorf("row time %v, want between %v and %v (now)", at, before, after)
+	}
+	if st := status(t, other, "req"); st.Used != 1 {
+		t.Errorf("a rolling hour ending now counts %d requests, want 1", st.Used)
+	}
 }

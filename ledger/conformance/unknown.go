@@ -121,31 +121,40 @@ func testCostFailClosed(t *testing.T, e Engine) {
 	setPrice(t, l, gptPrice)
 	d.reserve(l, "known", opChat, "gpt")
 	settle(t, l, usage("known", "gpt", 1, 0)) // 1 micro-USD
+	var unknownAt []time.Time
 	d.clk.Advance(5 * time.Minute)
-	rowTime := d.clk.Now()
-	d.reserve(l, "cut", opChat, "gpt")
-	settle(t, l, ledger.Settlement{RequestID: "cut", Model: "gpt", Status: 200, ErrorCode: "upstream_stream_cut"})
+	for _, id := range []string{"cut", "502"} { // 10 s apart, in one minute
+		d.clk.Advance(10 * time.Second)
+		unknownAt = append(unknownAt, d.clk.Now())
+		d.reserve(l, id, opChat, "gpt")
+		settle(t, l, ledger.Settlement{RequestID: id, Model: "gpt", Status: 200, ErrorCode: "upstream_stream_cut"})
+	}
 	d.clk.Advance(10 * time.Minute)
 	addBudget(t, l, budgets.Budget{Name: "usd", Kind: budgets.KindCost, Limit: 5_000_000, Window: rolling(time.Hour)})
+	frees := unknownAt[1].Add(time.Hour) // the newest unknown row leaves
 	st := status(t, l, "usd")
-	if st.State != budgets.StateFailClosed || st.UnknownRows != 1 || st.Used != 1 || !st.FreesAt.Equal(rowTime.Add(time.Hour)) {
-		t.Fatalf("status = %s, used %d, %d unknown, frees %v; want fail-closed, 1 micro-USD known, 1 unknown row, freeing at %v",
-			st.State, st.Used, st.UnknownRows, st.FreesAt, rowTime.Add(time.Hour))
+	if st.State != budgets.StateFailClosed || st.UnknownRows != 2 || st.Used != 1 || !st.FreesAt.Equal(frees) {
+		t.Fatalf("status = %s, used %d, %d unknown, frees %v; want fail-closed, 1 micro-USD known, 2 unknown rows, freeing at %v",
+			st.State, st.Used, st.UnknownRows, st.FreesAt, frees)
 	}
 	a := budgets.NewAdmitter()
 	if err := d.admit(l, a, "x", opChat, "gpt"); !errors.Is(err, budgets.ErrPolicyBlocked) {
 		t.Errorf("admission while failing closed = %v, want ErrPolicyBlocked", err)
 	}
-	d.clk.Set(rowTime.Add(time.Hour - time.Millisecond))
-	if st := status(t, l, "usd"); st.State != budgets.StateFailClosed {
-		t.Errorf("1 ms before the row leaves: %s, want fail-closed", st.State)
+	d.clk.Set(unknownAt[0].Add(time.Hour))
+	if st := status(t, l, "usd"); st.State != budgets.StateFailClosed || st.UnknownRows != 1 || !st.FreesAt.Equal(frees) {
+		t.Errorf("once the older unknown row left: %s, %d unknown, frees %v; want fail-closed on 1 row until %v", st.State, st.UnknownRows, st.FreesAt, frees)
 	}
-	d.clk.Set(rowTime.Add(time.Hour))
+	d.clk.Set(frees.Add(-time.Millisecond))
+	if st := status(t, l, "usd"); st.State != budgets.StateFailClosed {
+		t.Errorf("1 ms before the newest unknown row leaves: %s, want fail-closed", st.State)
+	}
+	d.clk.Set(frees)
 	if st := status(t, l, "usd"); st.State != budgets.StateOK || st.UnknownRows != 0 {
-		t.Errorf("once the row left: %s, %d unknown; want ok", st.State, st.UnknownRows)
+		t.Errorf("once the rows left: %s, %d unknown; want ok", st.State, st.UnknownRows)
 	}
 	if err := d.admit(l, a, "y", opChat, "gpt"); err != nil {
-		t.Errorf("admission once the row left: %v", err)
+		t.Errorf("admission once the rows left: %v", err)
 	}
 }
 
@@ -176,5 +185,29 @@ func testCostPolicy(t *testing.T, e Engine) {
 	var ee *budgets.ExceededError
 	if !errors.As(err, &ee) || ee.RetryAfter != 59*time.Minute {
 		t.Errorf("used-up cost budget = %v, want ExceededError freeing in 59m", err)
+	}
+}
+
+// An open reservation counts as in flight for ledger.MaxInFlight at most,
+// whatever its deadline: older, it is usage of unknown cost.
+func testMaxInFlight(t *testing.T, e Engine) {
+	d, l := fresh(t, e)
+	setPrice(t, l, gptPrice)
+	addBudget(t, l, budgets.Budget{Name: "usd", Kind: budgets.KindCost, Limit: 1_000_000, Window: rolling(7 * 24 * time.Hour)})
+	if err := l.Reserve(ctx, ledger.Reservation{RequestID: "long", Operation: opChat, Model: "gpt", Expires: t0.Add(3 * ledger.MaxInFlight)}, budgets.NewAdmitter()); err != nil {
+		t.Fatal(err)
+	}
+	other := d.open()
+	d.clk.Set(t0.Add(ledger.MaxInFlight))
+	for name, h := range map[string]ledger.Ledger{"its own handle": l, "another handle": other} {
+		if st := status(t, h, "usd"); st.State != budgets.StateOK {
+			t.Errorf("%s: at MaxInFlight: %s, %d unknown; want ok (in flight)", name, st.State, st.UnknownRows)
+		}
+	}
+	d.clk.Advance(time.Millisecond)
+	for name, h := range map[string]ledger.Ledger{"its own handle": l, "another handle": other} {
+		if st := status(t, h, "usd"); st.State != budgets.StateFailClosed || st.UnknownRows != 1 {
+			t.Errorf("%s: 1 ms past MaxInFlight: %s, %d unknown; want fail-closed on 1 row", name, st.State, st.UnknownRows)
+		}
 	}
 }

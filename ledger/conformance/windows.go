@@ -108,19 +108,20 @@ type sample struct {
 }
 
 // Budgets over rows spread across hours and days (rolled up by the
-// engine as it goes) count what a brute-force sum over the rows counts:
-// requests, known tokens and known cost, with unknown values counted
-// apart, never read as zero.
+// engine as it goes), written by two processes, count what a brute-force
+// sum over the rows counts: requests, known tokens and known cost, with
+// unknown values counted apart, never read as zero; and free when the
+// rows that used them up leave.
 func testWindowsAcrossDays(t *testing.T, e Engine) {
 	d, l := fresh(t, e)
 	other := d.open()
 	setPrice(t, l, gptPrice)
 	bs := []budgets.Budget{
-		{Name: "req-90m", Kind: budgets.KindRequests, Limit: 5, Window: rolling(90 * time.Minute)},
+		{Name: "req-90m", Kind: budgets.KindRequests, Limit: 2, Window: rolling(90 * time.Minute)},
 		{Name: "req-24h", Kind: budgets.KindRequests, Limit: 1000, Window: rolling(24 * time.Hour)},
 		{Name: "req-hour", Kind: budgets.KindRequests, Limit: 1000, Window: calendar("hour")},
 		{Name: "tok-7d", Kind: budgets.KindTokens, Limit: 20_000, Window: rolling(7 * 24 * time.Hour)},
-		{Name: "tok-day", Kind: budgets.KindTokens, Limit: 1_000_000, Window: calendar("day")},
+		{Name: "tok-day", Kind: budgets.KindTokens, Limit: 3_000, Window: calendar("day")},
 		{Name: "tok-week", Kind: budgets.KindTokens, Limit: 1_000_000, Window: calendar("week")},
 		{Name: "usd-day", Kind: budgets.KindCost, Limit: 1_000_000, Window: calendar("day")},
 		{Name: "usd-6h", Kind: budgets.KindCost, Limit: 2_000, Window: rolling(6 * time.Hour)},
@@ -132,11 +133,14 @@ func testWindowsAcrossDays(t *testing.T, e Engine) {
 	rng := rand.New(rand.NewSource(17))
 	var rows []sample
 	checks := 0
+	states := map[budgets.State]int{}
 	for i := range 90 {
 		d.clk.Advance(time.Duration(rng.Int63n(int64(150 * time.Minute))).Truncate(time.Millisecond))
 		id := fmt.Sprint("r", i)
 		now := d.clk.Now()
 		s := sample{ts: now}
+		// Either process writes: each must count the other's rows.
+		l := []ledger.Ledger{l, other}[rng.Intn(2)]
 		switch k := rng.Intn(10); {
 		case k == 0: // left open: in flight until it expires
 			s.open, s.expires = true, now.Add(time.Duration(1+rng.Intn(3))*time.Hour)
@@ -168,16 +172,19 @@ func testWindowsAcrossDays(t *testing.T, e Engine) {
 		for _, b := range bs {
 			want := bruteStatus(b, rows, d.clk.Now())
 			got := st[b.Name]
-			if got.Used != want.Used || got.UnknownRows != want.UnknownRows || got.State != want.State {
-				t.Errorf("at %s (%d rows): %s = used %d, %d unknown, %s; want used %d, %d unknown, %s",
-					d.clk.Now().Format(time.RFC3339Nano), len(rows), b.Name, got.Used, got.UnknownRows, got.State, want.Used, want.UnknownRows, want.State)
+			if got.Used != want.Used || got.UnknownRows != want.UnknownRows || got.State != want.State || !got.FreesAt.Equal(want.FreesAt) {
+				t.Errorf("at %s (%d rows): %s = used %d, %d unknown, %s, frees %v; want used %d, %d unknown, %s, frees %v",
+					d.clk.Now().Format(time.RFC3339Nano), len(rows), b.Name, got.Used, got.UnknownRows, got.State, got.FreesAt,
+					want.Used, want.UnknownRows, want.State, want.FreesAt)
 			}
 			checks++
+			states[want.State]++
 		}
 	}
-	if span := d.clk.Now().Sub(t0); span < 3*24*time.Hour || checks < 100 {
-		t.Fatalf("rows span only %v, %d checks: want several days and many checks", span, checks)
+	if span := d.clk.Now().Sub(t0); span < 3*24*time.Hour || checks < 100 || states[budgets.StateExhausted] < 10 || states[budgets.StateFailClosed] < 10 {
+		t.Fatalf("rows span %v, %d checks, states %v: want several days, many checks, budgets exhausted and failing closed", span, checks, states)
 	}
+	t.Logf("%d checks over %v: %v", checks, d.clk.Now().Sub(t0), states)
 }
 
 // bruteStatus evaluates b over rows at now, as DESIGN says: every row
@@ -210,11 +217,47 @@ func bruteStatus(b budgets.Budget, rows []sample, now time.Time) budgets.Status 
 			}
 		}
 	}
+	// When it frees: a calendar budget at the end of its period; a
+	// rolling one when the row at which the window's measure first
+	// passed the limit leaves, or the newest row of unknown cost does.
+	leaves := func(at time.Time) time.Time {
+		if b.Window.Calendar != "" {
+			return b.Window.End(now)
+		}
+		return at.Add(b.Window.Rolling)
+	}
 	if st.Used >= b.Limit {
 		st.State = budgets.StateExhausted
+		need, cum := st.Used-b.Limit+1, int64(0)
+		for _, r := range rows {
+			if r.ts.Before(w.From) || !r.ts.Before(w.To) {
+				continue
+			}
+			switch b.Kind {
+			case budgets.KindRequests:
+				cum++
+			case budgets.KindTokens:
+				cum += r.tokens.V
+			case budgets.KindCost:
+				cum += r.cost.V
+			}
+			if cum >= need {
+				st.FreesAt = leaves(r.ts)
+				break
+			}
+		}
 	}
 	if b.Kind == budgets.KindCost && st.UnknownRows > 0 {
 		st.State = budgets.StateFailClosed
+		var newest time.Time
+		for _, r := range rows {
+			if !r.ts.Before(w.From) && r.ts.Before(w.To) && !r.cost.Known {
+				newest = r.ts
+			}
+		}
+		if frees := leaves(newest); frees.After(st.FreesAt) {
+			st.FreesAt = frees
+		}
 	}
 	return st
 }

@@ -63,9 +63,14 @@ FROM generate_series(0, $1 - 1) AS i, (SELECT (floor(extract(epoch from clock_ti
 	for _, q := range []string{
 		`INSERT INTO usage_minute SELECT ts_ms / 60000, COUNT(*), SUM(total_tokens), 0, 0, COUNT(*) FROM usage GROUP BY 1`,
 		`INSERT INTO usage_hour SELECT ts_ms / 3600000, COUNT(*), SUM(total_tokens), 0, 0, COUNT(*) FROM usage GROUP BY 1`,
+		`INSERT INTO usage_day SELECT ts_ms / 86400000, COUNT(*), SUM(total_tokens), 0, 0, COUNT(*) FROM usage GROUP BY 1`,
 		`INSERT INTO usage_hour_dims SELECT ts_ms / 3600000, operation, model, credential, client, status, COUNT(*), SUM(input_tokens), SUM(output_tokens),
   SUM(total_tokens), 0, 0, COUNT(*), 0, 0, 0, 0, COUNT(*), 0, COUNT(*) FROM usage GROUP BY 1, 2, 3, 4, 5, 6`,
-		`ANALYZE`,
+		`VACUUM ANALYZE usage`,
+		`VACUUM ANALYZE usage_minute`,
+		`VACUUM ANALYZE usage_hour`,
+		`VACUUM ANALYZE usage_day`,
+		`VACUUM ANALYZE usage_hour_dims`,
 	} {
 		if _, err := c.Exec(ctx, q); err != nil {
 			b.Fatalf("fixture: %v", err)

@@ -1,9 +1,11 @@
 package pgledger_test
 
 import (
+	"bytes"
 	"context"
-	"strings"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -14,18 +16,26 @@ import (
 	"github.com/rotorhq/rotor/ledger/pgledger"
 )
 
-// TestConformance runs the ledger's conformance suite on PostgreSQL: each
-// database a schema of its own on the test server, each handle a Store
-// (a pool of its own, as another process's).
+// TestConformance runs the ledger's conformance suite on PostgreSQL, each
+// test in a schema of its own on ROTOR_TEST_POSTGRES (skipped once, with
+// a message, when it is unset; failed in CI); the same suite runs on
+// SQLite in package ledger.
 func TestConformance(t *testing.T) {
-	conformance.Run(t, Engine())
+	pgtest.Server(t)
+	conformance.Run(t, Engine(t))
 }
 
-// Engine is the PostgreSQL ledger as the conformance suite reaches it.
-func Engine() conformance.Engine {
+// Engine is the PostgreSQL ledger as the conformance suite reaches it: a
+// new schema per test, each handle a Store of its own on it (as another
+// machine's), migrated only by Migrate.
+func Engine(t *testing.T) conformance.Engine {
+	t.Helper()
 	return conformance.Engine{
-		Name:   "postgres",
-		Create: func(t *testing.T) string { u, _ := pgtest.Schema(t); return u },
+		Name: "postgres",
+		Create: func(t *testing.T) string {
+			u, _ := pgtest.Schema(t)
+			return u
+		},
 		Migrate: func(ctx context.Context, u string) error {
 			_, _, err := pgledger.Migrate(ctx, u, pgledger.Options{})
 			return err
@@ -40,45 +50,50 @@ func Engine() conformance.Engine {
 		OpenMigrates:  false,
 		SchemaVersion: pgledger.SchemaVersion(),
 		SetSchemaVersion: func(t *testing.T, u string, v int) {
-			withConn(t, u, func(c *pgx.Conn) {
-				if _, err := c.Exec(context.Background(), "UPDATE meta SET value = $1 WHERE key = 'schema_version'", v); err != nil {
-					t.Fatal(err)
+			withConn(t, u, func(ctx context.Context, c *pgx.Conn) {
+				if _, err := c.Exec(ctx, `UPDATE meta SET value = $1 WHERE key = 'schema_version'`, v); err != nil {
+					t.Fatalf("set schema version: %v", err)
 				}
 			})
 		},
-		Snapshot: func(t *testing.T, u string) []byte {
-			var out strings.Builder
-			withConn(t, u, func(c *pgx.Conn) {
-				ctx := context.Background()
-				rows, err := c.Query(ctx, `SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY 1`)
-				if err != nil {
-					t.Fatal(err)
-				}
-				tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, tb := range tables {
-					var s string
-					q := `SELECT COALESCE(string_agg(t::text, E'\n' ORDER BY t::text), '') FROM ` + pgx.Identifier{tb}.Sanitize() + ` t`
-					if err := c.QueryRow(ctx, q).Scan(&s); err != nil {
-						t.Fatal(err)
-					}
-					out.WriteString("== " + tb + "\n" + s + "\n")
-				}
-			})
-			return []byte(out.String())
-		},
+		Snapshot: snapshot,
 	}
 }
 
-func withConn(t *testing.T, u string, fn func(*pgx.Conn)) {
+func withConn(t *testing.T, u string, fn func(ctx context.Context, c *pgx.Conn)) {
 	t.Helper()
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	c, err := pgx.Connect(ctx, u)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close(ctx)
-	fn(c)
+	fn(ctx, c)
+}
+
+// snapshot dumps every table of the URL's schema (its search_path), each
+// table's rows as text in order: equal dumps, unchanged database.
+func snapshot(t *testing.T, u string) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	withConn(t, u, func(ctx context.Context, c *pgx.Conn) {
+		rows, err := c.Query(ctx, `SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY table_name`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tbl := range tables {
+			var dump string
+			q := fmt.Sprintf(`SELECT COALESCE(string_agg(x::text, E'\n' ORDER BY x::text), '') FROM %s x`, pgx.Identifier{tbl}.Sanitize())
+			if err := c.QueryRow(ctx, q).Scan(&dump); err != nil {
+				t.Fatalf("dump %s: %v", tbl, err)
+			}
+			fmt.Fprintf(&out, "== %s\n%s\n", tbl, dump)
+		}
+	})
+	return out.Bytes()
 }

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -221,6 +222,12 @@ func connect(ctx context.Context, dbURL string, opts Options) (*pgxpool.Pool, st
 	}
 	cfg.MaxConns = int32(opts.MaxConns)
 	cfg.ConnConfig.ConnectTimeout = min(opts.ConnectTimeout, 5*time.Second)
+	// A client that vanished mid-batch (a machine gone, a cut network)
+	// must not hold the admission lock of every other process for long:
+	// the server ends such a session's open transaction after a while.
+	if _, set := cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"]; !set {
+		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt((2 * opTimeout).Milliseconds(), 10)
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, "", fmt.Errorf("open ledger %s: %s", masked, scrub(err.Error(), dbURL))

@@ -311,3 +311,58 @@ func TestClientTokensListHashes(t *testing.T) {
 		t.Fatalf("ClientTokens = %+v, %v; want ci with its hash", ts, err)
 	}
 }
+
+// TestAdmissionExactWithCalendarRollingAndCostBudgets: batches that read
+// windows ahead (the last batch's, slid or kept), and cost budgets that
+// make a batch write its rows before reading in-flight reservations, still
+// admit exactly a calendar requests budget, round after round.
+func TestAdmissionExactWithCalendarRollingAndCostBudgets(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC))
+	s1, u := open(t, Options{Clock: clk})
+	s2 := openURL(t, u, Options{Clock: clk})
+	if _, err := s1.PutPrices(ctx, []ledger.Price{{Model: "m", InputMicros: 1, OutputMicros: 1, Source: ledger.SourceSet}}, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []ledger.BudgetRecord{
+		{Name: "day", Kind: "requests", Limit: 40, Window: "day"},
+		{Name: "rolling", Kind: "requests", Limit: 1000, Window: "1h"},
+		{Name: "cost", Kind: "cost", Limit: 1_000_000_000, Window: "month"},
+	} {
+		if err := s1.PutBudget(ctx, b, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admit := budgets.NewAdmitter()
+	var ok atomic.Int64
+	for round := range 6 {
+		var wg sync.WaitGroup
+		for g := range 12 {
+			s := []*Store{s1, s2}[g%2]
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				id := fmt.Sprintf("r%d-%d", round, g)
+				err := s.Reserve(ctx, ledger.Reservation{RequestID: id, Expires: clk.Now().Add(time.Minute), Operation: "chat", Model: "m"}, admit)
+				var ee *budgets.ExceededError
+				switch {
+				case err == nil:
+					ok.Add(1)
+					if g%3 != 0 { // some stay open: in flight
+						if err := s.Settle(ctx, ledger.Settlement{RequestID: id, Model: "m", Status: 200, InputTokens: ledger.Known(1), OutputTokens: ledger.Known(1), TotalTokens: ledger.Known(2)}); err != nil {
+							t.Error(err)
+						}
+					}
+				case errors.As(err, &ee):
+				default:
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		clk.Advance(7 * time.Second)
+	}
+	if ok.Load() != 40 {
+		t.Fatalf("admitted %d, want exactly the calendar budget's 40", ok.Load())
+	}
+}

@@ -263,7 +263,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $
 		if err != nil {
 			return err
 		}
-		b := &batch{minute: map[int64]ledger.Totals{}, hour: map[int64]ledger.Totals{}, dims: map[dimKey]delta{}, view: &view{}}
+		b := &batch{minute: map[int64]ledger.Totals{}, hour: map[int64]ledger.Totals{}, day: map[int64]ledger.Totals{}, dims: map[dimKey]delta{}, view: &view{}}
 		for i, r := range rows {
 			if tags[i].RowsAffected() == 1 {
 				added++

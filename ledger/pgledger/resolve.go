@@ -27,7 +27,7 @@ func (s *Store) Resolve(ctx context.Context, res ledger.Resolution) error {
 			return fmt.Errorf("ledger settle: %d tokens is outside 0..%d", c.V, int64(ledger.MaxUsage))
 		}
 	}
-	return s.w.submit(nil, &op{kind: opResolve, resolve: res})
+	return s.w.submitWait(nil, ctx, &op{kind: opResolve, resolve: res})
 }
 
 func (b *batch) resolveRow(i int, res ledger.Resolution) error {
@@ -73,5 +73,3 @@ func (b *batch) resolveRow(i int, res ledger.Resolution) error {
 	b.addRow(ts, r.dim, nd)
 	return nil
 }
-
-var _ = context.Background

@@ -81,13 +81,9 @@ func parts(f, t, now int64) []part {
 		return edge(nil, f, t, now)
 	}
 	out = edge(out, f, m1, now)
-	h1, h2 := ceilTo(f, hourMS), floorTo(t, hourMS)
-	if h1 >= h2 {
-		out = appendPart(out, part{"usage_minute", m1 / minuteMS, m2 / minuteMS, 1})
-	} else {
-		out = appendPart(out, part{"usage_minute", m1 / minuteMS, h1 / minuteMS, 1})
-		out = appendPart(out, part{"usage_hour", h1 / hourMS, h2 / hourMS, 1})
-		out = appendPart(out, part{"usage_minute", h2 / minuteMS, m2 / minuteMS, 1})
+	for _, s := range rolled(m1, m2) {
+		unit, _ := unitOf(s.table)
+		out = appendPart(out, part{s.table, s.lo / unit, s.hi / unit, 1})
 	}
 	return edge(out, m2, t, now)
 }
@@ -188,27 +184,41 @@ func segments(f, t int64) []segment {
 	if m1 >= m2 {
 		return []segment{{"usage", f, t}}
 	}
-	var out []segment
-	add := func(s segment) {
+	out := []segment{{"usage", f, m1}}
+	out = append(out, rolled(m1, m2)...)
+	out = append(out, segment{"usage", m2, t})
+	return nonEmpty(out)
+}
+
+// rolled splits [m1, m2), whole minutes, into whole days, the hours
+// around them and the minutes around those, in time order.
+func rolled(m1, m2 int64) []segment {
+	h1, h2 := ceilTo(m1, hourMS), floorTo(m2, hourMS)
+	if h1 >= h2 {
+		return nonEmpty([]segment{{"usage_minute", m1, m2}})
+	}
+	d1, d2 := ceilTo(h1, dayMS), floorTo(h2, dayMS)
+	if d1 >= d2 {
+		return nonEmpty([]segment{{"usage_minute", m1, h1}, {"usage_hour", h1, h2}, {"usage_minute", h2, m2}})
+	}
+	return nonEmpty([]segment{{"usage_minute", m1, h1}, {"usage_hour", h1, d1}, {"usage_day", d1, d2}, {"usage_hour", d2, h2}, {"usage_minute", h2, m2}})
+}
+
+func nonEmpty(ss []segment) []segment {
+	out := ss[:0]
+	for _, s := range ss {
 		if s.lo < s.hi {
 			out = append(out, s)
 		}
 	}
-	add(segment{"usage", f, m1})
-	h1, h2 := ceilTo(f, hourMS), floorTo(t, hourMS)
-	if h1 >= h2 {
-		add(segment{"usage_minute", m1, m2})
-	} else {
-		add(segment{"usage_minute", m1, h1})
-		add(segment{"usage_hour", h1, h2})
-		add(segment{"usage_minute", h2, m2})
-	}
-	add(segment{"usage", m2, t})
 	return out
 }
 
 func unitOf(table string) (unit int64, sub string) {
-	if table == "usage_hour" {
+	switch table {
+	case "usage_day":
+		return dayMS, "usage_hour"
+	case "usage_hour":
 		return hourMS, "usage_minute"
 	}
 	return minuteMS, "usage"

@@ -40,8 +40,12 @@ type op struct {
 	id      string
 	// ctx, for a reservation, is the request's: a reservation whose
 	// request ended before its batch began is not written.
-	ctx  context.Context
-	done chan error
+	ctx context.Context
+	// deadline is the caller's context's, for every op: the batch gives
+	// up then (ErrUnavailable), so that no call outlives its deadline by
+	// more than the batch's other callers' (see batchCtx).
+	deadline time.Time
+	done     chan error
 }
 
 // openRow is what this process remembers of a reservation it wrote, so
@@ -73,7 +77,7 @@ type writer struct {
 	// lastWindows are the windows ending at lastNow+1ms that the last
 	// batch's admissions read: the next batch reads their likely
 	// successors in one round trip (see prefetch).
-	lastWindows [][2]int64
+	lastWindows []lastWindow
 	lastNow     int64
 }
 
@@ -86,6 +90,16 @@ func newWriter(s *Store, maxBatch int, onCommit func(int, time.Duration)) *write
 // submit queues o and returns its result once its batch has committed or
 // failed.
 func (w *writer) submit(ctx context.Context, o *op) error {
+	return w.submitWait(ctx, ctx, o)
+}
+
+// submitWait is submit for an op that must be recorded even when its
+// caller goes (settle, release, resolve): wctx only bounds the batch by
+// its deadline.
+func (w *writer) submitWait(ctx, wctx context.Context, o *op) error {
+	if wctx != nil {
+		o.deadline, _ = wctx.Deadline()
+	}
 	if ctx != nil && ctx.Done() != nil {
 		if err := ctx.Err(); err != nil {
 			return gaveUp(err)
@@ -234,22 +248,18 @@ func opError(o *op, err error) error {
 	return err
 }
 
-// batchCtx bounds a batch: opTimeout, or less when every op is a
-// reservation whose request ends sooner (the latest of their deadlines).
+// batchCtx bounds a batch: opTimeout, or less when every op's caller has
+// a deadline sooner (the latest of them).
 func batchCtx(ops []*op) (context.Context, context.CancelFunc) {
 	d := time.Now().Add(opTimeout)
 	var latest time.Time
 	for _, o := range ops {
-		dl, ok := time.Time{}, false
-		if o.ctx != nil {
-			dl, ok = o.ctx.Deadline()
-		}
-		if !ok {
+		if o.deadline.IsZero() {
 			latest = d
 			break
 		}
-		if dl.After(latest) {
-			latest = dl
+		if o.deadline.After(latest) {
+			latest = o.deadline
 		}
 	}
 	if latest.Before(d) {
@@ -267,6 +277,9 @@ type batch struct {
 	view *view
 	// pending row statements, sent at the next flush.
 	pending []pendingStmt
+	// prefetched maps the start of each window prefetch read to how it
+	// was derived.
+	prefetched map[int64]windowKind
 	// unflushed holds the deltas not yet written (rows and rollups), so
 	// that a window computed from the database adds them; rowsAhead is
 	// set when rows were written without their rollup deltas.
@@ -274,6 +287,7 @@ type batch struct {
 	rowsAhead bool
 	minute    map[int64]ledger.Totals
 	hour      map[int64]ledger.Totals
+	day       map[int64]ledger.Totals
 	dims      map[dimKey]delta
 	opened    map[string]openRow
 	closed    []string
@@ -305,7 +319,7 @@ func (w *writer) runBatch(ops []*op) ([]error, error) {
 		}
 		conn.Release()
 	}()
-	b := &batch{w: w, ctx: ctx, conn: conn, minute: map[int64]ledger.Totals{}, hour: map[int64]ledger.Totals{},
+	b := &batch{w: w, ctx: ctx, conn: conn, minute: map[int64]ledger.Totals{}, hour: map[int64]ledger.Totals{}, day: map[int64]ledger.Totals{},
 		dims: map[dimKey]delta{}, opened: map[string]openRow{}, errs: make([]error, len(ops))}
 	// One round trip: begin, take the admission lock, then (a statement
 	// after the lock, so its snapshot sees every batch committed before)
@@ -378,7 +392,7 @@ func (w *writer) runBatch(ops []*op) ([]error, error) {
 		return nil, err
 	}
 	committed = true
-	w.lastWindows, w.lastNow = b.view.used, b.now
+	w.lastWindows, w.lastNow = b.lastWindows(), b.now
 	if w.onCommit != nil {
 		w.onCommit(len(ops), time.Since(began))
 	}
@@ -407,12 +421,22 @@ func (b *batch) prefetch() error {
 	}
 	t := b.now + 1
 	var keys [][2]int64
-	seen := map[int64]bool{}
+	b.prefetched = map[int64]windowKind{}
 	for _, lw := range w.lastWindows {
-		for _, f := range []int64{lw[0] + (b.now - w.lastNow), lw[0]} {
-			if f < t && !seen[f] && len(keys) < maxPrefetch {
-				seen[f] = true
-				keys = append(keys, [2]int64{f, t})
+		for _, c := range []struct {
+			kind windowKind
+			f    int64
+		}{{rolling, lw.from + (b.now - w.lastNow)}, {calendar, lw.from}} {
+			if lw.kind&c.kind == 0 || c.f >= t {
+				continue
+			}
+			if k, seen := b.prefetched[c.f]; seen {
+				b.prefetched[c.f] = k | c.kind
+				continue
+			}
+			if len(keys) < maxPrefetch {
+				b.prefetched[c.f] = c.kind
+				keys = append(keys, [2]int64{c.f, t})
 			}
 		}
 	}
@@ -431,6 +455,42 @@ func (b *batch) prefetch() error {
 		b.view.cache[k] = x
 	}
 	return br.Close()
+}
+
+// windowKind tells how a window's start moves from batch to batch: with
+// the clock (rolling), not at all (calendar), or either (not known yet).
+type windowKind int
+
+const (
+	rolling windowKind = 1 << iota
+	calendar
+	eitherKind = rolling | calendar
+)
+
+// lastWindow is a window an admission read, ending at the batch's now.
+type lastWindow struct {
+	from int64
+	kind windowKind
+}
+
+// lastWindows returns the windows this batch's admissions read, each with
+// its kind as far as prefetch could tell it, so that the next batch reads
+// only the successor it needs.
+func (b *batch) lastWindows() []lastWindow {
+	var out []lastWindow
+	seen := map[int64]bool{}
+	for _, k := range b.view.used {
+		if seen[k[0]] {
+			continue
+		}
+		seen[k[0]] = true
+		kind, ok := b.prefetched[k[0]]
+		if !ok {
+			kind = eitherKind
+		}
+		out = append(out, lastWindow{from: k[0], kind: kind})
+	}
+	return out
 }
 
 // loadConfig reads budgets, client tokens and prices (the change counter
@@ -509,6 +569,10 @@ func (b *batch) addRow(ts int64, d dims, x delta) {
 	t = b.hour[h]
 	addT(&t, x.t)
 	b.hour[h] = t
+	dy := floorTo(ts, dayMS) / dayMS
+	t = b.day[dy]
+	addT(&t, x.t)
+	b.day[dy] = t
 	k := dimKey{hour: h, dims: d}
 	dd := b.dims[k]
 	dd.add(x)
@@ -707,6 +771,7 @@ ON CONFLICT (bucket) DO UPDATE SET requests = ` + addSat("u.requests", "excluded
 	}
 	upsertMinute = upsertTotals("usage_minute")
 	upsertHour   = upsertTotals("usage_hour")
+	upsertDay    = upsertTotals("usage_day")
 	dimCols      = []string{"requests", "input_tokens", "output_tokens", "total_tokens", "tokens_null", "cost_micros", "cost_null", "errors",
 		"input_null", "output_null", "cached_input_tokens", "cached_null", "reasoning_tokens", "reasoning_null"}
 	upsertDims = func() string {
@@ -734,6 +799,9 @@ func (b *batch) queueRollups(pb *pgx.Batch) {
 	for k, t := range b.hour {
 		pb.Queue(upsertHour, k, t.Requests, t.Tokens, t.TokensUnknown, t.CostMicros, t.CostUnknown)
 	}
+	for k, t := range b.day {
+		pb.Queue(upsertDay, k, t.Requests, t.Tokens, t.TokensUnknown, t.CostMicros, t.CostUnknown)
+	}
 	for k, d := range b.dims {
 		pb.Queue(upsertDims, k.hour, k.operation, k.model, k.credential, k.client, k.status,
 			d.t.Requests, d.input, d.output, d.t.Tokens, d.t.TokensUnknown, d.t.CostMicros, d.t.CostUnknown, d.errors,
@@ -741,6 +809,7 @@ func (b *batch) queueRollups(pb *pgx.Batch) {
 	}
 	clear(b.minute)
 	clear(b.hour)
+	clear(b.day)
 	clear(b.dims)
 }
 
@@ -754,10 +823,10 @@ func (s *Store) Reserve(ctx context.Context, r ledger.Reservation, admit ledger.
 // Settle turns a reservation into its usage row and returns after the
 // commit.
 func (s *Store) Settle(ctx context.Context, st ledger.Settlement) error {
-	return s.w.submit(nil, &op{kind: opSettle, settle: st})
+	return s.w.submitWait(nil, ctx, &op{kind: opSettle, settle: st})
 }
 
 // Release deletes a reservation of a request that sent nothing upstream.
 func (s *Store) Release(ctx context.Context, requestID string) error {
-	return s.w.submit(nil, &op{kind: opRelease, id: requestID})
+	return s.w.submitWait(nil, ctx, &op{kind: opRelease, id: requestID})
 }

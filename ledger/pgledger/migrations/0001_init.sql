@@ -40,9 +40,9 @@ CREATE INDEX usage_ts ON usage (ts_ms);
 -- InFlight: the open reservations of a window.
 CREATE INDEX usage_open ON usage (ts_ms) WHERE state = 0;
 
--- Totals of every row (open or settled) per minute and per hour, updated in
--- the transaction of the batch that writes the rows: a window is whole hours,
--- whole minutes and two raw edges.
+-- Totals of every row (open or settled) per minute, hour and UTC day,
+-- updated in the transaction of the batch that writes the rows: a window is
+-- whole days, whole hours, whole minutes and two raw edges.
 CREATE TABLE usage_minute (
   bucket      BIGINT PRIMARY KEY,
   requests    BIGINT NOT NULL,
@@ -52,6 +52,7 @@ CREATE TABLE usage_minute (
   cost_null   BIGINT NOT NULL
 );
 CREATE TABLE usage_hour (LIKE usage_minute INCLUDING ALL);
+CREATE TABLE usage_day (LIKE usage_minute INCLUDING ALL);
 
 -- Hourly totals of every row by the report's group keys (an open
 -- reservation is in status 0 with every value unknown).

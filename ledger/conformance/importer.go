@@ -1,0 +1,163 @@
+package conformance
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/rotorhq/rotor/budgets"
+	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/ledger"
+)
+
+// importer is the ledger.Importer of a handle (`rotor ledger copy`).
+func importer(t *testing.T, l ledger.Ledger) ledger.Importer {
+	t.Helper()
+	if c, ok := l.(*closeOnce); ok {
+		l = c.Ledger
+	}
+	imp, ok := l.(ledger.Importer)
+	if !ok {
+		t.Fatalf("%T does not implement ledger.Importer", l)
+	}
+	return imp
+}
+
+// `rotor ledger copy`: rows imported into a ledger that already has rows
+// of its own, behind its rollups, keep every field; importing again adds
+// nothing; windows, reports and the next admission count them; learned
+// records copy once.
+func testImport(t *testing.T, e Engine) {
+	src, s := fresh(t, e)
+	setPrice(t, s, gptPrice)
+	for i := range 30 {
+		id := fmt.Sprint("src-", i)
+		op := []string{opChat, opChat, opDecisions}[i%3]
+		src.reserve(s, id, op, "gpt")
+		switch i % 5 {
+		case 0: // left open
+		case 1:
+			settle(t, s, ledger.Settlement{RequestID: id, Model: "gpt", Credential: "key-a", Status: 502, ErrorCode: "upstream_error"})
+		default:
+			st := usage(id, "gpt", int64(10*i), int64(i))
+			st.CachedInputTokens, st.Latency = ledger.Known(int64(i)), time.Duration(i)*time.Millisecond
+			settle(t, s, st)
+		}
+		src.clk.Advance(11 * time.Minute)
+	}
+	if _, err := s.PutLearned(ctx, "scope-1", []byte("state"), 0, t0, 10, week); err != nil {
+		t.Fatal(err)
+	}
+	srcRows := rowsOf(t, s)
+	whole := ledger.Window{From: t0.Add(-time.Hour), To: src.clk.Now().Add(time.Hour)}
+	part := ledger.Window{From: t0.Add(97 * time.Minute), To: t0.Add(4*time.Hour + 13*time.Minute)}
+
+	// The destination has rows of its own, before, between and after the
+	// source's, folded into its rollups by the time of the copy.
+	dst := &db{t: t, e: e, addr: e.Create(t), clk: clock.NewFake(t0.Add(-30 * time.Minute))}
+	if err := e.Migrate(ctx, dst.addr); err != nil {
+		t.Fatal(err)
+	}
+	d := dst.open()
+	for i := range 8 {
+		id := fmt.Sprint("dst-", i)
+		dst.reserve(d, id, "embeddings", "emb")
+		settle(t, d, usage(id, "emb", 5, 0))
+		dst.clk.Advance(47 * time.Minute)
+	}
+	dst.clk.Set(src.clk.Now().Add(time.Hour))
+	addBudget(t, d, budgets.Budget{Name: "day", Kind: budgets.KindRequests, Limit: 38, Window: rolling(24 * time.Hour)})
+	adm := budgets.NewAdmitter()
+	if err := dst.admit(d, adm, "own", "embeddings", "emb"); err != nil {
+		t.Fatalf("admission before the copy: %v", err)
+	}
+	if err := d.Release(ctx, "own"); err != nil {
+		t.Fatal(err)
+	}
+	ownWhole, ownPart := totals(t, d, whole), totals(t, d, part)
+
+	imp := importer(t, d)
+	if n, err := imp.ImportRows(ctx, srcRows[:10]); err != nil || n != 10 {
+		t.Fatalf("ImportRows of 10 rows = %d, %v", n, err)
+	}
+	if n, err := imp.ImportRows(ctx, srcRows); err != nil || n != len(srcRows)-10 {
+		t.Fatalf("ImportRows of every row, 10 there already = %d, %v; want %d", n, err, len(srcRows)-10)
+	}
+	if n, err := imp.ImportRows(ctx, srcRows); err != nil || n != 0 {
+		t.Errorf("ImportRows again = %d, %v; want 0", n, err)
+	}
+	got := rowByID(t, dst.open())
+	for _, r := range srcRows {
+		if !sameRow(got[r.RequestID], r) {
+			t.Errorf("imported %+v\nwant     %+v", got[r.RequestID], r)
+		}
+	}
+	if len(got) != len(srcRows)+8 {
+		t.Errorf("%d rows after the copy, want %d", len(got), len(srcRows)+8)
+	}
+	for _, w := range []struct {
+		name string
+		w    ledger.Window
+		own  ledger.Totals
+	}{{"every row", whole, ownWhole}, {"hours apart", part, ownPart}} {
+		want := totals(t, s, w.w)
+		want.Requests += w.own.Requests
+		want.Tokens += w.own.Tokens
+		want.TokensUnknown += w.own.TokensUnknown
+		want.CostMicros += w.own.CostMicros
+		want.CostUnknown += w.own.CostUnknown
+		if got := totals(t, d, w.w); got != want {
+			t.Errorf("%s: totals after the copy = %+v, want the source's plus the destination's: %+v", w.name, got, want)
+		}
+	}
+	for _, by := range [][]string{{ledger.KeyStatus}, {ledger.KeyModel, ledger.KeyDay}} {
+		q := ledger.ReportQuery{From: whole.From, To: whole.To, By: by}
+		want, err := s.Report(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := d.Report(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var gotSrc []ledger.ReportRow
+		for _, r := range rep {
+			if len(by) == 2 && r.Keys[0] == "emb" {
+				continue
+			}
+			if len(by) == 1 && r.Keys[0] == "200" {
+				r.Requests -= 8 // the destination's own rows
+				r.InputTokens -= 40
+				r.TotalTokens -= 40
+				r.CostUnknown -= 8
+				r.CachedUnknown -= 8
+				r.ReasoningUnknown -= 8
+				r.CostKnown = r.CostUnknown == 0
+			}
+			gotSrc = append(gotSrc, r)
+		}
+		sortReport(gotSrc)
+		sortReport(want)
+		if !sameReport(gotSrc, want) {
+			t.Errorf("report by %v after the copy, less the destination's rows:%s\nwant the source's:%s", by, describeReport(gotSrc), describeReport(want))
+		}
+	}
+	// The 30 rows copied into the last 24 hours count at the next admission.
+	if err := dst.admit(d, adm, "after", "embeddings", "emb"); !errors.Is(err, budgets.ErrExceeded) {
+		t.Errorf("admission after the copy filled the requests budget = %v, want ErrExceeded", err)
+	}
+
+	recs, err := importer(t, s).LearnedRecords(ctx)
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("LearnedRecords = %+v, %v; want one", recs, err)
+	}
+	for want := range []int{1, 0} {
+		if n, err := imp.ImportLearned(ctx, recs); err != nil || n != 1-want {
+			t.Errorf("ImportLearned, time %d = %d, %v; want %d", want+1, n, err, 1-want)
+		}
+	}
+	if rec, ok, err := d.GetLearned(ctx, "scope-1", t0); err != nil || !ok || string(rec.State) != "state" || rec.Revision != 1 || !rec.ExpiresAt.Equal(t0.Add(week)) {
+		t.Errorf("GetLearned after the copy = %+v, %v, %v", rec, ok, err)
+	}
+}
