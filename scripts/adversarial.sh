@@ -49,6 +49,7 @@ fuzz=(
   "./internal/sse FuzzScanner"
   "./internal/sse FuzzChatRewriter"
   "./cmd/rotor FuzzParseLiteLLM"
+  "./ledger/pgledger FuzzMaskURL"
 )
 
 if [ "$list" = 1 ]; then
