@@ -115,6 +115,9 @@ type view struct {
 	// foldUntil is the minute rollup's frontier (unix ms, migration
 	// 0006): rows from it on are read raw. It must be the database's.
 	foldUntil int64
+	// prunedUntil is the prune frontier (unix ms, prune.go): rows
+	// before it may be gone, only the rollups describe that time.
+	prunedUntil int64
 	// open, in the writer's views, counts the in-flight reservations
 	// this process wrote in [f, t) at now, so that a lone process need
 	// not read them back.
@@ -150,7 +153,7 @@ func (v *view) Reach(w Window, m Measure, need int64) (time.Time, bool, error) {
 	}
 	f, t := w.ms()
 	cum := int64(0)
-	for _, s := range segments(f, t, v.hourUntil, v.foldUntil) {
+	for _, s := range v.segs(f, t) {
 		at, ok, err := v.reachIn(s, m, need, &cum)
 		if err != nil || ok {
 			return at, ok, err
@@ -164,7 +167,7 @@ func (v *view) NewestUnknownCost(w Window) (time.Time, bool, error) {
 		return time.Time{}, false, err
 	}
 	f, t := w.ms()
-	segs := segments(f, t, v.hourUntil, v.foldUntil)
+	segs := v.segs(f, t)
 	for i := len(segs) - 1; i >= 0; i-- {
 		at, ok, err := v.newestUnknownIn(segs[i])
 		if err != nil || ok {
@@ -216,6 +219,9 @@ func (s *Store) View(ctx context.Context, fn func(WindowReader) error) error {
 		return fmt.Errorf("ledger view: %w", err)
 	}
 	if err := conn.QueryRowContext(ctx, qFoldUntil).Scan(&v.foldUntil); err != nil {
+		return fmt.Errorf("ledger view: %w", err)
+	}
+	if err := conn.QueryRowContext(ctx, qPrunedUntil).Scan(&v.prunedUntil); err != nil {
 		return fmt.Errorf("ledger view: %w", err)
 	}
 	return fn(v)
