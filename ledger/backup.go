@@ -31,14 +31,22 @@ var ErrFileExists = errors.New("file exists")
 // Backup copies the database into a new file at path with VACUUM INTO: one
 // read transaction, so the copy holds every write committed before it
 // began and none half-written, while writers go on. It refuses a path
-// that exists.
+// that exists (ErrFileExists).
 func (s *Store) Backup(ctx context.Context, path string) error {
-	if _, err := os.Lstat(path); err == nil {
+	// An empty file of mode 0600 made here (the copy holds client token
+	// hashes), never one that was there: VACUUM INTO fills an empty file.
+	fd, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("backup %s: %w", path, ErrFileExists)
-	} else if !errors.Is(err, fs.ErrNotExist) {
+	}
+	if err != nil {
+		return fmt.Errorf("backup %s: %w", path, err)
+	}
+	if err := fd.Close(); err != nil {
 		return fmt.Errorf("backup %s: %w", path, err)
 	}
 	if _, err := s.db.ExecContext(ctx, `VACUUM INTO ?`, path); err != nil {
+		_ = os.Remove(path)
 		return fmt.Errorf("backup %s: %w", path, err)
 	}
 	return nil

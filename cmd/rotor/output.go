@@ -29,6 +29,9 @@ type cell struct {
 	JSON any
 	Text string
 	CSV  string
+	// EmptyCSV prints an empty csv field (an unknown value in ledger
+	// rows), whatever Text says.
+	EmptyCSV bool
 }
 
 func textCell(s string) cell { return cell{JSON: s, Text: s} }
@@ -320,6 +323,9 @@ func (r records) write(w io.Writer, format string) error {
 				line[j] = c.Text
 				if c.CSV != "" {
 					line[j] = c.CSV
+				}
+				if c.EmptyCSV {
+					line[j] = ""
 				}
 			}
 			if err := cw.Write(line); err != nil {

@@ -82,6 +82,7 @@ while a bridge runs (where rotor status finds it).`,
 		newCmdDemo(f, nil),
 	)
 	checkUsage(root)
+	addCompletions(root, f)
 	return root
 }
 
