@@ -92,7 +92,7 @@ func drawBars(b *strings.Builder, bars []chartBar, width int, format func(int64)
 	barW := max(width-len(chartDay)-2-labelW, 1)
 	for i, c := range bars {
 		n := 0
-		if c.value > 0 && maxV > 0 && !(c.requests > 0 && c.unknown >= c.requests) {
+		if c.value > 0 && maxV > 0 { // a day of unknown cost only has no known value: no bar
 			n = max(int(float64(c.value)/float64(maxV)*float64(barW)+0.5), 1)
 		}
 		line := c.day + " " + strings.Repeat("#", n) + strings.Repeat(" ", barW-n) + " " + labels[i]
