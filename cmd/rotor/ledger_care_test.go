@@ -464,3 +464,41 @@ known cost per day (USD)
 2026-11-22 #################################### 0.0288 + 6 rows unknown
 2026-11-23                                      unknown (2 rows)
 `
+
+func init() {
+	runFTests["ledger rows"] = func(t *testing.T) {
+		f, _, _ := testFactory(t)
+		now := f.Clock.Now()
+		got := flagsToOptions(t, f, newCmdLedgerRows)
+		if got.Format != FormatTable || !got.From.Equal(now.Add(-24*time.Hour)) || !got.To.Equal(now.Add(time.Millisecond)) || got.RequestID != "" {
+			t.Errorf("rows defaults: %+v, want the table of the last 24h", got)
+		}
+		got = flagsToOptions(t, f, newCmdLedgerRows, "--from", "2026-11-01", "--to", "2026-11-02", "--format", "jsonl")
+		if got.Format != FormatJSONL || !got.From.Equal(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)) || !got.To.Equal(time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)) {
+			t.Errorf("rows --from --to --format jsonl: %+v", got)
+		}
+		if got := flagsToOptions(t, f, newCmdLedgerRows, "--request-id", "abc", "--jq", ".[0]"); got.RequestID != "abc" || !isJSONFormat(got.Format) {
+			t.Errorf("rows --request-id abc --jq: %+v", got)
+		}
+		refused[rowsOptions](t, f, newCmdLedgerRows, "--request-id", "--request-id", "abc", "--since", "1h")
+		refused[rowsOptions](t, f, newCmdLedgerRows, "--since", "--since", "soon")
+		refused[rowsOptions](t, f, newCmdLedgerRows, "--format", "--format", "yaml")
+		refused[rowsOptions](t, f, newCmdLedgerRows, "--jq", "--jq", ".[")
+	}
+	runFTests["ledger prune"] = func(t *testing.T) {
+		f, _, _ := testFactory(t)
+		got := flagsToOptions(t, f, newCmdLedgerPrune, "--before", "2026-11-01")
+		if !got.Before.Equal(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)) {
+			t.Errorf("prune --before 2026-11-01: %v", got.Before)
+		}
+		refused[pruneOptions](t, f, newCmdLedgerPrune, "--before is required")
+		refused[pruneOptions](t, f, newCmdLedgerPrune, "--before", "--before", "last week")
+		refused[pruneOptions](t, f, newCmdLedgerPrune, "in the future", "--before", "2027-01-01")
+	}
+	runFTests["ledger backup"] = func(t *testing.T) {
+		f, _, _ := testFactory(t)
+		if got := flagsToOptions(t, f, newCmdLedgerBackup, "/tmp/x.db"); got.File != "/tmp/x.db" {
+			t.Errorf("backup FILE: %+v", got)
+		}
+	}
+}
