@@ -294,3 +294,35 @@ func TestRowByID(t *testing.T) {
 		t.Errorf("RowByID(nope) = %v %v, want not found", ok, err)
 	}
 }
+
+// The writer's window cache slides a window by subtracting the rows that
+// left it; in pruned time those rows are gone, so a window starting there
+// must be read from the rollups each time, not slid.
+func TestPruneWriterWindowOverPrunedTimeSlidesExactly(t *testing.T) {
+	s, clk, day0 := pruneLedger(t)
+	if _, err := s.Prune(ctx, PruneRequest{Before: day0.Add(3 * 24 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	span := clk.Now().Sub(day0.Add(36 * time.Hour))
+	for i := 0; i < 4; i++ {
+		now := clk.Now()
+		w := Window{now.Add(-span), now.Add(time.Millisecond)}
+		var admitted Totals
+		err := s.Reserve(ctx, Reservation{RequestID: fmt.Sprint("slide-", i), Operation: "decisions", Expires: now.Add(time.Minute)},
+			AdmitFunc(func(r WindowReader, _ Reservation) error {
+				var err error
+				admitted, err = r.Totals(w)
+				if err == nil {
+					err = errors.New("probe only")
+				}
+				return err
+			}))
+		if err == nil || err.Error() != "probe only" {
+			t.Fatalf("probe %d: %v", i, err)
+		}
+		if want := viewTotals(t, s, w); admitted != want {
+			t.Errorf("probe %d: the writer reads %+v over pruned time, a fresh view %+v", i, admitted, want)
+		}
+		clk.Advance(20 * time.Minute)
+	}
+}

@@ -138,7 +138,9 @@ func (v *view) prepare() error {
 
 func (v *view) Totals(w Window) (Totals, error) {
 	f, t := w.ms()
-	if v.wc != nil && t == v.now.UnixMilli()+1 {
+	// A window starting in pruned time is not slid by the cache: the rows
+	// that leave it are gone, only the rollups count them (prune.go).
+	if v.wc != nil && t == v.now.UnixMilli()+1 && f >= v.prunedUntil {
 		return v.cachedTotals(f, t)
 	}
 	return v.exactTotals(f, t)
