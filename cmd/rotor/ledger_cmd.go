@@ -23,7 +23,9 @@ func newCmdLedger(f *Factory) *cobra.Command {
 		Use:   "ledger",
 		Short: "Report on the usage ledger and settle rows of unknown usage",
 	}
-	cmd.AddCommand(newCmdLedgerReport(f, nil), newCmdLedgerSettle(f, nil), newCmdLedgerRows(f, nil), newCmdLedgerPrune(f, nil), newCmdLedgerBackup(f, nil))
+	// Ledger care (issue 18): export, prune, backup.
+	addLedgerCare(cmd, f)
+	cmd.AddCommand(newCmdLedgerReport(f, nil), newCmdLedgerSettle(f, nil))
 	return cmd
 }
 
@@ -315,6 +317,11 @@ func settleRun(ctx context.Context, opts *settleOptions) error {
 	}
 	fmt.Fprintf(opts.IO.Out, "settled %s: %d input tokens (%d cached), %d output tokens\n", r.RequestID, r.Input.V, r.CachedInput.V, r.Output.V)
 	return nil
+}
+
+// addLedgerCare adds the verbs that export, prune and back up the ledger.
+func addLedgerCare(cmd *cobra.Command, f *Factory) {
+	cmd.AddCommand(newCmdLedgerRows(f, nil), newCmdLedgerPrune(f, nil), newCmdLedgerBackup(f, nil))
 }
 
 type rowsOptions struct {
