@@ -23,8 +23,6 @@ func newCmdLedger(f *Factory) *cobra.Command {
 		Use:   "ledger",
 		Short: "Report on the usage ledger and settle rows of unknown usage",
 	}
-	// Ledger care (issue 18): export, prune, backup.
-	addLedgerCare(cmd, f)
 	cmd.AddCommand(newCmdLedgerReport(f, nil), newCmdLedgerSettle(f, nil))
 	return cmd
 }
@@ -319,9 +317,14 @@ func settleRun(ctx context.Context, opts *settleOptions) error {
 	return nil
 }
 
-// addLedgerCare adds the verbs that export, prune and back up the ledger.
-func addLedgerCare(cmd *cobra.Command, f *Factory) {
-	cmd.AddCommand(newCmdLedgerRows(f, nil), newCmdLedgerPrune(f, nil), newCmdLedgerBackup(f, nil))
+// addLedgerCare adds to root's ledger group the verbs that export, prune
+// and back up the ledger (issue 18).
+func addLedgerCare(root *cobra.Command, f *Factory) {
+	for _, c := range root.Commands() {
+		if c.Name() == "ledger" {
+			c.AddCommand(newCmdLedgerRows(f, nil), newCmdLedgerPrune(f, nil), newCmdLedgerBackup(f, nil))
+		}
+	}
 }
 
 type rowsOptions struct {
