@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -22,7 +23,7 @@ import (
 // bridge acknowledged (200) before the backup started.
 func TestLedgerBackupUnderLoad(t *testing.T) {
 	e := newE2E(t)
-	e.provider("")
+	_, keys := e.provider("")
 	b := e.start("bridge", "start", "--listen", "127.0.0.1:0")
 	tok := e.token()
 
@@ -111,6 +112,19 @@ func TestLedgerBackupUnderLoad(t *testing.T) {
 		if err != nil || !ok || !row.Settled || row.Status != 200 {
 			t.Errorf("acknowledged request %s in the backup: %+v %v %v", id, row, ok, err)
 		}
+	}
+	// No provider key and no bridge token is in the copy (only hashes).
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys["bridge token"] = tok
+	if leaks := secretLeaks(raw, keys); len(leaks) > 0 {
+		t.Errorf("the backup holds secrets: %v", leaks)
+	}
+	rowsOut := e.mustRun("--db", file, "ledger", "rows", "--format", "csv").stdout
+	if leaks := secretLeaks([]byte(rowsOut), keys); len(leaks) > 0 {
+		t.Errorf("ledger rows prints secrets: %v", leaks)
 	}
 	// A second backup to the same file is refused, naming it.
 	if r := e.run("ledger", "backup", file); r.code != ExitUsage || !strings.Contains(r.stderr, file) {

@@ -73,7 +73,12 @@ stderr how many there are.
 
 The range defaults to --since 24h. --from and --to take RFC 3339 times, UTC
 dates (2026-11-30), or the words today and yesterday (UTC); the range is
-half-open, [from, to), and --to defaults to now. Days are UTC days.`,
+half-open, [from, to), and --to defaults to now. Days are UTC days.
+
+--by day --chart draws tokens and known cost per day as text bars instead of
+the table, within $COLUMNS: a day holding rows of unknown value says so
+beside its bar, and a day of unknown cost only prints "unknown", never a bar
+of 0.`,
 		Example: `  rotor ledger report --by model,day
   rotor ledger report --by day --since 30d --chart
   rotor ledger report --from yesterday --to today --by credential --format csv`,
