@@ -502,3 +502,51 @@ func init() {
 		}
 	}
 }
+
+// ledger rows streams csv and jsonl a page at a time: every row once, in
+// order, also when more rows than a page share one millisecond.
+func TestLedgerRowsPagesKeepEveryRowOnce(t *testing.T) {
+	f, out, errOut := testFactory(t)
+	store, day0 := careLedger(t, f)
+	ctx := context.Background()
+	clk := f.Clock.(*clock.Fake)
+	// Seven rows in one millisecond, past a page of three.
+	for i := 0; i < 7; i++ {
+		id := fmt.Sprintf("same-ms-%d", i)
+		if err := store.Reserve(ctx, ledger.Reservation{RequestID: id, Operation: "decisions", Expires: clk.Now().Add(time.Minute)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func(n int) { rowsPage = n }(rowsPage)
+	rowsPage = 3
+	want, err := store.Rows(ctx, day0, clk.Now().Add(time.Millisecond), 0)
+	if err != nil || len(want) != 30+1+7 {
+		t.Fatalf("rows: %d %v", len(want), err)
+	}
+	var got []string
+	if err := pageRows(ctx, store, day0, clk.Now().Add(time.Millisecond), func(page []ledger.Row) error {
+		for _, r := range page {
+			got = append(got, r.RequestID)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range want {
+		ids = append(ids, r.RequestID)
+	}
+	if !reflect.DeepEqual(got, ids) {
+		t.Errorf("paged rows:\n got %v\nwant %v", got, ids)
+	}
+	if code := runCmd(t, f, out, errOut, "ledger", "rows", "--since", "30d", "--format", "csv"); code != 0 {
+		t.Fatal(errOut)
+	}
+	recs, err := csv.NewReader(bytes.NewReader(out.Bytes())).ReadAll()
+	if err != nil || len(recs) != len(want)+1 || recs[0][0] != "request_id" || recs[len(recs)-1][0] != want[len(want)-1].RequestID {
+		t.Errorf("paged csv: %v, %d records (want one header and %d rows)", err, len(recs), len(want))
+	}
+	if code := runCmd(t, f, out, errOut, "ledger", "rows", "--from", "2020-01-01", "--to", "2020-01-02", "--format", "csv"); code != 0 || out.String() != strings.Join(rowColumns, ",")+"\n" {
+		t.Errorf("empty csv: exit %d %q, want the header alone", code, out)
+	}
+}

@@ -417,14 +417,16 @@ func rowsRun(ctx context.Context, opts *rowsOptions) error {
 		if lk, isLookup := store.(ledger.RowLookup); isLookup {
 			row, ok, err = lk.RowByID(ctx, opts.RequestID)
 		} else {
-			// An engine without the lookup: scan every row.
-			var all []ledger.Row
-			all, err = store.Rows(ctx, time.UnixMilli(0), time.UnixMilli(1<<62), 0)
-			for _, r := range all {
-				if r.RequestID == opts.RequestID {
-					row, ok = r, true
+			// An engine without the lookup: scan every row, a page at a
+			// time.
+			err = pageRows(ctx, store, time.UnixMilli(0), time.UnixMilli(1<<50), func(page []ledger.Row) error {
+				for _, r := range page {
+					if r.RequestID == opts.RequestID {
+						row, ok = r, true
+					}
 				}
-			}
+				return nil
+			})
 		}
 		if err != nil {
 			return err
@@ -433,10 +435,73 @@ func rowsRun(ctx context.Context, opts *rowsOptions) error {
 			return usageErrorf("--request-id %q: no such request in the ledger (refused requests are not usage rows; pruned rows are gone)", opts.RequestID)
 		}
 		rows = []ledger.Row{row}
-	} else if rows, err = store.Rows(ctx, opts.From, opts.To, 0); err != nil {
+		return rowRecords(rows).write(opts.IO.Out, opts.Format)
+	}
+	if opts.Format == FormatCSV || opts.Format == FormatJSONL {
+		// Streamed a page at a time: an export of a year holds a page in
+		// memory, not the year.
+		first := true
+		return pageRows(ctx, store, opts.From, opts.To, func(page []ledger.Row) error {
+			recs := rowRecords(page)
+			if opts.Format == FormatCSV {
+				err := recs.writeCSV(opts.IO.Out, first)
+				first = false
+				return err
+			}
+			return recs.write(opts.IO.Out, FormatJSONL)
+		})
+	}
+	err = pageRows(ctx, store, opts.From, opts.To, func(page []ledger.Row) error {
+		rows = append(rows, page...)
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	return rowRecords(rows).write(opts.IO.Out, opts.Format)
+}
+
+// rowsPage is how many rows ledger rows reads at a time.
+var rowsPage = 5000
+
+// pageRows calls fn with the rows of [from, to) in order, a page at a time
+// (at least one page, maybe empty, so that csv prints its header). Pages
+// follow the ledger's order (time, then request id); the rows of one
+// millisecond that straddle a page are read whole.
+func pageRows(ctx context.Context, store ledger.Ledger, from, to time.Time, fn func([]ledger.Row) error) error {
+	sent := false
+	for from.Before(to) {
+		page, err := store.Rows(ctx, from, to, rowsPage)
+		if err != nil {
+			return err
+		}
+		if len(page) < rowsPage {
+			if len(page) > 0 || !sent {
+				return fn(page)
+			}
+			return nil
+		}
+		// The last millisecond of a full page may go on: read it whole,
+		// then continue after it.
+		last := page[len(page)-1].Time
+		cut := len(page)
+		for cut > 0 && page[cut-1].Time.Equal(last) {
+			cut--
+		}
+		edge, err := store.Rows(ctx, last, last.Add(time.Millisecond), 0)
+		if err != nil {
+			return err
+		}
+		if err := fn(append(page[:cut], edge...)); err != nil {
+			return err
+		}
+		sent = true
+		from = last.Add(time.Millisecond)
+	}
+	if !sent {
+		return fn(nil)
+	}
+	return nil
 }
 
 // rowColumns are ledger rows' columns, in order.

@@ -313,27 +313,7 @@ func (r records) write(w io.Writer, format string) error {
 		_, err := w.Write(buf.Bytes())
 		return err
 	case FormatCSV:
-		cw := csv.NewWriter(w)
-		if err := cw.Write(r.Columns); err != nil {
-			return err
-		}
-		for _, row := range r.Rows {
-			line := make([]string, len(row))
-			for j, c := range row {
-				line[j] = c.Text
-				if c.CSV != "" {
-					line[j] = c.CSV
-				}
-				if c.EmptyCSV {
-					line[j] = ""
-				}
-			}
-			if err := cw.Write(line); err != nil {
-				return err
-			}
-		}
-		cw.Flush()
-		return cw.Error()
+		return r.writeCSV(w, true)
 	default:
 		t := tablewriter.NewWriter(w)
 		hdr := make([]any, len(r.Columns))
@@ -352,6 +332,34 @@ func (r records) write(w io.Writer, format string) error {
 		}
 		return t.Render()
 	}
+}
+
+// writeCSV prints recs as csv, with the header row when header is set (a
+// later page of a stream has none).
+func (r records) writeCSV(w io.Writer, header bool) error {
+	cw := csv.NewWriter(w)
+	if header {
+		if err := cw.Write(r.Columns); err != nil {
+			return err
+		}
+	}
+	for _, row := range r.Rows {
+		line := make([]string, len(row))
+		for j, c := range row {
+			line[j] = c.Text
+			if c.CSV != "" {
+				line[j] = c.CSV
+			}
+			if c.EmptyCSV {
+				line[j] = ""
+			}
+		}
+		if err := cw.Write(line); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
 }
 
 // jsonNumber prints a decimal string as a JSON number without going through
