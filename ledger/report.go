@@ -130,6 +130,18 @@ func (s *Store) Report(ctx context.Context, q ReportQuery) ([]ReportRow, error) 
 		return nil, fmt.Errorf("report: %w", err)
 	}
 	defer conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+	// Pruned time has its rollups only (prune.go): a range that starts or
+	// ends there counts whole hours.
+	var prunedUntil int64
+	if err := conn.QueryRowContext(ctx, qPrunedUntil).Scan(&prunedUntil); err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	if f < prunedUntil {
+		f = floorTo(f, hourMS)
+	}
+	if t < prunedUntil {
+		t = ceilTo(t, hourMS)
+	}
 
 	scan := func(query string, args ...any) error {
 		rows, err := conn.QueryContext(ctx, query, args...)
@@ -321,13 +333,19 @@ func validKey(k string) bool {
 // Rows returns the raw usage rows in [from, to), oldest first, at most
 // limit (0 = no limit). For tests and debugging.
 func (s *Store) Rows(ctx context.Context, from, to time.Time, limit int) ([]Row, error) {
-	q := `SELECT request_id, ts_ms, state, expires_ms, operation, pool, model, credential, region, client, attempts, status, error_code,
-  ` + inputR + `, ` + outputR + `, ` + tokensR + `, ` + costR + `, COALESCE(latency_ms, 0), ` + cachedR + `, ` + reasoningR + ` FROM usage WHERE ts_ms >= ? AND ts_ms < ? ORDER BY ts_ms, request_id`
+	q := `WHERE ts_ms >= ? AND ts_ms < ? ORDER BY ts_ms, request_id`
 	args := []any{from.UnixMilli(), to.UnixMilli()}
 	if limit > 0 {
 		q += " LIMIT ?"
 		args = append(args, limit)
 	}
+	return s.queryRows(ctx, q, args...)
+}
+
+// queryRows reads usage rows: where is the query's WHERE clause and after.
+func (s *Store) queryRows(ctx context.Context, where string, args ...any) ([]Row, error) {
+	q := `SELECT request_id, ts_ms, state, expires_ms, operation, pool, model, credential, region, client, attempts, status, error_code,
+  ` + inputR + `, ` + outputR + `, ` + tokensR + `, ` + costR + `, COALESCE(latency_ms, 0), ` + cachedR + `, ` + reasoningR + ` FROM usage ` + where
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("rows: %w", err)

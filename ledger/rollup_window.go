@@ -271,7 +271,7 @@ func (v *view) exactTotals(f, t int64) (Totals, error) {
 		return Totals{}, err
 	}
 	var sum Totals
-	for _, s := range segments(f, t, v.hourUntil, v.foldUntil) {
+	for _, s := range v.segs(f, t) {
 		st, err := v.segTotals(s)
 		if err != nil {
 			return Totals{}, err
@@ -302,6 +302,19 @@ var (
 // reachIn walks segment s in time order adding the measure to *cum and
 // returns the row time at which *cum reaches need.
 func (v *view) reachIn(s segment, m Measure, need int64, cum *int64) (time.Time, bool, error) {
+	if s.kind == segRaw && v.prunedMinute(s.lo, s.hi) {
+		// Pruned: only the minute's rollup row is left; the measure is
+		// reached at the minute's last instant, never earlier.
+		st, err := v.totalsQuery(qMinuteTotals, s.lo/minuteMS, s.hi/minuteMS)
+		if err != nil {
+			return time.Time{}, false, err
+		}
+		*cum = satAdd(*cum, measureOf(st, m))
+		if *cum >= need {
+			return time.UnixMilli(s.hi - 1).UTC(), true, nil
+		}
+		return time.Time{}, false, nil
+	}
 	if s.kind == segRaw {
 		rows, err := v.q.QueryContext(v.ctx, `SELECT ts_ms, `+measureRawExpr[m]+` FROM usage WHERE ts_ms >= ? AND ts_ms < ? ORDER BY ts_ms`, s.lo, s.hi)
 		if err != nil {
@@ -361,8 +374,16 @@ func (v *view) reachIn(s segment, m Measure, need int64, cum *int64) (time.Time,
 }
 
 func (v *view) newestUnknownIn(s segment) (time.Time, bool, error) {
-	switch s.kind {
-	case segRaw:
+	switch {
+	case s.kind == segRaw && v.prunedMinute(s.lo, s.hi):
+		// Pruned: the minute's rollup row says whether it held a row of
+		// unknown cost; its last instant stands for that row's time.
+		st, err := v.totalsQuery(qMinuteTotals, s.lo/minuteMS, s.hi/minuteMS)
+		if err != nil || st.CostUnknown == 0 {
+			return time.Time{}, false, err
+		}
+		return time.UnixMilli(s.hi - 1).UTC(), true, nil
+	case s.kind == segRaw:
 		// Walks the time index back from hi and stops at the first match.
 		var ts int64
 		err := v.q.QueryRowContext(v.ctx, `SELECT ts_ms FROM usage WHERE ts_ms >= ? AND ts_ms < ? AND `+sqlReadable("cost_micros")+` IS NULL ORDER BY ts_ms DESC LIMIT 1`, s.lo, s.hi).Scan(&ts)

@@ -115,6 +115,9 @@ type view struct {
 	// foldUntil is the minute rollup's frontier (unix ms, migration
 	// 0006): rows from it on are read raw. It must be the database's.
 	foldUntil int64
+	// prunedUntil is the prune frontier (unix ms, prune.go): rows
+	// before it may be gone, only the rollups describe that time.
+	prunedUntil int64
 	// open, in the writer's views, counts the in-flight reservations
 	// this process wrote in [f, t) at now, so that a lone process need
 	// not read them back.
@@ -135,7 +138,9 @@ func (v *view) prepare() error {
 
 func (v *view) Totals(w Window) (Totals, error) {
 	f, t := w.ms()
-	if v.wc != nil && t == v.now.UnixMilli()+1 {
+	// A window starting in pruned time is not slid by the cache: the rows
+	// that leave it are gone, only the rollups count them (prune.go).
+	if v.wc != nil && t == v.now.UnixMilli()+1 && f >= v.prunedUntil {
 		return v.cachedTotals(f, t)
 	}
 	return v.exactTotals(f, t)
@@ -150,7 +155,7 @@ func (v *view) Reach(w Window, m Measure, need int64) (time.Time, bool, error) {
 	}
 	f, t := w.ms()
 	cum := int64(0)
-	for _, s := range segments(f, t, v.hourUntil, v.foldUntil) {
+	for _, s := range v.segs(f, t) {
 		at, ok, err := v.reachIn(s, m, need, &cum)
 		if err != nil || ok {
 			return at, ok, err
@@ -164,7 +169,7 @@ func (v *view) NewestUnknownCost(w Window) (time.Time, bool, error) {
 		return time.Time{}, false, err
 	}
 	f, t := w.ms()
-	segs := segments(f, t, v.hourUntil, v.foldUntil)
+	segs := v.segs(f, t)
 	for i := len(segs) - 1; i >= 0; i-- {
 		at, ok, err := v.newestUnknownIn(segs[i])
 		if err != nil || ok {
@@ -216,6 +221,9 @@ func (s *Store) View(ctx context.Context, fn func(WindowReader) error) error {
 		return fmt.Errorf("ledger view: %w", err)
 	}
 	if err := conn.QueryRowContext(ctx, qFoldUntil).Scan(&v.foldUntil); err != nil {
+		return fmt.Errorf("ledger view: %w", err)
+	}
+	if err := conn.QueryRowContext(ctx, qPrunedUntil).Scan(&v.prunedUntil); err != nil {
 		return fmt.Errorf("ledger view: %w", err)
 	}
 	return fn(v)

@@ -96,6 +96,8 @@ type writer struct {
 	// has committed, so inside a batch they are the database's.
 	hourUntil int64
 	foldUntil int64
+	// prunedUntil is the prune frontier (prune.go), read with foldUntil.
+	prunedUntil int64
 	// unfolded counts the reservations written since the last fold that
 	// caught up with the clock.
 	unfolded int
@@ -512,7 +514,7 @@ func (w *writer) runBatch(ops []*op) []error {
 		rollback()
 		return failAll(err)
 	}
-	b.view = &view{ctx: ctx, q: b.q, now: now, budgets: w.budgets, flush: b.flush, wc: &w.windows, hourUntil: w.hourUntil, foldUntil: w.foldUntil, open: b.inFlight}
+	b.view = &view{ctx: ctx, q: b.q, now: now, budgets: w.budgets, flush: b.flush, wc: &w.windows, hourUntil: w.hourUntil, foldUntil: w.foldUntil, prunedUntil: w.prunedUntil, open: b.inFlight}
 	errs := make([]error, len(ops))
 	for i, o := range ops {
 		err := b.apply(o)
@@ -578,6 +580,9 @@ func (w *writer) sync(ctx context.Context, q stmtConn, admits bool) error {
 		w.hourUntil = -1 // rollHours reads it
 		if err := q.QueryRowContext(ctx, qFoldUntil).Scan(&w.foldUntil); err != nil {
 			return fmt.Errorf("fold frontier: %w", err)
+		}
+		if err := q.QueryRowContext(ctx, qPrunedUntil).Scan(&w.prunedUntil); err != nil {
+			return fmt.Errorf("prune frontier: %w", err)
 		}
 		w.cfgStale = true
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/rotorhq/rotor/internal/clock"
 	"github.com/rotorhq/rotor/internal/dur"
 	"github.com/rotorhq/rotor/ledger"
+	"github.com/rotorhq/rotor/ledger/pgledger"
 )
 
 func newCmdLedger(f *Factory) *cobra.Command {
@@ -30,14 +33,21 @@ type reportOptions struct {
 	Ledger func(context.Context) (ledger.Ledger, error)
 	Query  ledger.ReportQuery
 	Format string
-	since  string
-	from   string
-	to     string
-	by     string
+	// Chart draws tokens and known cost per day as bars (--by day).
+	Chart bool
+	// Width bounds the chart's lines (default: $COLUMNS, else 80).
+	Width int
+	since string
+	from  string
+	to    string
+	by    string
 }
 
 func newCmdLedgerReport(f *Factory, runF func(*reportOptions) error) *cobra.Command {
 	opts := &reportOptions{IO: f.IO, Clock: f.Clock, Ledger: f.Ledger}
+	if v, ok := f.LookupEnv("COLUMNS"); ok {
+		opts.Width, _ = strconv.Atoi(v)
+	}
 	cmd := &cobra.Command{
 		Use:   "report [--since DUR | --from T [--to T]] [--by KEYS]",
 		Short: "Summarize usage by operation, model, day, credential, client or status",
@@ -63,8 +73,14 @@ stderr how many there are.
 
 The range defaults to --since 24h. --from and --to take RFC 3339 times, UTC
 dates (2026-11-30), or the words today and yesterday (UTC); the range is
-half-open, [from, to), and --to defaults to now. Days are UTC days.`,
+half-open, [from, to), and --to defaults to now. Days are UTC days.
+
+--by day --chart draws tokens and known cost per day as text bars instead of
+the table, within $COLUMNS: a day holding rows of unknown value says so
+beside its bar, and a day of unknown cost only prints "unknown", never a bar
+of 0.`,
 		Example: `  rotor ledger report --by model,day
+  rotor ledger report --by day --since 30d --chart
   rotor ledger report --from yesterday --to today --by credential --format csv`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -82,6 +98,7 @@ half-open, [from, to), and --to defaults to now. Days are UTC days.`,
 	fl.StringVar(&opts.from, "from", "", "start of the range (RFC 3339, UTC date, today, yesterday)")
 	fl.StringVar(&opts.to, "to", "", "end of the range, exclusive (default now)")
 	fl.StringVar(&opts.by, "by", "operation", "comma-separated group keys: "+strings.Join(ledger.ReportKeys, ","))
+	fl.BoolVar(&opts.Chart, "chart", false, "with --by day: draw tokens and known cost per day as bars instead of the table")
 	addFormatFlag(cmd, &opts.Format)
 	return cmd
 }
@@ -106,40 +123,46 @@ func parseTime(s string, now time.Time) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("%q is not an RFC 3339 time, a date (2006-01-02), today or yesterday", s)
 }
 
+// parseRange reads --since or --from/--to into a half-open range.
+func parseRange(cmd *cobra.Command, now time.Time, since, fromS, toS string) (time.Time, time.Time, error) {
+	fl := cmd.Flags()
+	if fl.Changed("since") && (fl.Changed("from") || fl.Changed("to")) {
+		return time.Time{}, time.Time{}, usageErrorf("give either --since or --from/--to, not both")
+	}
+	if fl.Changed("to") && !fl.Changed("from") {
+		return time.Time{}, time.Time{}, usageErrorf("--to needs --from")
+	}
+	if fl.Changed("from") {
+		from, err := parseTime(fromS, now)
+		if err != nil {
+			return time.Time{}, time.Time{}, usageErrorf("--from: %v", err)
+		}
+		to := now
+		if fl.Changed("to") {
+			if to, err = parseTime(toS, now); err != nil {
+				return time.Time{}, time.Time{}, usageErrorf("--to: %v", err)
+			}
+		}
+		if !from.Before(to) {
+			return time.Time{}, time.Time{}, usageErrorf("--from must be before --to")
+		}
+		return from, to, nil
+	}
+	d, err := dur.Parse(since)
+	if err != nil || d <= 0 {
+		return time.Time{}, time.Time{}, usageErrorf("--since %q: want a duration such as 30m, 24h or 7d", since)
+	}
+	// Include rows written at this very millisecond.
+	return now.Add(-d), now.Add(time.Millisecond), nil
+}
+
 func (o *reportOptions) parse(cmd *cobra.Command) error {
 	if err := checkFormat(o.Format); err != nil {
 		return err
 	}
-	now := o.Clock.Now()
-	fl := cmd.Flags()
-	if fl.Changed("since") && (fl.Changed("from") || fl.Changed("to")) {
-		return usageErrorf("give either --since or --from/--to, not both")
-	}
-	if fl.Changed("to") && !fl.Changed("from") {
-		return usageErrorf("--to needs --from")
-	}
-	if fl.Changed("from") {
-		from, err := parseTime(o.from, now)
-		if err != nil {
-			return usageErrorf("--from: %v", err)
-		}
-		to := now
-		if fl.Changed("to") {
-			if to, err = parseTime(o.to, now); err != nil {
-				return usageErrorf("--to: %v", err)
-			}
-		}
-		if !from.Before(to) {
-			return usageErrorf("--from must be before --to")
-		}
-		o.Query.From, o.Query.To = from, to
-	} else {
-		d, err := dur.Parse(o.since)
-		if err != nil || d <= 0 {
-			return usageErrorf("--since %q: want a duration such as 30m, 24h or 7d", o.since)
-		}
-		// Include rows written at this very millisecond.
-		o.Query.From, o.Query.To = now.Add(-d), now.Add(time.Millisecond)
+	var err error
+	if o.Query.From, o.Query.To, err = parseRange(cmd, o.Clock.Now(), o.since, o.from, o.to); err != nil {
+		return err
 	}
 	o.Query.By = nil
 	seen := map[string]bool{}
@@ -163,7 +186,7 @@ func (o *reportOptions) parse(cmd *cobra.Command) error {
 	if len(o.Query.By) == 0 {
 		return usageErrorf("--by needs at least one key among %s", strings.Join(ledger.ReportKeys, ","))
 	}
-	return nil
+	return o.checkChart()
 }
 
 func reportRun(ctx context.Context, opts *reportOptions) error {
@@ -179,7 +202,12 @@ func reportRun(ctx context.Context, opts *reportOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := reportRecords(opts.Query.By, rows).write(opts.IO.Out, opts.Format); err != nil {
+	if opts.Chart {
+		err = writeChart(opts.IO.Out, opts.Query, rows, opts.Width)
+	} else {
+		err = reportRecords(opts.Query.By, rows).write(opts.IO.Out, opts.Format)
+	}
+	if err != nil {
 		return err
 	}
 	if aside > 0 {
@@ -291,5 +319,389 @@ func settleRun(ctx context.Context, opts *settleOptions) error {
 		return err
 	}
 	fmt.Fprintf(opts.IO.Out, "settled %s: %d input tokens (%d cached), %d output tokens\n", r.RequestID, r.Input.V, r.CachedInput.V, r.Output.V)
+	return nil
+}
+
+// addLedgerCare adds to root's ledger group the verbs that export, prune
+// and back up the ledger (issue 18).
+func addLedgerCare(root *cobra.Command, f *Factory) {
+	for _, c := range root.Commands() {
+		if c.Name() == "ledger" {
+			c.AddCommand(newCmdLedgerRows(f, nil), newCmdLedgerPrune(f, nil), newCmdLedgerBackup(f, nil))
+		}
+	}
+}
+
+type rowsOptions struct {
+	IO        *IOStreams
+	Clock     clock.Clock
+	Ledger    func(context.Context) (ledger.Ledger, error)
+	From, To  time.Time
+	RequestID string
+	Format    string
+	since     string
+	from      string
+	to        string
+}
+
+// rowsFormats are the formats of ledger rows: jsonl too.
+var rowsFormats = []string{FormatTable, FormatJSON, FormatCSV, FormatJSONL}
+
+func newCmdLedgerRows(f *Factory, runF func(*rowsOptions) error) *cobra.Command {
+	opts := &rowsOptions{IO: f.IO, Clock: f.Clock, Ledger: f.Ledger}
+	cmd := &cobra.Command{
+		Use:   "rows [--since DUR | --from T [--to T]] [--request-id ID]",
+		Short: "Export usage rows, one per request, for other tools",
+		Long: `Print the ledger's usage rows, oldest first: one per request that sent at
+least one provider call. Columns: request_id, time, settled, expires,
+operation, pool, model, credential (a label, never a key), region, client,
+attempts, status (0 while unsettled), error_code, input_tokens,
+output_tokens, total_tokens, cached_input_tokens, reasoning_tokens,
+cost_usd, latency_ms. Times are RFC 3339 in UTC, to the millisecond.
+
+An unknown value (tokens of an unsettled row or of an answer without
+usage, the cost of a Decisions row or of a model without a price) is null
+in json and jsonl, an empty field in csv and "unknown" in the table: never
+0. jsonl prints one object a line, for streaming tools.
+
+The range defaults to --since 24h; --from and --to read as in ledger
+report. --request-id prints that request's row, whenever it was written.
+Rows deleted by rotor ledger prune are gone (reports still count them).`,
+		Example: `  rotor ledger rows --since 7d --format csv > usage.csv
+  rotor ledger rows --from 2026-11-01 --to 2026-12-01 --format jsonl
+  rotor ledger rows --request-id 01JDX4Q3N4J5YB0T8Q5E0S1C2M --format json
+  rotor ledger rows --jq '.[] | select(.status >= 400) | .request_id'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormatIn(opts.Format, rowsFormats); err != nil {
+				return err
+			}
+			fl := cmd.Flags()
+			if fl.Changed("request-id") {
+				if strings.TrimSpace(opts.RequestID) == "" {
+					return usageErrorf("--request-id: want a request id")
+				}
+				if fl.Changed("since") || fl.Changed("from") || fl.Changed("to") {
+					return usageErrorf("--request-id finds its row whenever it was written: drop --since/--from/--to")
+				}
+			} else {
+				var err error
+				if opts.From, opts.To, err = parseRange(cmd, opts.Clock.Now(), opts.since, opts.from, opts.to); err != nil {
+					return err
+				}
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return rowsRun(cmd.Context(), opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.since, "since", "24h", "rows of the last DUR (30m, 24h, 7d)")
+	fl.StringVar(&opts.from, "from", "", "start of the range (RFC 3339, UTC date, today, yesterday)")
+	fl.StringVar(&opts.to, "to", "", "end of the range, exclusive (default now)")
+	fl.StringVar(&opts.RequestID, "request-id", "", "only the row of this request (its X-Request-ID)")
+	addFormatFlagUsage(cmd, &opts.Format, "output format: table, json (an array of row objects), csv (with a header row) or jsonl (an object a line)", rowsFormats)
+	return cmd
+}
+
+func rowsRun(ctx context.Context, opts *rowsOptions) error {
+	store, err := opts.Ledger(ctx)
+	if err != nil {
+		return err
+	}
+	var rows []ledger.Row
+	if opts.RequestID != "" {
+		var row ledger.Row
+		var ok bool
+		if lk, isLookup := store.(ledger.RowLookup); isLookup {
+			row, ok, err = lk.RowByID(ctx, opts.RequestID)
+		} else {
+			// An engine without the lookup: scan every row, a page at a
+			// time.
+			err = pageRows(ctx, store, time.UnixMilli(0), time.UnixMilli(1<<50), func(page []ledger.Row) error {
+				for _, r := range page {
+					if r.RequestID == opts.RequestID {
+						row, ok = r, true
+					}
+				}
+				return nil
+			})
+		}
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return usageErrorf("--request-id %q: no such request in the ledger (refused requests are not usage rows; pruned rows are gone)", opts.RequestID)
+		}
+		rows = []ledger.Row{row}
+		return rowRecords(rows).write(opts.IO.Out, opts.Format)
+	}
+	if opts.Format == FormatCSV || opts.Format == FormatJSONL {
+		// Streamed a page at a time: an export of a year holds a page in
+		// memory, not the year.
+		first := true
+		return pageRows(ctx, store, opts.From, opts.To, func(page []ledger.Row) error {
+			recs := rowRecords(page)
+			if opts.Format == FormatCSV {
+				err := recs.writeCSV(opts.IO.Out, first)
+				first = false
+				return err
+			}
+			return recs.write(opts.IO.Out, FormatJSONL)
+		})
+	}
+	err = pageRows(ctx, store, opts.From, opts.To, func(page []ledger.Row) error {
+		rows = append(rows, page...)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return rowRecords(rows).write(opts.IO.Out, opts.Format)
+}
+
+// rowsPage is how many rows ledger rows reads at a time.
+var rowsPage = 5000
+
+// pageRows calls fn with the rows of [from, to) in order, a page at a time
+// (at least one page, maybe empty, so that csv prints its header). Pages
+// follow the ledger's order (time, then request id); the rows of one
+// millisecond that straddle a page are read whole.
+func pageRows(ctx context.Context, store ledger.Ledger, from, to time.Time, fn func([]ledger.Row) error) error {
+	sent := false
+	for from.Before(to) {
+		page, err := store.Rows(ctx, from, to, rowsPage)
+		if err != nil {
+			return err
+		}
+		if len(page) < rowsPage {
+			if len(page) > 0 || !sent {
+				return fn(page)
+			}
+			return nil
+		}
+		// The last millisecond of a full page may go on: read it whole,
+		// then continue after it.
+		last := page[len(page)-1].Time
+		cut := len(page)
+		for cut > 0 && page[cut-1].Time.Equal(last) {
+			cut--
+		}
+		edge, err := store.Rows(ctx, last, last.Add(time.Millisecond), 0)
+		if err != nil {
+			return err
+		}
+		if err := fn(append(page[:cut], edge...)); err != nil {
+			return err
+		}
+		sent = true
+		from = last.Add(time.Millisecond)
+	}
+	if !sent {
+		return fn(nil)
+	}
+	return nil
+}
+
+// rowColumns are ledger rows' columns, in order.
+var rowColumns = []string{"request_id", "time", "settled", "expires", "operation", "pool", "model", "credential", "region", "client",
+	"attempts", "status", "error_code", "input_tokens", "output_tokens", "total_tokens", "cached_input_tokens", "reasoning_tokens", "cost_usd", "latency_ms"}
+
+// rowTime prints a row's time: RFC 3339, UTC, milliseconds.
+const rowTime = "2006-01-02T15:04:05.000Z07:00"
+
+func rowRecords(rows []ledger.Row) records {
+	recs := records{Columns: rowColumns}
+	unknown := cell{JSON: nil, Text: "unknown", EmptyCSV: true}
+	count := func(c ledger.Count) cell {
+		if !c.Known {
+			return unknown
+		}
+		return intCell(c.V)
+	}
+	for _, r := range rows {
+		cost := unknown
+		if r.CostMicros.Known {
+			cost = usdCell(r.CostMicros.V)
+		}
+		recs.Rows = append(recs.Rows, []cell{textCell(r.RequestID), textCell(r.Time.UTC().Format(rowTime)),
+			{JSON: r.Settled, Text: fmt.Sprint(r.Settled)}, textCell(r.Expires.UTC().Format(rowTime)),
+			textCell(r.Operation), textCell(r.Pool), textCell(r.Model), textCell(r.Credential), textCell(r.Region), textCell(r.Client),
+			intCell(int64(r.Attempts)), intCell(int64(r.Status)), textCell(r.ErrorCode),
+			count(r.InputTokens), count(r.OutputTokens), count(r.TotalTokens), count(r.CachedInputTokens), count(r.ReasoningTokens),
+			cost, intCell(r.Latency.Milliseconds())})
+	}
+	return recs
+}
+
+type pruneOptions struct {
+	IO     *IOStreams
+	Clock  clock.Clock
+	Ledger func(context.Context) (ledger.Ledger, error)
+	Before time.Time
+}
+
+func newCmdLedgerPrune(f *Factory, runF func(*pruneOptions) error) *cobra.Command {
+	opts := &pruneOptions{IO: f.IO, Clock: f.Clock, Ledger: f.Ledger}
+	var before string
+	cmd := &cobra.Command{
+		Use:   "prune --before DATE",
+		Short: "Delete old usage rows, keeping the rollups that reports and budgets read",
+		Long: `Delete the usage rows written before DATE (an RFC 3339 time, a UTC date, today
+or yesterday), keeping the ledger's per-minute and per-hour rollups. Reports
+over pruned days still answer, from the rollups (a range that starts inside
+pruned time counts its whole first hour), and so does every budget window,
+also of a budget added later: pruned usage still counts. What is gone is
+the rows themselves: ledger rows, and ledger settle of a pruned request.
+
+Unsettled rows (requests in flight, or left by a rotor that died) are kept,
+so that ledger settle can still resolve them; rows not yet counted in the
+rollups (the last seconds of traffic) are kept too, and the command says
+where it cut. It refuses, exit 2, to cut inside the window of an existing
+budget, naming it: remove the budget, or prune up to its window's start.
+
+It runs while a bridge serves: it deletes in short transactions.`,
+		Example: `  rotor ledger prune --before 2026-01-01`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("before") {
+				return usageErrorf("--before is required (a date such as 2026-01-01)")
+			}
+			now := opts.Clock.Now()
+			t, err := parseTime(before, now)
+			if err != nil {
+				return usageErrorf("--before: %v", err)
+			}
+			if t.After(now) {
+				return usageErrorf("--before %s is in the future", before)
+			}
+			opts.Before = t.UTC()
+			if runF != nil {
+				return runF(opts)
+			}
+			return pruneRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&before, "before", "", "delete the rows before this time (RFC 3339, UTC date, today, yesterday)")
+	return cmd
+}
+
+// pruneCheck refuses a cut inside the window of a budget: those rows are
+// what the budget counts now.
+func pruneCheck(before time.Time) func(time.Time, []ledger.BudgetRecord) error {
+	return func(now time.Time, rs []ledger.BudgetRecord) error {
+		var inside []string
+		var earliest time.Time
+		for _, r := range rs {
+			b, err := budgets.FromRecord(r)
+			if err != nil {
+				return usageErrorf("budget %q cannot be read (%v): prune refuses while its window is unknown", r.Name, err)
+			}
+			start := b.Window.Start(now)
+			if before.After(start) {
+				inside = append(inside, fmt.Sprintf("%s (%s, from %s)", b.Name, b.Window.Describe(), start.Format(time.RFC3339)))
+				if earliest.IsZero() || start.Before(earliest) {
+					earliest = start
+				}
+			}
+		}
+		if len(inside) > 0 {
+			return usageErrorf("--before %s cuts inside the window of budget %s: prune at or before %s, or remove the budget",
+				before.Format(time.RFC3339), strings.Join(inside, ", budget "), earliest.Format(time.RFC3339))
+		}
+		return nil
+	}
+}
+
+func pruneRun(ctx context.Context, opts *pruneOptions) error {
+	store, err := opts.Ledger(ctx)
+	if err != nil {
+		return err
+	}
+	p, ok := store.(ledger.Pruner)
+	if !ok {
+		return usageErrorf("ledger %s: prune works on a SQLite ledger; this engine does not prune", store.Location())
+	}
+	res, err := p.Prune(ctx, ledger.PruneRequest{Before: opts.Before, Check: pruneCheck(opts.Before)})
+	if err != nil {
+		return err
+	}
+	out := opts.IO.Out
+	fmt.Fprintf(out, "pruned %d usage rows before %s from %s\n", res.Deleted, res.Until.Format(time.RFC3339), store.Location())
+	fmt.Fprintln(out, "kept the rollups: ledger report and budget windows over that time still answer (reports by whole hour there); the rows themselves are gone")
+	if res.Until.Before(opts.Before) {
+		fmt.Fprintf(out, "kept the rows from %s on: they are not counted in the rollups yet (run prune again later)\n", res.Until.Format(time.RFC3339))
+	}
+	if res.KeptUnsettled > 0 {
+		fmt.Fprintf(out, "kept %d unsettled rows before %s: resolve them with rotor ledger settle\n", res.KeptUnsettled, res.Until.Format(time.RFC3339))
+	}
+	return nil
+}
+
+type backupOptions struct {
+	IO     *IOStreams
+	DBPath func() (string, error)
+	Ledger func(context.Context) (ledger.Ledger, error)
+	File   string
+}
+
+func newCmdLedgerBackup(f *Factory, runF func(*backupOptions) error) *cobra.Command {
+	opts := &backupOptions{IO: f.IO, DBPath: f.DBPath, Ledger: f.Ledger}
+	cmd := &cobra.Command{
+		Use:   "backup FILE",
+		Short: "Write a consistent copy of the ledger to a new file, while a bridge runs",
+		Long: `Copy the SQLite ledger into FILE, a new file (mode 0600: it holds client token
+hashes), with SQLite's VACUUM INTO: the copy is one consistent snapshot
+holding every request acknowledged before it started, taken while bridges
+keep writing. FILE must not exist (exit 2). The copy is a ledger of its own:
+rotor --db FILE ledger report reads it.
+
+A PostgreSQL ledger is backed up with PostgreSQL's own tools (pg_dump).`,
+		Example: `  rotor ledger backup ~/backups/rotor-$(date +%F).db`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.File = args[0]
+			if runF != nil {
+				return runF(opts)
+			}
+			return backupRun(cmd.Context(), opts)
+		},
+	}
+	return cmd
+}
+
+func backupRun(ctx context.Context, opts *backupOptions) error {
+	pgDump := func(loc string) error {
+		return usageErrorf("ledger %s is on PostgreSQL: back it up with pg_dump (rotor ledger backup copies SQLite ledgers)", pgledger.MaskURL(loc))
+	}
+	if path, err := opts.DBPath(); err == nil && pgledger.IsURL(path) {
+		return pgDump(path)
+	}
+	if _, err := os.Lstat(opts.File); err == nil {
+		return usageErrorf("FILE %s exists: backup writes a new file only", opts.File)
+	}
+	store, err := opts.Ledger(ctx)
+	if err != nil {
+		return err
+	}
+	b, ok := store.(ledger.Backuper)
+	if !ok {
+		if pgledger.IsURL(store.Location()) {
+			return pgDump(store.Location())
+		}
+		return usageErrorf("ledger %s: this engine has no backup in rotor", store.Location())
+	}
+	if err := b.Backup(ctx, opts.File); err != nil {
+		if errors.Is(err, ledger.ErrFileExists) {
+			return usageErrorf("FILE %s exists: backup writes a new file only", opts.File)
+		}
+		return err
+	}
+	size := int64(0)
+	if fi, err := os.Stat(opts.File); err == nil {
+		size = fi.Size()
+	}
+	fmt.Fprintf(opts.IO.Out, "backed up %s to %s (%d bytes)\n", store.Location(), opts.File, size)
 	return nil
 }

@@ -81,7 +81,12 @@ while a bridge runs (where rotor status finds it).`,
 		newCmdStatus(f, nil),
 		newCmdDemo(f, nil),
 	)
+	addLedgerCare(root, f)
+	// cobra's completion scripts keep the writer set when checkUsage adds
+	// them: the command's, not always the process's stdout.
+	root.SetOut(f.IO.Out)
 	checkUsage(root)
+	addCompletions(root, f)
 	return root
 }
 

@@ -224,6 +224,7 @@ func TestStatusRun(t *testing.T) {
 			"pool,credential,region,catalog,resting_until,auth_cooling_until,model_cooldowns,next_release\n" +
 				"api,team-a,eu,fresh,2026-11-30T12:05:00Z,,2,\napi,team-b,,never fetched,,,0,\n"},
 		{"url from bridge.json", FormatJSON, "", map[string]string{"ROTOR_TOKEN": token}, doc},
+		{"--jq filters the bridge's document", jqMark + `.budgets[] | "\(.name) \(.used)/\(.limit)"`, bridgeURL, map[string]string{"ROTOR_TOKEN": token}, "daily 3/10\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -136,9 +136,8 @@ func statusRun(ctx context.Context, opts *statusOptions) error {
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("bridge at %s answered %d: %s", u, resp.StatusCode, strings.TrimSpace(string(body)))
 	}
-	if opts.Format == FormatJSON {
-		_, err := opts.IO.Out.Write(body)
-		return err
+	if isJSONFormat(opts.Format) {
+		return writeJSON(opts.IO.Out, opts.Format, body)
 	}
 	var st decisions.Status
 	if err := json.Unmarshal(body, &st); err != nil {

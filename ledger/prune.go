@@ -1,0 +1,164 @@
+package ledger
+
+// Pruning (`rotor ledger prune`): usage rows before a cut are deleted, the
+// rollups are kept, so that every read over pruned time still answers.
+//
+// Only settled rows already behind the fold frontier are deleted: they are
+// counted in usage_minute (and usage_hour, written from it) and in
+// usage_hour_dims. The cut is moved back to a whole hour at or before the
+// fold frontier, so pruned time is whole hours that only rollups describe.
+// Unsettled rows stay (they are needed by `ledger settle`, and a report
+// reads them raw, see unsettledHours). meta pruned_until (unix ms, absent
+// = 0) records the latest cut; the reads round a range that starts (or
+// ends) in pruned time out to the rollups' buckets there (see view.segs
+// and Report): a window over pruned time then counts whole minutes, a
+// report whole hours, never less than the rows it covers.
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// qPrunedUntil reads the prune frontier: rows before it may be gone.
+const qPrunedUntil = `SELECT COALESCE((SELECT value FROM meta WHERE key = 'pruned_until'), 0)`
+
+// pruneChunk bounds the rows one transaction deletes, so that a bridge on
+// the same database waits for one short transaction at a time.
+const pruneChunk = 5000
+
+// PruneRequest asks Prune to delete the usage rows before Before.
+type PruneRequest struct {
+	Before time.Time
+	// Check, when set, is called inside each deleting transaction with
+	// the stored budgets and the ledger's clock: an error refuses the
+	// prune (package budgets knows the windows, the ledger does not).
+	Check func(now time.Time, budgets []BudgetRecord) error
+}
+
+// PruneResult says what Prune did.
+type PruneResult struct {
+	// Deleted counts the rows deleted.
+	Deleted int64
+	// Until is the cut applied: Before, or earlier when rows before
+	// Before were not yet folded into the rollups (a whole hour at or
+	// before the fold frontier).
+	Until time.Time
+	// KeptUnsettled counts the unsettled rows before Until that were
+	// kept.
+	KeptUnsettled int64
+}
+
+// Pruner deletes old usage rows while keeping every read over them
+// answered from rollups. The SQLite Store implements it.
+type Pruner interface {
+	Prune(ctx context.Context, req PruneRequest) (PruneResult, error)
+}
+
+var _ Pruner = (*Store)(nil)
+
+// Prune deletes the settled usage rows before req.Before (moved back to
+// the fold frontier's hour when needed), keeping the rollups; see the
+// comment at the top of prune.go.
+func (s *Store) Prune(ctx context.Context, req PruneRequest) (PruneResult, error) {
+	var res PruneResult
+	if s.readOnly {
+		return res, ErrReadOnly
+	}
+	for first := true; ; first = false {
+		n, until, err := s.pruneChunk(ctx, req, first)
+		if err != nil {
+			return res, err
+		}
+		res.Deleted += n
+		res.Until = time.UnixMilli(until).UTC()
+		if n < pruneChunk {
+			break
+		}
+	}
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM usage WHERE ts_ms < ? AND state = 0`, res.Until.UnixMilli()).Scan(&res.KeptUnsettled); err != nil {
+		return res, fmt.Errorf("prune: %w", err)
+	}
+	return res, nil
+}
+
+// pruneChunk runs one immediate transaction: it checks the budgets, moves
+// pruned_until (first) and deletes at most pruneChunk rows. Running on its
+// own connection, it moves the writer's data_version, so the writer drops
+// its window cache and rereads the frontiers.
+func (s *Store) pruneChunk(ctx context.Context, req PruneRequest, first bool) (int64, int64, error) {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("prune: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return 0, 0, fmt.Errorf("prune: %w", err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			_, _ = conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+		}
+	}()
+	if req.Check != nil {
+		bs, err := listBudgets(ctx, conn)
+		if err != nil {
+			return 0, 0, err
+		}
+		if err := req.Check(s.clk.Now(), bs); err != nil {
+			return 0, 0, err
+		}
+	}
+	var foldUntil int64
+	if err := conn.QueryRowContext(ctx, qFoldUntil).Scan(&foldUntil); err != nil {
+		return 0, 0, fmt.Errorf("prune: %w", err)
+	}
+	until := min(req.Before.UnixMilli(), floorTo(foldUntil, hourMS))
+	if first {
+		if _, err := conn.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('pruned_until', ?)
+ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value)`, until); err != nil {
+			return 0, 0, fmt.Errorf("prune: %w", err)
+		}
+	}
+	r, err := conn.ExecContext(ctx, `DELETE FROM usage WHERE (ts_ms, request_id) IN (SELECT ts_ms, request_id FROM usage WHERE ts_ms < ? AND state = 1 LIMIT ?)`, until, pruneChunk)
+	if err != nil {
+		return 0, 0, fmt.Errorf("prune: %w", err)
+	}
+	n, _ := r.RowsAffected()
+	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+		return 0, 0, fmt.Errorf("prune: %w", err)
+	}
+	committed = true
+	return n, until, nil
+}
+
+// PrunedUntil returns the prune frontier: usage rows before it may have
+// been deleted (their usage is in the rollups); zero when never pruned.
+func (s *Store) PrunedUntil(ctx context.Context) (time.Time, error) {
+	var ms int64
+	if err := s.db.QueryRowContext(ctx, qPrunedUntil).Scan(&ms); err != nil {
+		return time.Time{}, fmt.Errorf("ledger %s: %w", s.path, err)
+	}
+	if ms == 0 {
+		return time.Time{}, nil
+	}
+	return time.UnixMilli(ms).UTC(), nil
+}
+
+// segs is segments for this view, with a range that starts or ends in
+// pruned time moved out to whole minutes there (only the rollups describe
+// pruned time; a window then counts whole minutes, never less).
+func (v *view) segs(f, t int64) []segment {
+	if f < v.prunedUntil {
+		f = floorTo(f, minuteMS)
+	}
+	if t < v.prunedUntil {
+		t = ceilTo(t, minuteMS)
+	}
+	return segments(f, t, v.hourUntil, v.foldUntil)
+}
+
+// prunedMinute reports whether the raw range [lo, hi) lies in pruned time:
+// a whole minute there, whose rows only its rollup row describes.
+func (v *view) prunedMinute(lo, hi int64) bool { return hi <= v.prunedUntil }
