@@ -123,3 +123,20 @@ func TestFakeProviderBadFlagsExitTwo(t *testing.T) {
 		}
 	}
 }
+
+// Registered here rather than in verbs_test.go's literal, beside the
+// command's other tests.
+func init() {
+	runFTests["fake-provider"] = func(t *testing.T) {
+		f, _, _ := testFactory(t)
+		got := flagsToOptions(t, f, newCmdFakeProvider, "--listen", "127.0.0.1:0", "--keys", "5")
+		if got.Listen != "127.0.0.1:0" || got.Keys != 5 {
+			t.Errorf("options %+v, want listen 127.0.0.1:0 and 5 keys", got)
+		}
+		if d := flagsToOptions(t, f, newCmdFakeProvider); d.Listen != "127.0.0.1:8789" || d.Keys != 2 {
+			t.Errorf("defaults %+v, want 127.0.0.1:8789 and 2 keys", d)
+		}
+		refused(t, f, newCmdFakeProvider, "--keys", "--keys", "0")
+		refused(t, f, newCmdFakeProvider, "--listen", "--listen", "nonsense")
+	}
+}
