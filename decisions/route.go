@@ -78,6 +78,9 @@ type Metrics interface {
 	Failover(pool, reason string)
 	// Cooldown counts a cooldown recorded, by class (throttle, auth).
 	Cooldown(pool, class string)
+	// Upstream counts one provider call by the credential's name and how
+	// it ended (outcomeNames).
+	Upstream(pool, credential, outcome string)
 }
 
 // Config configures a Route. Pools, Ledger and Clock are required.

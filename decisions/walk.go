@@ -294,6 +294,13 @@ const (
 	outcomePassThrough                // anything else: back to the caller, never replayed
 )
 
+// outcomeNames label rotor_upstream_calls_total, with "network_error" (the
+// call went out, no answer came back) and "unreachable" (it never left).
+var outcomeNames = [...]string{
+	outcomeAnswer: "ok", outcomeRedirect: "redirect", outcomeQuota: "quota", outcomeRateLimited: "rate_limited",
+	outcomeAuth: "auth", outcomeUnsupported: "unsupported", outcomePassThrough: "error",
+}
+
 // classify reads one upstream answer by its status and structured error
 // (pe, zero when the answer is not an error). It has no side effects: send
 // applies its outcome. model and path are the request's upstream model and
@@ -377,10 +384,12 @@ func (wk *walk) send(ctx context.Context, c *credential) (out *answer, next bool
 			// provider, so another credential may serve the request.
 			wk.fail(c.Name)
 			wk.unreachable = true
+			rt.upstream(wk.ps.name, c.Name, "unreachable")
 			rt.failover(wk.ps.name, failoverUnreachable)
 			return nil, true, nil
 		}
 		wk.sentBy(c.Name)
+		rt.upstream(wk.ps.name, c.Name, "network_error")
 		wk.ps.pool.Record(c.Name, pool.Observation{Scope: wk.scope, Err: err})
 		// Network ambiguity: the provider may have run it. Never replayed.
 		if ctx.Err() != nil {
@@ -402,6 +411,7 @@ func (wk *walk) send(ctx context.Context, c *credential) (out *answer, next bool
 	}
 	key := c.Key.Reveal()
 	v := classify(status, pe, wk.upstream, wk.kind.Path)
+	rt.upstream(wk.ps.name, c.Name, outcomeNames[v])
 	if status == http.StatusTooManyRequests {
 		// Every 429 feeds the shared backoff, whatever its class.
 		obs := pool.Observation{Scope: wk.scope, Status: status}
@@ -524,6 +534,12 @@ func (wk *walk) readErrorBody(ctx, callCtx context.Context, cancel context.Cance
 func (rt *Route) failover(poolName, reason string) {
 	if rt.cfg.Metrics != nil {
 		rt.cfg.Metrics.Failover(poolName, reason)
+	}
+}
+
+func (rt *Route) upstream(poolName, credential, outcome string) {
+	if rt.cfg.Metrics != nil {
+		rt.cfg.Metrics.Upstream(poolName, credential, outcome)
 	}
 }
 

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"net/http"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -22,6 +23,13 @@ type Metrics struct {
 	cooldowns *prometheus.CounterVec
 	commits   prometheus.Histogram
 	batch     prometheus.Histogram
+	build     *prometheus.GaugeVec
+	upstream  *prometheus.CounterVec
+	tokens    *prometheus.CounterVec
+	cost      *prometheus.CounterVec
+	// costUnknown counts settled rows whose cost is unknown, so that the
+	// known cost is never read as the whole cost.
+	costUnknown *prometheus.CounterVec
 }
 
 // NewMetrics returns a registry with rotor's metrics and the Go runtime's.
@@ -54,10 +62,65 @@ func NewMetrics() *Metrics {
 			Name: "rotor_ledger_batch_writes", Help: "Writes per ledger commit.",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
 		}),
+		build: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "rotor_build_info", Help: "Always 1; the labels say which rotor build serves.",
+		}, []string{"version", "revision", "goversion"}),
+		upstream: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rotor_upstream_calls_total",
+			Help: "Provider calls, by pool, credential (its name, never its key) and outcome (ok, auth, quota, rate_limited, unsupported, redirect, error, network_error, unreachable).",
+		}, []string{"pool", "credential", "outcome"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rotor_tokens_total", Help: "Tokens of settled usage rows, by operation and kind (input, output, cached, reasoning); rows that did not report a kind add nothing to it.",
+		}, []string{"operation", "kind"}),
+		cost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rotor_cost_usd_total", Help: "Known cost in USD of settled usage rows, by operation.",
+		}, []string{"operation"}),
+		costUnknown: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rotor_cost_unknown_rows_total", Help: "Settled usage rows of unknown cost (not in rotor_cost_usd_total), by operation.",
+		}, []string{"operation"}),
 	}
 	m.reg.MustRegister(m.requests, m.duration, m.refusals, m.failovers, m.cooldowns, m.commits, m.batch,
+		m.build, m.upstream, m.tokens, m.cost, m.costUnknown,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// SetBuildInfo sets rotor_build_info: version and VCS revision as the
+// binary's build info gives them (the revision may be empty).
+func (m *Metrics) SetBuildInfo(version, revision string) {
+	m.build.Reset()
+	m.build.WithLabelValues(version, revision, runtime.Version()).Set(1)
+}
+
+// Upstream implements decisions.Metrics: one provider call and how it
+// ended. credential is the credential's name, never its key.
+func (m *Metrics) Upstream(pool, credential, outcome string) {
+	m.upstream.WithLabelValues(pool, credential, outcome).Inc()
+}
+
+// Usage is one settled usage row as the ledger committed it; nil is an
+// unknown value.
+type Usage struct {
+	Operation                        string
+	Input, Output, Cached, Reasoning *int64
+	CostMicros                       *int64
+}
+
+// Settled counts a settled usage row's known tokens and cost.
+func (m *Metrics) Settled(u Usage) {
+	for _, k := range []struct {
+		kind string
+		v    *int64
+	}{{"input", u.Input}, {"output", u.Output}, {"cached", u.Cached}, {"reasoning", u.Reasoning}} {
+		if k.v != nil && *k.v > 0 {
+			m.tokens.WithLabelValues(u.Operation, k.kind).Add(float64(*k.v))
+		}
+	}
+	if u.CostMicros == nil {
+		m.costUnknown.WithLabelValues(u.Operation).Inc()
+		return
+	}
+	m.cost.WithLabelValues(u.Operation).Add(float64(*u.CostMicros) / 1e6)
 }
 
 // Refused implements decisions.Metrics.
@@ -83,17 +146,25 @@ func (m *Metrics) Request(server, route string, status int, code string, d time.
 
 // BudgetGauge is one budget as /metrics exports it.
 type BudgetGauge struct {
-	Name, Kind string
-	// Unit is what Used and Limit count in ("requests", "micro_usd").
-	Unit        string
+	Name string
+	// Kind is requests, tokens or cost: it names the unit of the metrics
+	// (rotor_budget_used_requests, _tokens, _usd).
+	Kind string
+	// Used and Limit count requests, tokens, or micro-USD for cost.
 	Used, Limit int64
+	// UsedUnknown: the window holds usage of unknown cost (the budget
+	// fails closed), so there is no used sample, never a misleading one.
+	UsedUnknown bool
+	// UnknownRows counts rows in the window of unknown tokens or cost.
+	UnknownRows int64
 	// State is the budget's current state, one of the states given to
 	// WatchBudgets.
 	State string
 }
 
-// WatchBudgets exports each budget's state at scrape time: used, limit,
-// and 1 for its state among states (0 for the others).
+// WatchBudgets exports each budget's state at scrape time: used (unless
+// unknown), limit, unknown rows, and 1 for its state among states (0 for
+// the others).
 func (m *Metrics) WatchBudgets(list func(context.Context) ([]BudgetGauge, error), states []string) {
 	m.reg.MustRegister(budgetCollector{list: list, states: states})
 }
@@ -103,11 +174,27 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }
 
+// budgetUnits maps a budget kind to the unit its metrics are named by,
+// and the factor from the stored integer to that unit.
+var budgetUnits = map[string]struct {
+	unit  string
+	scale float64
+}{"requests": {"requests", 1}, "tokens": {"tokens", 1}, "cost": {"usd", 1e-6}}
+
 var (
-	budgetUsedDesc  = prometheus.NewDesc("rotor_budget_used", "Used amount of a budget in its current window, in its unit.", []string{"name", "kind", "unit"}, nil)
-	budgetLimitDesc = prometheus.NewDesc("rotor_budget_limit", "Limit of a budget, in its unit.", []string{"name", "kind", "unit"}, nil)
-	budgetStateDesc = prometheus.NewDesc("rotor_budget_state", "1 for the budget's current state (ok, exhausted, fail-closed).", []string{"name", "state"}, nil)
+	budgetUsedDesc, budgetLimitDesc = map[string]*prometheus.Desc{}, map[string]*prometheus.Desc{}
+
+	budgetStateDesc   = prometheus.NewDesc("rotor_budget_state", "1 for the budget's current state (ok, exhausted, fail-closed).", []string{"name", "state"}, nil)
+	budgetUnknownDesc = prometheus.NewDesc("rotor_budget_unknown_rows", "Rows in the budget's current window whose tokens or cost are unknown.", []string{"name"}, nil)
 )
+
+func init() {
+	for _, u := range budgetUnits {
+		budgetUsedDesc[u.unit] = prometheus.NewDesc("rotor_budget_used_"+u.unit,
+			"Used "+u.unit+" of a budget in its current window; absent while unknown (a cost budget failing closed).", []string{"name"}, nil)
+		budgetLimitDesc[u.unit] = prometheus.NewDesc("rotor_budget_limit_"+u.unit, "Limit of a budget, in "+u.unit+".", []string{"name"}, nil)
+	}
+}
 
 type budgetCollector struct {
 	list   func(context.Context) ([]BudgetGauge, error)
@@ -115,9 +202,12 @@ type budgetCollector struct {
 }
 
 func (c budgetCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- budgetUsedDesc
-	ch <- budgetLimitDesc
+	for _, u := range budgetUnits {
+		ch <- budgetUsedDesc[u.unit]
+		ch <- budgetLimitDesc[u.unit]
+	}
 	ch <- budgetStateDesc
+	ch <- budgetUnknownDesc
 }
 
 func (c budgetCollector) Collect(ch chan<- prometheus.Metric) {
@@ -128,8 +218,15 @@ func (c budgetCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	for _, st := range sts {
-		ch <- prometheus.MustNewConstMetric(budgetUsedDesc, prometheus.GaugeValue, float64(st.Used), st.Name, st.Kind, st.Unit)
-		ch <- prometheus.MustNewConstMetric(budgetLimitDesc, prometheus.GaugeValue, float64(st.Limit), st.Name, st.Kind, st.Unit)
+		u, ok := budgetUnits[st.Kind]
+		if !ok {
+			continue
+		}
+		if !st.UsedUnknown {
+			ch <- prometheus.MustNewConstMetric(budgetUsedDesc[u.unit], prometheus.GaugeValue, float64(st.Used)*u.scale, st.Name)
+		}
+		ch <- prometheus.MustNewConstMetric(budgetLimitDesc[u.unit], prometheus.GaugeValue, float64(st.Limit)*u.scale, st.Name)
+		ch <- prometheus.MustNewConstMetric(budgetUnknownDesc, prometheus.GaugeValue, float64(st.UnknownRows), st.Name)
 		for _, s := range c.states {
 			v := 0.0
 			if st.State == s {

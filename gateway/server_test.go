@@ -212,23 +212,42 @@ func TestRuntimeServesBothDecisionsPaths(t *testing.T) {
 	}
 }
 
-// /metrics exports each budget the list gives, with its unit, and 1 for
-// its state among the states given (0 for the others).
+// /metrics exports each budget the list gives with the unit in the metric
+// name (cost in USD), and 1 for its state among the states given (0 for
+// the others); a budget whose used is unknown has no used sample at all.
 func TestMetricsExportBudgets(t *testing.T) {
 	m := NewMetrics()
 	m.WatchBudgets(func(context.Context) ([]BudgetGauge, error) {
-		return []BudgetGauge{{Name: "cost-month", Kind: "cost", Unit: "micro_usd", Used: 250, Limit: 1000, State: "exhausted"}}, nil
-	}, []string{"ok", "exhausted"})
+		return []BudgetGauge{
+			{Name: "cost-month", Kind: "cost", Used: 250_000, Limit: 1_000_000, State: "exhausted"},
+			{Name: "cost-day", Kind: "cost", Used: 7, Limit: 2_000_000, UsedUnknown: true, UnknownRows: 3, State: "fail-closed"},
+			{Name: "tok", Kind: "tokens", Used: 40, Limit: 100, UnknownRows: 1, State: "ok"},
+			{Name: "req", Kind: "requests", Used: 2, Limit: 5, State: "ok"},
+		}, nil
+	}, []string{"ok", "exhausted", "fail-closed"})
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
 	for _, want := range []string{
-		`rotor_budget_used{kind="cost",name="cost-month",unit="micro_usd"} 250`,
-		`rotor_budget_limit{kind="cost",name="cost-month",unit="micro_usd"} 1000`,
+		`rotor_budget_used_usd{name="cost-month"} 0.25`,
+		`rotor_budget_limit_usd{name="cost-month"} 1`,
+		`rotor_budget_limit_usd{name="cost-day"} 2`,
+		`rotor_budget_unknown_rows{name="cost-day"} 3`,
+		`rotor_budget_used_tokens{name="tok"} 40`,
+		`rotor_budget_limit_tokens{name="tok"} 100`,
+		`rotor_budget_used_requests{name="req"} 2`,
+		`rotor_budget_limit_requests{name="req"} 5`,
 		`rotor_budget_state{name="cost-month",state="exhausted"} 1`,
 		`rotor_budget_state{name="cost-month",state="ok"} 0`,
+		`rotor_budget_state{name="cost-day",state="fail-closed"} 1`,
 	} {
-		if !strings.Contains(rec.Body.String(), want) {
+		if !strings.Contains(body, want+"\n") {
 			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	for _, never := range []string{`rotor_budget_used_usd{name="cost-day"}`, `unit=`, `rotor_budget_used{`} {
+		if strings.Contains(body, never) {
+			t.Errorf("/metrics has %s:\n%s", never, body)
 		}
 	}
 }

@@ -170,6 +170,9 @@ func (b *batch) settleRow(s Settlement) error {
 	b.addDims(r.ts, nd, sd)
 	delete(b.opened, s.RequestID)
 	b.closed = append(b.closed, s.RequestID)
+	if b.w.s.onSettle.Load() != nil {
+		b.settled = append(b.settled, Settled{Operation: r.dim.operation, Settlement: s})
+	}
 	return nil
 }
 

@@ -97,7 +97,21 @@ type Store struct {
 	tokens atomic.Pointer[map[[32]byte]string]
 	// warnedUsage: a settlement's unreadable usage was logged once.
 	warnedUsage atomic.Bool
+	// onSettle is told of every committed settlement (Store.OnSettle).
+	onSettle atomic.Pointer[func(Settled)]
 }
+
+// Settled is a usage row as its settlement committed it: its operation,
+// and its counts with the cost the ledger computed (unknown where it is).
+type Settled struct {
+	Operation string
+	Settlement
+}
+
+// OnSettle has fn told of every settlement this Store commits, after its
+// commit, on the writer goroutine (keep it cheap): metrics count settled
+// tokens and known cost from it, so that they add up to the ledger's rows.
+func (s *Store) OnSettle(fn func(Settled)) { s.onSettle.Store(&fn) }
 
 // Open opens (creating if needed) the ledger database at path and applies
 // pending migrations. It refuses a database whose schema is newer than this

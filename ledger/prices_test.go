@@ -45,6 +45,9 @@ func TestCostRoundsHalfUpInIntegerMicros(t *testing.T) {
 func TestCostComputedAtSettlementFromAdmissionPrice(t *testing.T) {
 	clk := clock.NewFake(t0)
 	s, _ := openTest(t, clk)
+	// OnSettle (metrics) is told each row as committed, cost included.
+	told := map[string]Settled{}
+	s.OnSettle(func(x Settled) { told[x.RequestID] = x })
 	if _, err := s.PutPrices(ctx, []Price{{Model: "gpt", InputMicros: 1_000_000, OutputMicros: 2_000_000, Source: SourceSet}}, false); err != nil {
 		t.Fatal(err)
 	}
@@ -94,6 +97,10 @@ func TestCostComputedAtSettlementFromAdmissionPrice(t *testing.T) {
 	for _, r := range rows {
 		if r.CostMicros != want[r.RequestID] {
 			t.Errorf("%s: cost %+v, want %+v", r.RequestID, r.CostMicros, want[r.RequestID])
+		}
+		if x := told[r.RequestID]; x.CostMicros != r.CostMicros || x.Operation != r.Operation || x.InputTokens != r.InputTokens {
+			t.Errorf("%s: OnSettle told cost %+v operation %q input %+v; the row has %+v %q %+v", r.RequestID,
+				x.CostMicros, x.Operation, x.InputTokens, r.CostMicros, r.Operation, r.InputTokens)
 		}
 		if r.RequestID == "chat" && (r.CachedInputTokens != Known(100) || r.ReasoningTokens != Known(50)) {
 			t.Errorf("chat: cached %+v reasoning %+v, want 100 and 50", r.CachedInputTokens, r.ReasoningTokens)

@@ -299,6 +299,8 @@ type batch struct {
 	// open changes to apply after commit
 	opened map[string]openRow
 	closed []string
+	// settled are the rows settled by this batch, for Store.OnSettle.
+	settled []Settled
 	// setAside counts the rows fold set aside (see setAsideRows).
 	setAside int64
 }
@@ -485,7 +487,7 @@ func (w *writer) runBatch(ops []*op) []error {
 	// The batch's maps are the writer's, emptied after each batch: only the
 	// leader uses them, and reusing them saves their allocation per batch.
 	b := &w.batch
-	*b = batch{w: w, ctx: ctx, q: q, minute: b.minute, hour: b.hour, dims: b.dims, opened: b.opened, closed: b.closed[:0]}
+	*b = batch{w: w, ctx: ctx, q: q, minute: b.minute, hour: b.hour, dims: b.dims, opened: b.opened, closed: b.closed[:0], settled: b.settled[:0]}
 	if b.minute == nil {
 		b.minute, b.hour, b.dims, b.opened = map[int64]Totals{}, map[int64]Totals{}, map[dimKey]delta{}, map[string]openRow{}
 	}
@@ -535,6 +537,11 @@ func (w *writer) runBatch(ops []*op) []error {
 	}
 	if w.onCommit != nil {
 		w.onCommit(len(ops), time.Since(began))
+	}
+	if fn := w.s.onSettle.Load(); fn != nil {
+		for _, x := range b.settled {
+			(*fn)(x)
+		}
 	}
 	if b.setAside > 0 {
 		w.s.log.Warn("ledger: usage rows with unreadable usage set aside; each counts as one request of unknown usage (see rotor ledger report)",

@@ -12,7 +12,9 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,6 +22,7 @@ import (
 	"github.com/rotorhq/rotor/bridge"
 	"github.com/rotorhq/rotor/budgets"
 	"github.com/rotorhq/rotor/config"
+	"github.com/rotorhq/rotor/decisions"
 	"github.com/rotorhq/rotor/gateway"
 	"github.com/rotorhq/rotor/internal/clock"
 	"github.com/rotorhq/rotor/internal/fakeprovider"
@@ -54,8 +57,11 @@ free loopback ports. First a streamed chat completion through the bridge,
 priced ('pricing set') and admitted by a cost budget, which is then removed
 (a Decisions row has unknown cost, so a cost budget would refuse the rest);
 then a requests budget and a burst of decisions through the bridge that
-shows rotation, cooldowns, failover and the budget. It prints what happened
-to each request, then the ledger report with the known cost.
+shows rotation, cooldowns, failover and the budget; the requests the budget
+refuses leave no usage row. Then it reads the cooldowns from the bridge's
+status, skips its own clock past them (no waiting) and shows a cooled
+credential answer again. It prints what happened to each request, then the
+ledger report with the known cost, and the command to run next.
 
 The demo always runs in a home folder of its own and never touches yours
 (--home, --db and ROTOR_* are ignored): a temporary folder removed at the
@@ -116,7 +122,10 @@ func demoRun(ctx context.Context, opts *demoOptions) error {
 			return usageErrorf("--keep %s: %v", home, err)
 		}
 	}
-	fp, err := fakeprovider.Start(fakeprovider.Options{})
+	// The demo's own clock: it skips ahead past a cooldown rather than
+	// wait for it. The fake provider's quota windows run on it too.
+	clk := &demoClock{base: opts.Clock}
+	fp, err := fakeprovider.Start(fakeprovider.Options{Now: clk.Now})
 	if err != nil {
 		return err
 	}
@@ -140,7 +149,7 @@ func demoRun(ctx context.Context, opts *demoOptions) error {
 	cfg.Pools[config.PoolAPI] = api
 	// The demo's own factory: its own home and database whatever --home,
 	// --db or ROTOR_* say, and keys that exist only in this process.
-	df := newFixedFactory(opts.IO, home, &cfg, keys, opts.Clock, NewLogger(opts.IO.ErrOut, "warn", "text"))
+	df := newFixedFactory(opts.IO, home, &cfg, keys, clk, NewLogger(opts.IO.ErrOut, "warn", "text"))
 	df.Version = opts.Version
 	defer df.Close()
 
@@ -189,13 +198,13 @@ func demoRun(ctx context.Context, opts *demoOptions) error {
 	fmt.Fprintf(out, "  runtime        %s  (standalone, own token)\n", listenURL(rtLn))
 	fmt.Fprintf(out, "  bridge         %s  (client token \"demo\")\n", listenURL(brLn))
 	client := &http.Client{Timeout: 30 * time.Second}
-	if err := demoCostPart(ctx, out, store, client, listenURL(brLn), clientTok, opts.Clock); err != nil {
+	if err := demoCostPart(ctx, out, store, client, listenURL(brLn), clientTok, clk); err != nil {
 		return err
 	}
 
 	// The chat row counts against the requests budget too.
 	budgetLimit := int64(max(opts.Requests-2, 1) + 1)
-	b := budgets.Budget{Name: "demo-requests", Kind: budgets.KindRequests, Limit: budgetLimit, Window: budgets.Window{Rolling: time.Hour}, CreatedAt: opts.Clock.Now()}
+	b := budgets.Budget{Name: "demo-requests", Kind: budgets.KindRequests, Limit: budgetLimit, Window: budgets.Window{Rolling: time.Hour}, CreatedAt: clk.Now()}
 	if err := store.PutBudget(ctx, b.Record(), true); err != nil {
 		return err
 	}
@@ -203,10 +212,14 @@ func demoRun(ctx context.Context, opts *demoOptions) error {
 
 	recs := records{Columns: []string{"request", "status", "credential", "attempts", "total_tokens", "what_happened"}}
 	last := ""
+	var refused []demoResult
 	for i := 1; i <= opts.Requests; i++ {
 		r, err := demoDecide(ctx, client, listenURL(brLn), clientTok, i)
 		if err != nil {
 			return err
+		}
+		if r.attempts == 0 {
+			refused = append(refused, r)
 		}
 		if r.attempts > 1 && last != "" {
 			r.note = "failover: " + last + " was throttled (429) and now cools down"
@@ -219,7 +232,13 @@ func demoRun(ctx context.Context, opts *demoOptions) error {
 	if err := recs.write(out, FormatTable); err != nil {
 		return err
 	}
-	rows, err := store.Report(ctx, ledger.ReportQuery{From: opts.Clock.Now().Add(-time.Hour), To: opts.Clock.Now().Add(time.Second), By: demoReportBy})
+	if err := demoRefusedPart(ctx, out, store, clk, refused); err != nil {
+		return err
+	}
+	if err := demoCooldownPart(ctx, out, store, client, listenURL(brLn), clientTok, clk, b.Name, opts.Requests+1); err != nil {
+		return err
+	}
+	rows, err := store.Report(ctx, ledger.ReportQuery{From: clk.Now().Add(-time.Hour), To: clk.Now().Add(time.Second), By: demoReportBy})
 	if err != nil {
 		return err
 	}
@@ -229,8 +248,116 @@ func demoRun(ctx context.Context, opts *demoOptions) error {
 	}
 	fmt.Fprintln(out, "\nThe priced chat has a known cost. Cost is unknown for Decisions (endpoint pricing is not configured): it is never counted as 0.")
 	if opts.Keep != "" {
-		fmt.Fprintf(out, "The demo's files stay in %s: rotor ledger report --home %s\n", opts.Keep, opts.Keep)
+		fmt.Fprintf(out, "The demo's files stay in %s: rotor ledger report --home %s --by credential\n", opts.Keep, opts.Keep)
 	}
+	fmt.Fprintln(out, "\nNext, a provider to try the Quick start against (README.md), in another shell:\n  rotor init && rotor fake-provider")
+	return nil
+}
+
+// demoClock is the demo's clock: the clock it was given, plus the time it
+// skipped ahead, so that a cooldown ends without the demo waiting for it.
+type demoClock struct {
+	base clock.Clock
+	skip atomic.Int64 // nanoseconds
+}
+
+func (c *demoClock) Now() time.Time { return c.base.Now().Add(time.Duration(c.skip.Load())) }
+
+func (c *demoClock) NewTimer(d time.Duration) clock.Timer { return c.base.NewTimer(d) }
+
+// Skip moves the clock d ahead.
+func (c *demoClock) Skip(d time.Duration) { c.skip.Add(int64(d)) }
+
+// demoRefusedPart shows that a refused request left no usage row: the
+// ledger has none under its request id.
+func demoRefusedPart(ctx context.Context, out io.Writer, store ledger.Ledger, clk clock.Clock, refused []demoResult) error {
+	if len(refused) == 0 {
+		return nil
+	}
+	rows, err := store.Rows(ctx, clk.Now().Add(-time.Hour), clk.Now().Add(time.Second), 0)
+	if err != nil {
+		return err
+	}
+	ids := map[string]bool{}
+	for _, r := range rows {
+		ids[r.RequestID] = true
+	}
+	var nums []string
+	inLedger := 0
+	for _, r := range refused {
+		nums = append(nums, strconv.Itoa(r.n))
+		if ids[r.requestID] {
+			inLedger++
+		}
+	}
+	what := "no row"
+	if inLedger > 0 {
+		what = fmt.Sprintf("%d rows (unexpected)", inLedger)
+	}
+	subject := "Requests " + strings.Join(nums, ", ") + " were"
+	if len(nums) == 1 {
+		subject = "Request " + nums[0] + " was"
+	}
+	fmt.Fprintf(out, "\n%s refused at admission (%s), before any provider call.\n", subject, refused[0].code)
+	fmt.Fprintf(out, "  A refusal is not a usage row: nothing reached a provider and nothing was spent, so the ledger holds %s\n  under their request ids (the first: %s) and the report below does not count them.\n", what, refused[0].requestID)
+	return nil
+}
+
+// demoCooldownPart reads the cooldowns from the bridge's status (what
+// rotor status shows), skips the demo's clock past the last one, frees
+// the budget the burst used up and sends one more decision: a credential
+// that cooled down answers again.
+func demoCooldownPart(ctx context.Context, out io.Writer, store ledger.Ledger, c *http.Client, base string, tok secret.Value, clk *demoClock, budget string, n int) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/status", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+tok.Reveal())
+	resp, err := c.Do(req)
+	if err != nil {
+		return fmt.Errorf("demo status: %w", err)
+	}
+	var st decisions.Status
+	err = json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	if err != nil {
+		return fmt.Errorf("demo status: %w", err)
+	}
+	now := clk.Now()
+	var until time.Time
+	cooled := map[string]bool{}
+	var lines []string
+	for _, p := range st.Pools {
+		for _, cr := range p.Credentials {
+			if cr.LatestRelease.After(now) {
+				cooled[cr.Name] = true
+				lines = append(lines, fmt.Sprintf("%s until %s", cr.Name, cr.LatestRelease.UTC().Format(time.TimeOnly)))
+				if cr.LatestRelease.After(until) {
+					until = cr.LatestRelease
+				}
+			}
+		}
+	}
+	if len(cooled) == 0 {
+		return nil
+	}
+	fmt.Fprintf(out, "\nAfter the cooldown\n  rotor status   cooling down: %s (UTC)\n", strings.Join(lines, ", "))
+	skip := until.Sub(now).Truncate(time.Second) + time.Second
+	clk.Skip(skip)
+	fmt.Fprintf(out, "  the demo's clock skips %s ahead, past the cooldowns (it runs on a clock of its own: no waiting)\n", skip)
+	if err := store.RemoveBudget(ctx, budget); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "  budget remove  %s (the burst used it up)\n", budget)
+	r, err := demoDecide(ctx, c, base, tok, n)
+	if err != nil {
+		return err
+	}
+	back := "no cooled credential answered"
+	if cooled[r.credential] {
+		back = r.credential + " is back after its cooldown"
+	}
+	fmt.Fprintf(out, "  request %d     %d via %s, %d attempt(s): %s\n", n, r.status, r.credential, r.attempts, back)
 	return nil
 }
 
@@ -318,6 +445,9 @@ func demoCostPart(ctx context.Context, out io.Writer, store ledger.Ledger, c *ht
 }
 
 type demoResult struct {
+	n          int
+	requestID  string
+	code       string
 	status     int
 	credential string
 	attempts   int
@@ -339,7 +469,7 @@ func demoDecide(ctx context.Context, c *http.Client, base string, tok secret.Val
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	r := demoResult{status: resp.StatusCode, credential: resp.Header.Get("X-Rotor-Credential")}
+	r := demoResult{n: i, requestID: resp.Header.Get("X-Request-ID"), status: resp.StatusCode, credential: resp.Header.Get("X-Rotor-Credential")}
 	fmt.Sscan(resp.Header.Get("X-Rotor-Attempts"), &r.attempts)
 	if resp.StatusCode == 200 {
 		var ans struct {
@@ -358,6 +488,7 @@ func demoDecide(ctx context.Context, c *http.Client, base string, tok secret.Val
 		} `json:"error"`
 	}
 	json.Unmarshal(b, &e)
+	r.code = e.Error.Code
 	r.note = e.Error.Code
 	if ra := resp.Header.Get("Retry-After"); ra != "" {
 		r.note += " (retry after " + ra + "s)"

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -75,5 +76,57 @@ func TestDemoShowsPricedStreamedChatBeforeDecisions(t *testing.T) {
 	}
 	if chats != 1 {
 		t.Errorf("%d chat rows, want 1", chats)
+	}
+}
+
+// The demo tells the whole story: requests refused by the budget leave no
+// usage row (none under their request ids in the ledger); a credential
+// that cooled down answers again once the demo's clock is past its
+// cooldown (read from the bridge's status); the last line is the command
+// to run next.
+func TestDemoShowsRefusalNotARowCooldownEndAndNextCommand(t *testing.T) {
+	f, out, _ := fakeFactory(t, nil, nil)
+	kept := filepath.Join(t.TempDir(), "demo")
+	if err := demoRun(context.Background(), &demoOptions{IO: f.IO, Clock: f.Clock, Version: "test", Requests: 12, Keep: kept}); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	_, refusal, ok := strings.Cut(s, "Requests 11, 12 were refused at admission (budget_exceeded)")
+	if !ok {
+		t.Fatalf("demo does not explain the refused requests:\n%s", s)
+	}
+	m := regexp.MustCompile(`A refusal is not a usage row: .* holds no row\s+under their request ids \(the first: ([0-9a-f]+)\)`).FindStringSubmatch(refusal)
+	if m == nil {
+		t.Fatalf("no refusal explanation with a request id:\n%s", refusal)
+	}
+	store := ledgertest.OpenAt(t, filepath.Join(kept, "rotor.db"))
+	rows, err := store.Rows(context.Background(), f.Clock.Now().Add(-2*time.Hour), f.Clock.Now().Add(2*time.Hour), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	backBy := regexp.MustCompile(`request 13 +200 via (team-[ab]), 1 attempt\(s\): (team-[ab]) is back after its cooldown`).FindStringSubmatch(s)
+	if backBy == nil || backBy[1] != backBy[2] {
+		t.Fatalf("no cooled credential came back:\n%s", s)
+	}
+	if !regexp.MustCompile(`cooling down: .*` + backBy[1] + ` until \d\d:\d\d:\d\d`).MatchString(s) {
+		t.Errorf("the demo does not say %s was cooling down before:\n%s", backBy[1], s)
+	}
+	var back int
+	for _, r := range rows {
+		if r.RequestID == m[1] {
+			t.Errorf("the refused request %s has a ledger row: %+v", m[1], r)
+		}
+		// The row of request 13: after the skip, by the credential that
+		// came back.
+		if r.Operation == "decisions" && r.Time.After(f.Clock.Now().Add(time.Minute)) && r.Credential == backBy[1] && r.Status == 200 {
+			back++
+		}
+	}
+	if back != 1 || len(rows) != 12 { // the chat, 10 decisions, request 13
+		t.Errorf("%d rows (want 12) and %d rows of %s after its cooldown (want 1)", len(rows), back, backBy[1])
+	}
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if last := strings.TrimSpace(lines[len(lines)-1]); last != "rotor init && rotor fake-provider" {
+		t.Errorf("the demo ends with %q, not the command to run next", last)
 	}
 }

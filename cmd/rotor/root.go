@@ -80,6 +80,7 @@ while a bridge runs (where rotor status finds it).`,
 		newCmdRuntime(f),
 		newCmdStatus(f, nil),
 		newCmdDemo(f, nil),
+		newCmdFakeProvider(f, nil),
 	)
 	addLedgerCare(root, f)
 	// cobra's completion scripts keep the writer set when checkUsage adds

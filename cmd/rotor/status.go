@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rotorhq/rotor/budgets"
 	"github.com/rotorhq/rotor/config"
 	"github.com/rotorhq/rotor/decisions"
 	"github.com/rotorhq/rotor/internal/secret"
@@ -172,7 +173,11 @@ func statusRun(ctx context.Context, opts *statusOptions) error {
 	}
 	bud := records{Columns: []string{"budget", "kind", "window", "used", "limit", "state", "frees_at"}}
 	for _, b := range st.Budgets {
-		bud.Rows = append(bud.Rows, []cell{textCell(b.Name), textCell(b.Kind), textCell(b.Window), intCell(b.Used), intCell(b.Limit), textCell(b.State), textCell(ts(b.FreesAt))})
+		used := intCell(b.Used)
+		if b.State == string(budgets.StateFailClosed) {
+			used = unknownCell // usage of unknown cost in its window, as budget list says
+		}
+		bud.Rows = append(bud.Rows, []cell{textCell(b.Name), textCell(b.Kind), textCell(b.Window), used, intCell(b.Limit), textCell(b.State), textCell(ts(b.FreesAt))})
 	}
 	return bud.write(opts.IO.Out, opts.Format)
 }

@@ -90,11 +90,10 @@ func budgetGauges(list decisions.Budgets) func(context.Context) ([]gateway.Budge
 		}
 		out := make([]gateway.BudgetGauge, 0, len(sts))
 		for _, st := range sts {
-			unit := string(st.Kind)
-			if st.Kind == budgets.KindCost {
-				unit = "micro_usd"
-			}
-			out = append(out, gateway.BudgetGauge{Name: st.Name, Kind: string(st.Kind), Unit: unit, Used: st.Used, Limit: st.Limit, State: string(st.State)})
+			// While a cost budget fails closed its used is unknown, as in
+			// budget list.
+			out = append(out, gateway.BudgetGauge{Name: st.Name, Kind: string(st.Kind), Used: st.Used, Limit: st.Limit,
+				UsedUnknown: st.State == budgets.StateFailClosed, UnknownRows: st.UnknownRows, State: string(st.State)})
 		}
 		return out, nil
 	}
@@ -223,5 +222,9 @@ func buildRoute(f *Factory, cfg *config.Config, store ledger.Ledger, metrics *ga
 func openServingLedger(ctx context.Context, f *Factory, cfg *config.Config, m *gateway.Metrics) (ledger.Ledger, error) {
 	f.storeMu.Lock()
 	defer f.storeMu.Unlock()
-	return f.openLedgerLocked(ctx, cfg, m.ObserveCommit)
+	store, err := f.openLedgerLocked(ctx, cfg, m.ObserveCommit)
+	if err == nil {
+		watchServing(m, store)
+	}
+	return store, err
 }

@@ -4,8 +4,8 @@
 // and /v1/embeddings, JSON and SSE, with usage in OpenAI's shapes, complete
 // enough for the OpenAI SDKs): a real HTTP server on loopback that rotor's
 // unit, end-to-end and adversarial tests, its
-// benchmark and `rotor demo` send requests to. `rotor demo` uses a few of
-// its functions; deadcode without -test lists the rest, on purpose: only
+// benchmark, `rotor demo` and `rotor fake-provider` send requests to. Those
+// two commands use a few of its functions; deadcode without -test lists the rest, on purpose: only
 // tests use them (`deadcode -test ./...` is the check).
 //
 // The fake knows a set of API keys, each with its own model catalog. A

@@ -42,6 +42,9 @@ type Options struct {
 	// Addr is the listen address; default 127.0.0.1:0 (a free loopback
 	// port).
 	Addr string
+	// Listener, when set, is served instead of listening on Addr (rotor
+	// fake-provider binds it with rotor's own loopback checks).
+	Listener net.Listener
 	// Logger, when set, gets one debug line per request (method, path,
 	// credential fingerprint, model, status, step). Keys are never logged.
 	Logger *slog.Logger
@@ -150,9 +153,12 @@ func Start(opts Options) (*Server, error) {
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("fake provider listen: %w", err)
+	ln := opts.Listener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", addr); err != nil {
+			return nil, fmt.Errorf("fake provider listen: %w", err)
+		}
 	}
 	s := &Server{
 		url:         "http://" + ln.Addr().String(),

@@ -87,6 +87,11 @@ func (a AccessLog) Wrap(h http.Handler) http.Handler {
 		if !Routes[route] {
 			route = "other"
 		}
+		if info.Code == "" {
+			// An answer refused before the route (the guard's 401 and
+			// 403s) names its code only in what WriteError wrote.
+			info.Code = rec.Code
+		}
 		if a.Metrics != nil {
 			a.Metrics.Request(a.Server, route, status, info.Code, d)
 		}

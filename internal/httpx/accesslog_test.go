@@ -5,10 +5,14 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/internal/secret"
 )
 
 func TestPanicBecomesGeneric500(t *testing.T) {
@@ -38,5 +42,40 @@ func TestAccessLogNamesCallerAndRoute(t *testing.T) {
 	if !strings.Contains(out, "client=ci") || !strings.Contains(out, "route=/v1/decisions") || !strings.Contains(out, "code=x_code") ||
 		!strings.Contains(out, "route=other") || strings.Contains(out, "healthz") || strings.Contains(out, "secret-path") {
 		t.Errorf("access log:\n%s", out)
+	}
+}
+
+type codeMetrics struct{ got []string }
+
+func (m *codeMetrics) Request(server, route string, status int, code string, d time.Duration) {
+	m.got = append(m.got, strconv.Itoa(status)+" "+code)
+}
+
+// The guard's refusals (401 and 403) are counted with their code, as the
+// route's answers are: a dashboard tells a bad token from a foreign origin.
+func TestGuardRefusalsCountedWithTheirCode(t *testing.T) {
+	m := &codeMetrics{}
+	g := &Guard{Port: 8787, Authenticate: func(*http.Request, secret.Value) (string, bool, error) { return "", false, nil }}
+	al := AccessLog{Server: "bridge", Logger: slog.New(slog.DiscardHandler), Metrics: m, Clock: clock.Real()}
+	h := al.Wrap(g.Wrap(http.NotFoundHandler()))
+	for _, c := range []struct{ host, origin, auth string }{
+		{"127.0.0.1:8787", "", ""},
+		{"127.0.0.1:8787", "", "Bearer wrong"},
+		{"evil.example:8787", "", "Bearer wrong"},
+		{"127.0.0.1:8787", "https://evil.example", "Bearer wrong"},
+	} {
+		r := httptest.NewRequest("POST", "/v1/decisions", nil)
+		r.Host = c.host
+		if c.origin != "" {
+			r.Header.Set("Origin", c.origin)
+		}
+		if c.auth != "" {
+			r.Header.Set("Authorization", c.auth)
+		}
+		h.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	want := []string{"401 invalid_token", "401 invalid_token", "403 host_not_allowed", "403 origin_not_allowed"}
+	if !slices.Equal(m.got, want) {
+		t.Errorf("counted %q, want %q", m.got, want)
 	}
 }

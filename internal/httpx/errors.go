@@ -227,6 +227,9 @@ func WriteError(w http.ResponseWriter, e *Error) {
 	if e.Status == http.StatusUnauthorized {
 		h.Set("WWW-Authenticate", `Bearer realm="rotor"`)
 	}
+	if rec := recorderOf(w); rec != nil && rec.Code == "" {
+		rec.Code = e.Code
+	}
 	w.WriteHeader(e.Status)
 	_, _ = w.Write(body)
 }
@@ -274,4 +277,19 @@ func OnlyMethod(method string, h http.Handler) http.Handler {
 // a route for want (GET admits HEAD).
 func MethodAllowed(got, want string) bool {
 	return got == want || want == http.MethodGet && got == http.MethodHead
+}
+
+// recorderOf finds the access log's *StatusRecorder under w, if any.
+func recorderOf(w http.ResponseWriter) *StatusRecorder {
+	for w != nil {
+		if rec, ok := w.(*StatusRecorder); ok {
+			return rec
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return nil
+		}
+		w = u.Unwrap()
+	}
+	return nil
 }

@@ -153,6 +153,9 @@ type StatusRecorder struct {
 	http.ResponseWriter
 	Status int
 	Bytes  int64
+	// Code is the error code of an answer WriteError wrote through it
+	// (the guard's refusals among them), for the access log and metrics.
+	Code string
 }
 
 // WriteHeader records the status.

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// rotor status prints a fail-closed budget's used as unknown, as budget
+// list does: its window holds usage of unknown cost, so the number the
+// ledger sums is not what was spent.
+func TestStatusTableShowsUnknownUsedWhileFailClosed(t *testing.T) {
+	const token = "status-test-token-0123456789abcdef0123456789"
+	const doc = `{"version":"t","time":"2026-11-30T12:00:00Z","pools":[],"budgets":[` +
+		`{"name":"spend","kind":"cost","window":"day","limit":5000000,"used":1234567,"remaining":3765433,"unknown_rows":2,"state":"fail-closed","frees_at":"2026-12-01T00:00:00Z"},` +
+		`{"name":"daily","kind":"requests","window":"day","limit":10,"used":3,"remaining":7,"unknown_rows":0,"state":"ok"}]}`
+	client := func() *http.Client {
+		return &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			rec := httptest.NewRecorder()
+			rec.Write([]byte(doc))
+			return rec.Result(), nil
+		})}
+	}
+	f, out, _ := fakeFactory(t, nil, map[string]string{"ROTOR_TOKEN": token})
+	opts := &statusOptions{IO: f.IO, Config: f.Config, Home: f.Home, LookupEnv: f.LookupEnv, HTTPClient: client, URL: "http://bridge.invalid", Format: FormatTable}
+	if err := statusRun(context.Background(), opts); err != nil {
+		t.Fatal(err)
+	}
+	var spend, daily string
+	for _, l := range strings.Split(out.String(), "\n") {
+		switch {
+		case strings.Contains(l, "spend"):
+			spend = l
+		case strings.Contains(l, "daily"):
+			daily = l
+		}
+	}
+	if !strings.Contains(spend, "unknown") || strings.Contains(spend, "1234567") {
+		t.Errorf("fail-closed budget row %q: want used unknown, never the partial sum", spend)
+	}
+	if !strings.Contains(daily, " 3 ") {
+		t.Errorf("ok budget row %q lost its used", daily)
+	}
+}

@@ -1,0 +1,39 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// scripts/quickstart.sh runs the README's Quick start against `rotor
+// fake-provider` (init, the fake's keys and pools: section, config check,
+// a budget, a price, the bridge, a chat completion and a decision, the
+// report) and stops what it started; the fake provider exits 0 on SIGTERM.
+func TestQuickstartScriptAgainstFakeProvider(t *testing.T) {
+	e := newE2E(t)
+	tmp := t.TempDir()
+	env := append(e.env, "FAKE_LISTEN=127.0.0.1:0", "BRIDGE_LISTEN=127.0.0.1:0", "TMPDIR="+tmp)
+	r := e.exec(env, "bash", filepath.Join("..", "scripts", "quickstart.sh"))
+	if r.code != 0 {
+		t.Fatalf("quickstart.sh: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	_, report, ok := strings.Cut(r.stdout, "$ rotor ledger report")
+	if !ok {
+		t.Fatalf("no report in:\n%s", r.stdout)
+	}
+	for _, want := range []string{"chat.completions", "gpt-4o-mini", "decisions", "decide-mini", "unknown"} {
+		if !strings.Contains(report, want) {
+			t.Errorf("the report lacks %q:\n%s", want, report)
+		}
+	}
+	for _, want := range []string{"export ROTOR_FAKE_KEY_1=", "config ok", "daily-tokens", `"usage"`, "quickstart: ok"} {
+		if !strings.Contains(r.stdout+r.stderr, want) {
+			t.Errorf("quickstart output lacks %q:\n%s\n%s", want, r.stdout, r.stderr)
+		}
+	}
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		t.Errorf("quickstart.sh left %v behind", left)
+	}
+}
