@@ -112,6 +112,12 @@ type Config struct {
 	// DefaultPool, when set, is the pool a bare model name uses on the
 	// OpenAI routes (never on Decisions).
 	DefaultPool string
+	// Previous, when set, is the route this one replaces on a config
+	// reload: the credentials Keep names keep their discovered catalogs
+	// and unsupported-endpoint answers, and Responses ids stay pinned to
+	// the credential that answered them.
+	Previous *Route
+	Keep     func(name string) bool
 }
 
 // Route serves POST /v1/decisions. It is safe for concurrent use.
@@ -205,6 +211,11 @@ func New(cfg Config) *Route {
 		log:         cfg.Logger,
 		affinity:    newAffinity(cfg.Clock),
 	}
+	if prev := cfg.Previous; prev != nil && cfg.Keep != nil {
+		rt.catalogs.adopt(prev.catalogs, cfg.Keep)
+		rt.unsupported.adopt(prev.unsupported, cfg.Keep)
+		rt.affinity = prev.affinity
+	}
 	for _, pc := range cfg.Pools {
 		ps := &poolState{name: pc.Name, pool: pc.Pool, unusable: pc.Unusable}
 		for _, c := range pc.Credentials {
@@ -234,6 +245,7 @@ func (rt *Route) ServeHTTP(w http.ResponseWriter, r *http.Request) { rt.serveKin
 // serveKind handles one request of route k.
 func (rt *Route) serveKind(k *Kind, w http.ResponseWriter, r *http.Request) {
 	info := httpx.AccessInfoFrom(r.Context())
+	info.Operation = k.Operation
 	if r.Method != http.MethodPost {
 		httpx.MethodNotAllowed(w, http.MethodPost)
 		return
@@ -431,6 +443,7 @@ func (rt *Route) serve(ctx context.Context, k *Kind, w http.ResponseWriter, r *h
 		return ledger.ErrUnavailable
 	}
 	info.Recorded = true
+	noteTokens(info, st)
 	if err != nil {
 		return err
 	}
