@@ -179,6 +179,7 @@ func runtimeStartRun(ctx context.Context, opts *startOptions) error {
 	if err != nil {
 		return err
 	}
+	defer watchHangup(w.reload)()
 	return serveUntilDone(ctx, f, cfg, "runtime", ln, w.handler)
 }
 
@@ -187,7 +188,7 @@ func newCmdBridge(f *Factory) *cobra.Command {
 		Use:   "bridge",
 		Short: "Run the authenticated localhost bridge and manage its client tokens",
 	}
-	cmd.AddCommand(newCmdBridgeStart(f, nil), newCmdBridgeToken(f))
+	cmd.AddCommand(newCmdBridgeStart(f, nil), newCmdBridgeReload(f, nil), newCmdBridgeToken(f))
 	return cmd
 }
 
@@ -294,8 +295,12 @@ func bridgeStartRun(ctx context.Context, opts *startOptions) error {
 	if err := ensureBridgeToken(ctx, f); err != nil {
 		return err
 	}
+	admin, err := adminToken(f)
+	if err != nil {
+		return err
+	}
 	spec := wireSpec{Bridge: &bridge.Config{RuntimeURL: runtimeURL, RuntimeToken: rtok, Port: portOf(ln),
-		ExtraHosts: extraHosts(cfg.Bridge.Listen), AllowedOrigins: cfg.Bridge.AllowedOrigins}}
+		ExtraHosts: extraHosts(cfg.Bridge.Listen), AllowedOrigins: cfg.Bridge.AllowedOrigins, AdminToken: admin}}
 	if runtimeURL == nil {
 		spec.Runtime = &gateway.Config{}
 	}
@@ -315,6 +320,7 @@ func bridgeStartRun(ctx context.Context, opts *startOptions) error {
 		return err
 	}
 	defer removeRecord()
+	defer watchHangup(w.reload)()
 	return serveUntilDone(ctx, f, cfg, "bridge", ln, w.handler, "runtime", runtimeMode(cfg))
 }
 
