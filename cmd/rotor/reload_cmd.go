@@ -30,14 +30,14 @@ type reloadOptions struct {
 
 func newCmdBridgeReload(f *Factory, runF func(*reloadOptions) error) *cobra.Command {
 	opts := &reloadOptions{IO: f.IO, Config: f.Config, Home: f.Home, LookupEnv: f.LookupEnv, HTTPClient: f.HTTPClient, Clock: f.Clock}
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "reload",
 		Short: "Make the running bridge read rotor.yaml again",
 		Long: `Validate rotor.yaml (exit 2 naming the key when it does not), then ask the
-bridge recorded in <home>/bridge.json (else http://<bridge.listen>) to read it
-again, through POST /v1/admin/reload with the home's default token
-(bridge.token, or ROTOR_TOKEN), and wait until /v1/status shows the new
-config generation. It prints the credentials added, removed and changed (as
+bridge at --url, else the one recorded in <home>/bridge.json, else at
+http://<bridge.listen>, to read it again, through POST /v1/admin/reload with
+the home's default token (bridge.token, or ROTOR_TOKEN), and wait until
+/v1/status shows the new config generation. It prints the credentials added, removed and changed (as
 pool/name) and the settings changed, or "no change".
 
 The bridge refuses a reload that changes a key needing a restart (exit 2,
@@ -51,6 +51,8 @@ the bridge does the same reload without this command.`,
 			return reloadRun(cmd.Context(), opts)
 		},
 	}
+	cmd.Flags().StringVar(&opts.URL, "url", "", "bridge URL (default: the url in <home>/bridge.json, else http://<bridge.listen>)")
+	return cmd
 }
 
 func reloadRun(ctx context.Context, opts *reloadOptions) error {
