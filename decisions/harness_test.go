@@ -54,6 +54,8 @@ type opts struct {
 	profiles    map[string][]string
 	defaultPool string
 	generation  time.Duration
+	// writeTimeout is the route's WriteTimeout (the server's).
+	writeTimeout time.Duration
 }
 
 type harness struct {
@@ -135,7 +137,7 @@ func newHarness(t *testing.T, o opts) *harness {
 	}
 	h.router = New(Config{Pools: pcs, Ledger: lg, Admitter: budgets.NewAdmitter(), Clock: clk,
 		HTTPClient: o.httpClient, Deadline: o.deadline, ErrorBodyIdle: o.errorIdle, CatalogTimeout: o.catalogTimeout, MaxBuffered: o.maxBuffered,
-		Logger: newTestLogger(h.log), DefaultPool: o.defaultPool, GenerationDeadline: o.generation})
+		Logger: newTestLogger(h.log), DefaultPool: o.defaultPool, GenerationDeadline: o.generation, WriteTimeout: o.writeTimeout})
 	openAI := h.router.OpenAI()
 	h.srv = httptest.NewServer(httpx.RequestIDs(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, _ := httpx.WithAccessInfo(httpx.WithCaller(r.Context(), httpx.Caller{Label: "test-client"}))

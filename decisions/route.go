@@ -118,6 +118,10 @@ type Config struct {
 	// the credential that answered them.
 	Previous *Route
 	Keep     func(name string) bool
+	// WriteTimeout is the server's write timeout, sized at start from the
+	// Decisions deadline; when a reload raises the deadline past it, each
+	// Decisions answer gets a write deadline of its own. Zero: never.
+	WriteTimeout time.Duration
 }
 
 // Route serves POST /v1/decisions. It is safe for concurrent use.
@@ -259,9 +263,10 @@ func (rt *Route) serveKind(k *Kind, w http.ResponseWriter, r *http.Request) {
 		httpx.RefuseTooLarge(w, r, MaxBody)
 		return
 	}
-	if k.generation {
-		// The server's write timeout fits the Decisions deadline; an
-		// answer on these routes may take the generation deadline.
+	if k.generation || rt.cfg.WriteTimeout > 0 && k.deadline(&rt.cfg)+writeMargin > rt.cfg.WriteTimeout {
+		// The server's write timeout fits the Decisions deadline it
+		// started with; an answer on these routes may take the generation
+		// deadline, and a reload may have raised the Decisions one.
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(k.deadline(&rt.cfg) + writeMargin))
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), k.deadline(&rt.cfg))

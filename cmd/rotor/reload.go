@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/rotorhq/rotor/bridge"
 	"github.com/rotorhq/rotor/budgets"
@@ -66,6 +67,8 @@ type routeShared struct {
 	lstore   learned.Store
 	admitter *budgets.Admitter
 	client   *http.Client
+	// writeTimeout is the server's, fixed at start (serveOptions).
+	writeTimeout time.Duration
 }
 
 // routeBuild collects one build of the route: the credentials it loads
@@ -186,8 +189,9 @@ type reloader struct {
 	cur atomic.Pointer[generation]
 }
 
-func newReloader(f *Factory, store ledger.Ledger, metrics *gateway.Metrics, withRoute bool) *reloader {
-	return &reloader{f: f, store: store, metrics: metrics, withRoute: withRoute, shared: &routeShared{}}
+func newReloader(f *Factory, cfg *config.Config, store ledger.Ledger, metrics *gateway.Metrics, withRoute bool) *reloader {
+	return &reloader{f: f, store: store, metrics: metrics, withRoute: withRoute,
+		shared: &routeShared{writeTimeout: serveOptions(cfg, f).WriteTimeout}}
 }
 
 // build makes the generation for cfg after prev (nil: the first).

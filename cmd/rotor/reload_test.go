@@ -72,7 +72,7 @@ func newReloadFixture(t *testing.T, creds ...cred) *reloadFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x.rl = newReloader(f, store, gateway.NewMetrics(), true)
+	x.rl = newReloader(f, cfg, store, gateway.NewMetrics(), true)
 	if err := x.rl.start(cfg); err != nil {
 		t.Fatal(err)
 	}

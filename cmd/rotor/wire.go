@@ -52,7 +52,7 @@ type wireSpec struct {
 // start' and the demo differ only in their spec. Close the bridge, if
 // any, when done.
 func wire(f *Factory, cfg *config.Config, store ledger.Ledger, metrics *gateway.Metrics, spec wireSpec) (*served, error) {
-	out := &served{reload: newReloader(f, store, metrics, spec.Runtime != nil)}
+	out := &served{reload: newReloader(f, cfg, store, metrics, spec.Runtime != nil)}
 	if err := out.reload.start(cfg); err != nil {
 		return nil, err
 	}
@@ -214,7 +214,7 @@ func buildRoute(f *Factory, cfg *config.Config, store ledger.Ledger, metrics *ga
 	}
 	router := decisions.New(decisions.Config{
 		Pools: pools, Ledger: store, Admitter: b.admitter(), HTTPClient: b.client(), Clock: clk, Logger: log,
-		Previous: b.prevRoute(), Keep: b.keep,
+		Previous: b.prevRoute(), Keep: b.keep, WriteTimeout: b.shared.writeTimeout,
 		Deadline: cfg.Runtime.Deadline, CatalogTTL: cfg.CatalogTTL, CatalogTimeout: cfg.CatalogTimeout,
 		ErrorBodyIdle: cfg.Runtime.ErrorBodyIdle, MaxBuffered: cfg.Runtime.MaxBufferedMB << 20,
 		ReservationGrace: cfg.Ledger.ReservationGrace, Metrics: metrics, UserAgent: "rotor/" + f.Version,
