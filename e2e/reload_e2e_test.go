@@ -358,3 +358,31 @@ func TestAccessLogSaysWhatHappenedInProcessAndStandalone(t *testing.T) {
 		}
 	}
 }
+
+// A standalone runtime reloads on SIGHUP too (its /v1/status shows the
+// generation); rotor bridge reload against a bridge in front of it says
+// the pools live in that runtime.
+func TestStandaloneRuntimeReloadsOnSIGHUP(t *testing.T) {
+	e := newE2E(t)
+	prov, _ := e.provider("")
+	rt := e.start("runtime", "start", "--listen", "127.0.0.1:0")
+	remote := e.start("bridge", "start", "--listen", "127.0.0.1:0", "--runtime-url", rt.url)
+	b, err := os.ReadFile(filepath.Join(e.home, "runtime.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rtok := strings.TrimSpace(string(b))
+	e.reloadConfig(prov.URL(), "", "a", "b")
+	if err := rt.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitGeneration(t, rt.url, rtok, 2, 20*time.Second)
+	waitLogLine(t, rt, "removed=[api/team-c]")
+	if r := call(t, "POST", remote.url+"/v1/decisions", e.token(), decideBody); r.status != 200 {
+		t.Errorf("after the runtime's reload: %d %s", r.status, r.body)
+	}
+	r := e.mustRun("bridge", "reload")
+	if !strings.Contains(r.stdout, "standalone runtime at "+rt.url) {
+		t.Errorf("bridge reload in front of a standalone runtime said:\n%s", r.stdout)
+	}
+}
