@@ -65,9 +65,11 @@ type Config struct {
 	// configuration file again and returns the JSON answer, or an
 	// *httpx.Error saying why the running configuration was kept.
 	Reload func(ctx context.Context) (any, error)
-	// AdminToken is the SHA-256 of the one client token that may call
-	// the admin routes: the home's bridge.token (label default).
-	AdminToken [32]byte
+	// AdminToken returns the SHA-256 of the one client token that may
+	// call the admin routes: the home's bridge.token (label default),
+	// read at each call, so that a token replaced by 'rotor init --force'
+	// takes over without a restart. Nil: nobody may.
+	AdminToken func() ([32]byte, error)
 }
 
 // AdminReloadPath is the route that reloads the configuration.
@@ -210,8 +212,16 @@ func (b *Bridge) handleReload(w http.ResponseWriter, r *http.Request, tok secret
 		httpx.MethodNotAllowed(w, http.MethodPost)
 		return
 	}
+	var admin [32]byte
+	if b.cfg.AdminToken != nil {
+		var err error
+		if admin, err = b.cfg.AdminToken(); err != nil {
+			b.cfg.Logger.Warn("cannot read the default token for an admin route", "request_id", httpx.RequestID(r.Context()), "error", err)
+			admin = [32]byte{}
+		}
+	}
 	h := tok.Hash()
-	if !hasToken || b.cfg.AdminToken == ([32]byte{}) || subtle.ConstantTimeCompare(h[:], b.cfg.AdminToken[:]) != 1 {
+	if !hasToken || admin == ([32]byte{}) || subtle.ConstantTimeCompare(h[:], admin[:]) != 1 {
 		httpx.AccessInfoFrom(r.Context()).Code = httpx.CodeAdminOnly
 		httpx.WriteError(w, httpx.NewError(httpx.CodeAdminOnly))
 		return

@@ -294,17 +294,13 @@ func TestBridgeReloadRun(t *testing.T) {
 	if err := ensureBridgeToken(ctx, x.f); err != nil {
 		t.Fatal(err)
 	}
-	admin, err := adminToken(x.f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg, _ := x.f.Config()
 	store, _ := x.f.LedgerOrCreate(ctx)
-	w, err := wire(x.f, cfg, store, gateway.NewMetrics(), wireSpec{Runtime: &gateway.Config{}, Bridge: &bridge.Config{Port: portOf(ln), AdminToken: admin}})
+	w, err := wire(x.f, cfg, store, gateway.NewMetrics(), wireSpec{Runtime: &gateway.Config{}, Bridge: &bridge.Config{Port: portOf(ln), AdminToken: func() ([32]byte, error) { return adminToken(x.f) }}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -295,12 +295,9 @@ func bridgeStartRun(ctx context.Context, opts *startOptions) error {
 	if err := ensureBridgeToken(ctx, f); err != nil {
 		return err
 	}
-	admin, err := adminToken(f)
-	if err != nil {
-		return err
-	}
 	spec := wireSpec{Bridge: &bridge.Config{RuntimeURL: runtimeURL, RuntimeToken: rtok, Port: portOf(ln),
-		ExtraHosts: extraHosts(cfg.Bridge.Listen), AllowedOrigins: cfg.Bridge.AllowedOrigins, AdminToken: admin}}
+		ExtraHosts: extraHosts(cfg.Bridge.Listen), AllowedOrigins: cfg.Bridge.AllowedOrigins,
+		AdminToken: func() ([32]byte, error) { return adminToken(f) }}}
 	if runtimeURL == nil {
 		spec.Runtime = &gateway.Config{}
 	}
