@@ -127,7 +127,7 @@ type RequestMetrics interface {
 
 // Routes are the paths rotor's servers answer: the access log and the
 // request metrics name them, and count any other path as "other".
-var Routes = map[string]bool{"/v1/decisions": true, "/decisions": true, "/healthz": true, "/metrics": true, "/v1/status": true}
+var Routes = map[string]bool{"/v1/decisions": true, "/decisions": true, "/healthz": true, "/metrics": true, "/v1/status": true, "/v1/admin/reload": true}
 
 // quietRoutes are counted but not logged: probes and scrapes.
 var quietRoutes = map[string]bool{"/healthz": true, "/metrics": true}
