@@ -100,7 +100,8 @@ the file runtime.token_file (default <home>/runtime.token, created with mode
 
 On start it prints one line to stdout: the URL it serves, with the real port
 (--listen 127.0.0.1:0 picks a free one). SIGINT or SIGTERM stop it after
-requests in flight finish (up to the deadline) and the ledger is flushed.`,
+requests in flight finish (up to the deadline) and the ledger is flushed.
+SIGHUP reloads rotor.yaml without a restart (see 'rotor bridge reload').`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if runF != nil {
@@ -211,7 +212,9 @@ runtime.token_file).
 
 On start it prints one line to stdout: the URL it serves, with the real port
 (--listen 127.0.0.1:0 picks a free one), and records its pid and URL in
-<home>/bridge.json, where 'rotor status' finds it. SIGINT or SIGTERM stop
+<home>/bridge.json, where 'rotor status' and 'rotor bridge reload' find
+it. SIGHUP reloads rotor.yaml without a restart (requests in flight finish
+on the configuration they started with). SIGINT or SIGTERM stop
 accepting, let requests in flight finish (up to the deadline), flush the
 ledger, remove bridge.json and exit 0. A taken port, an unsafe token file or
 a bad config exit 2.`,
