@@ -2,6 +2,9 @@ package bridge
 
 import (
 	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
@@ -58,7 +61,19 @@ type Config struct {
 	Clock   clock.Clock
 	// TouchEvery is how often last-use times are written (default 30s).
 	TouchEvery time.Duration
+	// Reload, when set, serves POST /v1/admin/reload: it applies the
+	// configuration file again and returns the JSON answer, or an
+	// *httpx.Error saying why the running configuration was kept.
+	Reload func(ctx context.Context) (any, error)
+	// AdminToken returns the SHA-256 of the one client token that may
+	// call the admin routes: the home's bridge.token (label default),
+	// read at each call, so that a token replaced by 'rotor init --force'
+	// takes over without a restart. Nil: nobody may.
+	AdminToken func() ([32]byte, error)
 }
+
+// AdminReloadPath is the route that reloads the configuration.
+const AdminReloadPath = "/v1/admin/reload"
 
 // Bridge is the bridge's handler and its background token bookkeeping.
 type Bridge struct {
@@ -124,6 +139,7 @@ func (b *Bridge) authenticate(r *http.Request, tok secret.Value) (string, bool, 
 }
 
 func (b *Bridge) serve(w http.ResponseWriter, r *http.Request) {
+	tok, hasToken := httpx.Bearer(r)
 	method, known := forwarded[r.URL.Path]
 	if m := names.OpenAIMethods(r.URL.Path); m != "" {
 		method, known = m, true
@@ -135,6 +151,9 @@ func (b *Bridge) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		httpx.Healthz(w, r)
+		return
+	case r.URL.Path == AdminReloadPath && b.cfg.Reload != nil:
+		b.handleReload(w, r, tok, hasToken)
 		return
 	case !known:
 		httpx.WriteError(w, httpx.NewError(httpx.CodeNotFound))
@@ -151,7 +170,6 @@ func (b *Bridge) serve(w http.ResponseWriter, r *http.Request) {
 	// The request is the bridge's to change: it is forwarded as it is,
 	// without a copy.
 	h := r.Header
-	tok, hasToken := httpx.Bearer(r)
 	// Nothing the caller sent may claim an identity downstream.
 	for k := range h {
 		switch {
@@ -176,6 +194,51 @@ func (b *Bridge) serve(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Request-ID", httpx.RequestID(r.Context()))
 	r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
 	b.forward.ServeHTTP(w, r)
+	if b.cfg.RuntimeURL != nil {
+		// The runtime's closing record (httpx.AccessHeader) came as a
+		// trailer: it goes into the access line, not to the caller.
+		k := http.TrailerPrefix + httpx.AccessHeader
+		if v := w.Header().Get(k); v != "" {
+			httpx.AccessInfoFrom(r.Context()).Merge(v)
+		}
+		w.Header().Del(k)
+	}
+}
+
+// handleReload serves POST /v1/admin/reload for the home's default token
+// only: any other valid token gets 403 admin_only.
+func (b *Bridge) handleReload(w http.ResponseWriter, r *http.Request, tok secret.Value, hasToken bool) {
+	if !httpx.MethodAllowed(r.Method, http.MethodPost) {
+		httpx.MethodNotAllowed(w, http.MethodPost)
+		return
+	}
+	var admin [32]byte
+	if b.cfg.AdminToken != nil {
+		var err error
+		if admin, err = b.cfg.AdminToken(); err != nil {
+			b.cfg.Logger.Warn("cannot read the default token for an admin route", "request_id", httpx.RequestID(r.Context()), "error", err)
+			admin = [32]byte{}
+		}
+	}
+	h := tok.Hash()
+	if !hasToken || admin == ([32]byte{}) || subtle.ConstantTimeCompare(h[:], admin[:]) != 1 {
+		httpx.AccessInfoFrom(r.Context()).Code = httpx.CodeAdminOnly
+		httpx.WriteError(w, httpx.NewError(httpx.CodeAdminOnly))
+		return
+	}
+	out, err := b.cfg.Reload(r.Context())
+	if err != nil {
+		e, ok := errors.AsType[*httpx.Error](err)
+		if !ok {
+			b.cfg.Logger.Error("reload failed", "request_id", httpx.RequestID(r.Context()), "error", err)
+			e = httpx.NewError(httpx.CodeInternal)
+		}
+		httpx.AccessInfoFrom(r.Context()).Code = e.Code
+		httpx.WriteError(w, e)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(out)
 }
 
 // proxy forwards to a standalone runtime with the runtime's token.
@@ -207,6 +270,12 @@ func (b *Bridge) proxy() http.Handler {
 			httpx.WriteError(w, e)
 		},
 		ModifyResponse: func(resp *http.Response) error {
+			// What the runtime learned about the request, for the
+			// bridge's access line; never for the caller.
+			if v := resp.Header.Get(httpx.AccessHeader); v != "" {
+				httpx.AccessInfoFrom(resp.Request.Context()).Merge(v)
+				resp.Header.Del(httpx.AccessHeader)
+			}
 			// The bridge already set these on its answer; keep one copy.
 			for _, h := range []string{"X-Content-Type-Options", "Content-Security-Policy", "Cache-Control", "X-Request-ID"} {
 				resp.Header.Del(h)

@@ -64,6 +64,19 @@ func (c *catalogs) fresh(name string) (*catalogResult, bool) {
 	return r, true
 }
 
+// adopt copies prev's catalogs of the credentials keep names.
+func (c *catalogs) adopt(prev *catalogs, keep func(string) bool) {
+	prev.mu.Lock()
+	defer prev.mu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, r := range prev.entries {
+		if keep(name) {
+			c.entries[name] = r
+		}
+	}
+}
+
 // Freshness reports when each credential's catalog was fetched (zero when
 // never) for status pages.
 func (c *catalogs) snapshot() map[string]time.Time {
@@ -175,6 +188,19 @@ const UnsupportedTTL = 5 * time.Minute
 
 func newUnsupported(clk clock.Clock) *unsupported {
 	return &unsupported{clk: clk, ttl: UnsupportedTTL, m: map[capKey]time.Time{}}
+}
+
+// adopt copies prev's answers about the credentials keep names.
+func (u *unsupported) adopt(prev *unsupported, keep func(string) bool) {
+	prev.mu.Lock()
+	defer prev.mu.Unlock()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for k, exp := range prev.m {
+		if keep(k.credential) {
+			u.m[k] = exp
+		}
+	}
 }
 
 func (u *unsupported) add(k capKey) {

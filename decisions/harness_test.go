@@ -56,6 +56,8 @@ type opts struct {
 	generation  time.Duration
 	// metrics, when set, receives the route's events.
 	metrics Metrics
+	// writeTimeout is the route's WriteTimeout (the server's).
+	writeTimeout time.Duration
 }
 
 type harness struct {
@@ -137,7 +139,7 @@ func newHarness(t *testing.T, o opts) *harness {
 	}
 	h.router = New(Config{Pools: pcs, Ledger: lg, Admitter: budgets.NewAdmitter(), Clock: clk,
 		HTTPClient: o.httpClient, Deadline: o.deadline, ErrorBodyIdle: o.errorIdle, CatalogTimeout: o.catalogTimeout, MaxBuffered: o.maxBuffered,
-		Logger: newTestLogger(h.log), DefaultPool: o.defaultPool, GenerationDeadline: o.generation, Metrics: o.metrics})
+		Logger: newTestLogger(h.log), DefaultPool: o.defaultPool, GenerationDeadline: o.generation, Metrics: o.metrics, WriteTimeout: o.writeTimeout})
 	openAI := h.router.OpenAI()
 	h.srv = httptest.NewServer(httpx.RequestIDs(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, _ := httpx.WithAccessInfo(httpx.WithCaller(r.Context(), httpx.Caller{Label: "test-client"}))

@@ -115,6 +115,16 @@ type Config struct {
 	// DefaultPool, when set, is the pool a bare model name uses on the
 	// OpenAI routes (never on Decisions).
 	DefaultPool string
+	// Previous, when set, is the route this one replaces on a config
+	// reload: the credentials Keep names keep their discovered catalogs
+	// and unsupported-endpoint answers, and Responses ids stay pinned to
+	// the credential that answered them.
+	Previous *Route
+	Keep     func(name string) bool
+	// WriteTimeout is the server's write timeout, sized at start from the
+	// Decisions deadline; when a reload raises the deadline past it, each
+	// Decisions answer gets a write deadline of its own. Zero: never.
+	WriteTimeout time.Duration
 }
 
 // Route serves POST /v1/decisions. It is safe for concurrent use.
@@ -208,6 +218,11 @@ func New(cfg Config) *Route {
 		log:         cfg.Logger,
 		affinity:    newAffinity(cfg.Clock),
 	}
+	if prev := cfg.Previous; prev != nil && cfg.Keep != nil {
+		rt.catalogs.adopt(prev.catalogs, cfg.Keep)
+		rt.unsupported.adopt(prev.unsupported, cfg.Keep)
+		rt.affinity = prev.affinity
+	}
 	for _, pc := range cfg.Pools {
 		ps := &poolState{name: pc.Name, pool: pc.Pool, unusable: pc.Unusable}
 		for _, c := range pc.Credentials {
@@ -237,6 +252,7 @@ func (rt *Route) ServeHTTP(w http.ResponseWriter, r *http.Request) { rt.serveKin
 // serveKind handles one request of route k.
 func (rt *Route) serveKind(k *Kind, w http.ResponseWriter, r *http.Request) {
 	info := httpx.AccessInfoFrom(r.Context())
+	info.Operation = k.Operation
 	if r.Method != http.MethodPost {
 		httpx.MethodNotAllowed(w, http.MethodPost)
 		return
@@ -250,9 +266,10 @@ func (rt *Route) serveKind(k *Kind, w http.ResponseWriter, r *http.Request) {
 		httpx.RefuseTooLarge(w, r, MaxBody)
 		return
 	}
-	if k.generation {
-		// The server's write timeout fits the Decisions deadline; an
-		// answer on these routes may take the generation deadline.
+	if k.generation || rt.cfg.WriteTimeout > 0 && k.deadline(&rt.cfg)+writeMargin > rt.cfg.WriteTimeout {
+		// The server's write timeout fits the Decisions deadline it
+		// started with; an answer on these routes may take the generation
+		// deadline, and a reload may have raised the Decisions one.
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(k.deadline(&rt.cfg) + writeMargin))
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), k.deadline(&rt.cfg))
@@ -434,6 +451,7 @@ func (rt *Route) serve(ctx context.Context, k *Kind, w http.ResponseWriter, r *h
 		return ledger.ErrUnavailable
 	}
 	info.Recorded = true
+	noteTokens(info, st)
 	if err != nil {
 		return err
 	}

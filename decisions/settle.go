@@ -1,6 +1,9 @@
 package decisions
 
-import "github.com/rotorhq/rotor/ledger"
+import (
+	"github.com/rotorhq/rotor/internal/httpx"
+	"github.com/rotorhq/rotor/ledger"
+)
 
 // settleUsage puts the usage an answer reported into its row; a count the
 // answer did not report stays unknown. The ledger computes the cost from
@@ -21,3 +24,16 @@ func settleUsage(st *ledger.Settlement, u Usage) {
 // 4xx: providers do not bill it, so the ledger records 0 tokens and 0
 // cost, not unknown.
 func settleRefused(st *ledger.Settlement) { st.Refused = true }
+
+// noteTokens puts the row's token counts in the access line.
+func noteTokens(info *httpx.AccessInfo, st ledger.Settlement) {
+	for _, f := range []struct {
+		dst **int64
+		c   ledger.Count
+	}{{&info.InputTokens, st.InputTokens}, {&info.OutputTokens, st.OutputTokens}, {&info.TotalTokens, st.TotalTokens}} {
+		if f.c.Known || st.Refused {
+			v := f.c.V // a refused request records 0
+			*f.dst = &v
+		}
+	}
+}

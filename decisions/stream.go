@@ -221,6 +221,7 @@ func (rt *Route) streamAnswer(ctx context.Context, caller context.Context, k *Ki
 		return
 	}
 	info.Recorded = true
+	noteTokens(info, st)
 	rt.affinity.remember(respID, wk.lastCred)
 	if terminal != nil {
 		_ = rc.SetWriteDeadline(time.Now().Add(window))

@@ -98,9 +98,15 @@ func (s *Server) Handler() http.Handler {
 		// the runtime token get this far.
 		client := r.Header.Get(httpx.ClientHeader)
 		if client == "" || !httpx.SafeID(client) {
-			client = DirectClient
+			s.mux.ServeHTTP(w, r.WithContext(httpx.WithCaller(r.Context(), httpx.Caller{Label: DirectClient})))
+			return
 		}
-		s.mux.ServeHTTP(w, r.WithContext(httpx.WithCaller(r.Context(), httpx.Caller{Label: client})))
+		// A bridge: it gets what this request's access line says, for
+		// its own (httpx.AccessHeader).
+		ctx := httpx.WithCaller(r.Context(), httpx.Caller{Label: client})
+		aw := &accessWriter{ResponseWriter: w, info: httpx.AccessInfoFrom(ctx)}
+		s.mux.ServeHTTP(aw, r.WithContext(ctx))
+		w.Header().Set(http.TrailerPrefix+httpx.AccessHeader, aw.info.Encode())
 	})
 	al := httpx.AccessLog{Server: "runtime", Logger: s.cfg.Logger, Metrics: s.cfg.Metrics, Clock: s.cfg.Clock, TrustRequestID: true}
 	return al.Wrap(g.Wrap(inner))
@@ -111,4 +117,42 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(s.cfg.Status(r.Context()))
+}
+
+// accessWriter sends the request's access record as a header when the
+// answer starts; the handler adds it again as a trailer at the end, which
+// only a chunked answer (a stream) carries.
+type accessWriter struct {
+	http.ResponseWriter
+	info    *httpx.AccessInfo
+	started bool
+}
+
+func (a *accessWriter) start() {
+	if !a.started {
+		a.started = true
+		a.Header().Set(httpx.AccessHeader, a.info.Encode())
+	}
+}
+
+func (a *accessWriter) WriteHeader(code int) {
+	a.start()
+	a.ResponseWriter.WriteHeader(code)
+}
+
+func (a *accessWriter) Write(b []byte) (int, error) {
+	a.start()
+	return a.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection (flushes,
+// write deadlines).
+func (a *accessWriter) Unwrap() http.ResponseWriter { return a.ResponseWriter }
+
+// Flush implements http.Flusher.
+func (a *accessWriter) Flush() {
+	a.start()
+	if f, ok := a.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }

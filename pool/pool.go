@@ -97,6 +97,15 @@ type Config struct {
 	// Logger, when set, receives cooldown state changes (never a key or a
 	// model name).
 	Logger *slog.Logger
+	// Previous, when set, is the pool this one replaces on a config
+	// reload. Each credential that Keep names and that Previous holds
+	// under the same name and key shares its legacy rest with Previous
+	// (a request still in flight there records into the same rest), and
+	// the active-key preference carries over to it. Model-scoped
+	// observations live in the Store, shared already. Previous must use
+	// the same Store.
+	Previous *Pool
+	Keep     func(name string) bool
 }
 
 // Pool holds one pool's credentials and decides which may serve a request.
@@ -125,7 +134,7 @@ type Pool struct {
 	// legacy holds the legacy provider-wide rests: release times on the
 	// store's time base, 0 when none. Credentials with the same key share
 	// a slot, as they share the key's quota.
-	legacy []atomic.Int64
+	legacy []*atomic.Int64
 	// active is 1 + the index of the credential whose inference call last
 	// succeeded, 0 when none.
 	active atomic.Int32
@@ -185,7 +194,15 @@ func New(cfg Config) *Pool {
 		}
 		p.rest = append(p.rest, r)
 	}
-	p.legacy = make([]atomic.Int64, len(restOf))
+	p.legacy = make([]*atomic.Int64, len(restOf))
+	if prev := cfg.Previous; prev != nil && prev.store == st && cfg.Keep != nil {
+		p.adopt(prev, cfg.Keep)
+	}
+	for r := range p.legacy {
+		if p.legacy[r] == nil {
+			p.legacy[r] = new(atomic.Int64)
+		}
+	}
 	for _, b := range slices.Sorted(maps.Keys(opts.QuotaBuckets)) {
 		if b == "" {
 			continue
@@ -200,6 +217,23 @@ func New(cfg Config) *Pool {
 	opts.QuotaBuckets = nil // kept as p.buckets and p.bucketOf
 	p.opts = opts
 	return p
+}
+
+// adopt shares prev's legacy rests, and its active credential, with the
+// credentials keep names that prev holds under the same name and key.
+func (p *Pool) adopt(prev *Pool, keep func(string) bool) {
+	for i, c := range p.creds {
+		pi, ok := prev.byName[c.Name]
+		if !ok || !keep(c.Name) || prev.ids[pi] != p.ids[i] {
+			continue
+		}
+		if p.legacy[p.rest[i]] == nil {
+			p.legacy[p.rest[i]] = prev.legacy[prev.rest[pi]]
+		}
+		if int(prev.active.Load())-1 == pi {
+			p.active.Store(int32(i) + 1)
+		}
+	}
 }
 
 // Name returns the pool name.

@@ -186,7 +186,7 @@ func (p *Pool) cooldown(obs Observation, fallback, suggestion time.Duration, sug
 // restLegacy rests credential i in the legacy map until the later of its
 // current rest and until.
 func (p *Pool) restLegacy(i int, until int64) {
-	r := &p.legacy[p.rest[i]]
+	r := p.legacy[p.rest[i]]
 	for {
 		cur := r.Load()
 		if cur >= until || r.CompareAndSwap(cur, until) {

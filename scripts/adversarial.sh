@@ -43,6 +43,7 @@ fuzz=(
   "./learned FuzzPolicy"
   "./config FuzzCooldownSettings"
   "./internal/httpx FuzzRetryAfter"
+  "./internal/httpx FuzzAccessInfoMerge"
   "./config FuzzParseFile"
   "./decisions FuzzParseRequest"
   "./decisions FuzzReadUsage"

@@ -71,6 +71,8 @@ type Factory struct {
 
 	logOnce sync.Once
 	logger  *slog.Logger
+	// logLevel is the logger's level, which a reload may change.
+	logLevel slog.LevelVar
 
 	storeMu sync.Mutex
 	store   ledger.Ledger
@@ -287,14 +289,21 @@ func (f *Factory) loggerFor(c *config.Config) *slog.Logger {
 	if f.logger != nil {
 		return f.logger
 	}
-	return NewLogger(f.IO.ErrOut, c.Log.Level, c.Log.Format)
+	f.setLogLevel(c.Log.Level)
+	return newLogger(f.IO.ErrOut, &f.logLevel, c.Log.Format)
 }
 
 // NewLogger builds the one slog logger. Attribute keys that name secrets
 // are redacted as a backstop; secret.Value already prints itself redacted.
 func NewLogger(w io.Writer, level, format string) *slog.Logger {
-	var lv slog.Level
-	_ = lv.UnmarshalText([]byte(level))
+	var lv slog.LevelVar
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level))
+	lv.Set(l)
+	return newLogger(w, &lv, format)
+}
+
+func newLogger(w io.Writer, lv slog.Leveler, format string) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: redactAttr}
 	if format == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))

@@ -102,7 +102,8 @@ the file runtime.token_file (default <home>/runtime.token, created with mode
 
 On start it prints one line to stdout: the URL it serves, with the real port
 (--listen 127.0.0.1:0 picks a free one). SIGINT or SIGTERM stop it after
-requests in flight finish (up to the deadline) and the ledger is flushed.`,
+requests in flight finish (up to the deadline) and the ledger is flushed.
+SIGHUP reloads rotor.yaml without a restart (see 'rotor bridge reload').`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if runF != nil {
@@ -181,6 +182,7 @@ func runtimeStartRun(ctx context.Context, opts *startOptions) error {
 	if err != nil {
 		return err
 	}
+	defer watchHangup(w.reload)()
 	return serveUntilDone(ctx, f, cfg, "runtime", ln, w.handler)
 }
 
@@ -189,7 +191,7 @@ func newCmdBridge(f *Factory) *cobra.Command {
 		Use:   "bridge",
 		Short: "Run the authenticated localhost bridge and manage its client tokens",
 	}
-	cmd.AddCommand(newCmdBridgeStart(f, nil), newCmdBridgeToken(f))
+	cmd.AddCommand(newCmdBridgeStart(f, nil), newCmdBridgeReload(f, nil), newCmdBridgeToken(f))
 	return cmd
 }
 
@@ -212,7 +214,9 @@ runtime.token_file).
 
 On start it prints one line to stdout: the URL it serves, with the real port
 (--listen 127.0.0.1:0 picks a free one), and records its pid and URL in
-<home>/bridge.json, where 'rotor status' finds it. SIGINT or SIGTERM stop
+<home>/bridge.json, where 'rotor status' and 'rotor bridge reload' find
+it. SIGHUP reloads rotor.yaml without a restart (requests in flight finish
+on the configuration they started with). SIGINT or SIGTERM stop
 accepting, let requests in flight finish (up to the deadline), flush the
 ledger, remove bridge.json and exit 0. A taken port, an unsafe token file or
 a bad config exit 2.`,
@@ -294,7 +298,8 @@ func bridgeStartRun(ctx context.Context, opts *startOptions) error {
 		return err
 	}
 	spec := wireSpec{Bridge: &bridge.Config{RuntimeURL: runtimeURL, RuntimeToken: rtok, Port: portOf(ln),
-		ExtraHosts: extraHosts(cfg.Bridge.Listen), AllowedOrigins: cfg.Bridge.AllowedOrigins}}
+		ExtraHosts: extraHosts(cfg.Bridge.Listen), AllowedOrigins: cfg.Bridge.AllowedOrigins,
+		AdminToken: func() ([32]byte, error) { return adminToken(f) }}}
 	if runtimeURL == nil {
 		spec.Runtime = &gateway.Config{}
 	}
@@ -314,6 +319,7 @@ func bridgeStartRun(ctx context.Context, opts *startOptions) error {
 		return err
 	}
 	defer removeRecord()
+	defer watchHangup(w.reload)()
 	return serveUntilDone(ctx, f, cfg, "bridge", ln, w.handler, "runtime", runtimeMode(cfg))
 }
 

@@ -19,7 +19,6 @@ import (
 	"github.com/rotorhq/rotor/internal/tokenfile"
 	"github.com/rotorhq/rotor/learned"
 	"github.com/rotorhq/rotor/ledger"
-	"github.com/rotorhq/rotor/ledger/learnedstore"
 	"github.com/rotorhq/rotor/pool"
 )
 
@@ -31,6 +30,9 @@ type served struct {
 	bridge  *bridge.Bridge
 	// handler is what the verb serves: the bridge, or the runtime alone.
 	handler http.Handler
+	// reload applies the configuration file again (SIGHUP and the
+	// bridge's POST /v1/admin/reload).
+	reload *reloader
 }
 
 // wireSpec says what to build. The configs carry only what differs
@@ -50,16 +52,16 @@ type wireSpec struct {
 // start' and the demo differ only in their spec. Close the bridge, if
 // any, when done.
 func wire(f *Factory, cfg *config.Config, store ledger.Ledger, metrics *gateway.Metrics, spec wireSpec) (*served, error) {
-	out := &served{}
+	out := &served{reload: newReloader(f, cfg, store, metrics, spec.Runtime != nil)}
+	if err := out.reload.start(cfg); err != nil {
+		return nil, err
+	}
 	if spec.Runtime != nil {
-		route, err := buildRoute(f, cfg, store, metrics)
-		if err != nil {
-			return nil, err
-		}
+		rl := out.reload
 		list := decisions.BudgetLister(store)
 		rc := *spec.Runtime
-		rc.Decisions, rc.OpenAI = route, route.OpenAI()
-		rc.Status = func(ctx context.Context) any { return route.StatusDocument(ctx, f.Version, list) }
+		rc.Decisions, rc.OpenAI = rl.decisions(), rl.openAI()
+		rc.Status = func(ctx context.Context) any { return rl.status(ctx, f.Version, list) }
 		rc.Metrics, rc.Logger, rc.Clock = metrics, f.Logger(), f.Clock
 		out.runtime = gateway.New(rc)
 		metrics.WatchBudgets(budgetGauges(list), budgetStates)
@@ -70,6 +72,7 @@ func wire(f *Factory, cfg *config.Config, store ledger.Ledger, metrics *gateway.
 			bc.Runtime = out.runtime.InProcess()
 		}
 		bc.Tokens, bc.Logger, bc.Metrics, bc.Clock = store, f.Logger(), metrics, f.Clock
+		bc.Reload = out.reload.adminReload(runtimeMode(cfg))
 		out.bridge = bridge.New(bc)
 		out.handler = out.bridge.Handler()
 	} else {
@@ -153,8 +156,8 @@ func loadKey(lookup func(string) (string, bool), home string, cr config.Credenti
 }
 
 // buildRoute wires pools, the learner and the Decisions route from the
-// configuration.
-func buildRoute(f *Factory, cfg *config.Config, store ledger.Ledger, metrics *gateway.Metrics) (*decisions.Route, error) {
+// configuration; b carries what generations share and the one replaced.
+func buildRoute(f *Factory, cfg *config.Config, store ledger.Ledger, metrics *gateway.Metrics, b *routeBuild) (*decisions.Route, error) {
 	log := f.Logger()
 	home, err := f.Home()
 	if err != nil {
@@ -167,13 +170,10 @@ func buildRoute(f *Factory, cfg *config.Config, store ledger.Ledger, metrics *ga
 	var learner *learned.Learner
 	if cfg.LearnedCooldown.Mode != "off" {
 		mode, policy := learned.ParseSettings(cfg.LearnedCooldown.Mode, cfg.LearnedCooldown.PolicyJSON, log)
-		var ls learned.Store = learned.NewMemoryStore(0)
-		if cfg.LearnedCooldown.Storage == "sqlite" {
-			ls = learnedstore.New(store)
-		}
+		ls := b.learnedStore(cfg.LearnedCooldown.Storage, store)
 		learner = learned.New(learned.Config{Mode: mode, Policy: policy, Store: ls, MaxSeconds: cfg.ModelCooldown.MaxSeconds, Logger: log, Clock: clk})
 	}
-	pstore := pool.NewStore(clk, 0)
+	pstore := b.poolStore(clk)
 	var pools []decisions.PoolConfig
 	for _, name := range cfg.PoolNames() {
 		pc := cfg.Pools[name]
@@ -194,6 +194,7 @@ func buildRoute(f *Factory, cfg *config.Config, store ledger.Ledger, metrics *ga
 			dcreds = append(dcreds, decisions.CredentialConfig{Name: cr.Name, Region: cr.Region, BaseURL: cr.BaseURL, Key: key,
 				Allow: cr.Visibility.Allow, Deny: cr.Visibility.Deny, Profiles: prof})
 			pcreds = append(pcreds, pool.Credential{Name: cr.Name, Key: key})
+			b.add(name, cr, key)
 		}
 		var pl pool.Learner
 		if learner != nil {
@@ -205,11 +206,14 @@ func buildRoute(f *Factory, cfg *config.Config, store ledger.Ledger, metrics *ga
 			Credentials: pcreds,
 			Settings:    pool.Settings{ModelCooldownEnabled: cfg.ModelCooldown.Enabled, MaxSeconds: cfg.ModelCooldown.MaxSeconds},
 			Store:       pstore, Clock: clk, Learner: pl, Logger: log,
+			Previous: b.prevPool(name), Keep: b.keep,
 		})
+		b.pools[name] = p
 		pools = append(pools, decisions.PoolConfig{Name: name, Credentials: dcreds, Pool: p, Unusable: unusable})
 	}
 	router := decisions.New(decisions.Config{
-		Pools: pools, Ledger: store, Admitter: budgets.NewAdmitter(), Clock: clk, Logger: log,
+		Pools: pools, Ledger: store, Admitter: b.admitter(), HTTPClient: b.client(), Clock: clk, Logger: log,
+		Previous: b.prevRoute(), Keep: b.keep, WriteTimeout: b.shared.writeTimeout,
 		Deadline: cfg.Runtime.Deadline, CatalogTTL: cfg.CatalogTTL, CatalogTimeout: cfg.CatalogTimeout,
 		ErrorBodyIdle: cfg.Runtime.ErrorBodyIdle, MaxBuffered: cfg.Runtime.MaxBufferedMB << 20,
 		ReservationGrace: cfg.Ledger.ReservationGrace, Metrics: metrics, UserAgent: "rotor/" + f.Version,

@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/rotorhq/rotor/internal/clock"
@@ -12,7 +14,10 @@ import (
 // AccessInfo is what the layers of one request learned about it, for its
 // access log line: the caller (WithCaller) and what the route decided.
 type AccessInfo struct {
-	Client              string
+	Client string
+	// Operation is the route's ledger operation (decisions,
+	// chat.completions, responses, embeddings).
+	Operation           string
 	Pool, Model, Region string
 	Credential          string
 	CredentialDigest    string
@@ -23,6 +28,66 @@ type AccessInfo struct {
 	// not end in a classified rejection (401, 403, a classified 429, an
 	// unsupported endpoint), which no provider bills.
 	Ran bool
+	// Tokens are the counts the request's usage row recorded (Recorded);
+	// nil where unknown.
+	InputTokens, OutputTokens, TotalTokens *int64
+}
+
+// AccessHeader carries a standalone runtime's AccessInfo to the bridge in
+// front of it, as a header when the answer starts and again as a trailer
+// when it ends (a stream's code and tokens are known only then). The
+// runtime sends it only to holders of its token that name a client (a
+// bridge); the bridge reads it into its own access line and removes it.
+const AccessHeader = "X-Rotor-Access"
+
+// Encode is i as an AccessHeader value: URL query syntax, nothing secret
+// (labels, names, counts).
+func (i *AccessInfo) Encode() string {
+	v := url.Values{}
+	for k, s := range map[string]string{"op": i.Operation, "pool": i.Pool, "model": i.Model, "region": i.Region,
+		"cred": i.Credential, "digest": i.CredentialDigest, "code": i.Code} {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	if i.Attempts > 0 {
+		v.Set("attempts", strconv.Itoa(i.Attempts))
+	}
+	if i.Recorded {
+		v.Set("recorded", "1")
+	}
+	for k, n := range map[string]*int64{"in": i.InputTokens, "out": i.OutputTokens, "total": i.TotalTokens} {
+		if n != nil {
+			v.Set(k, strconv.FormatInt(*n, 10))
+		}
+	}
+	return v.Encode()
+}
+
+// Merge fills i from an AccessHeader value; what it lacks or cannot read
+// is left as it is.
+func (i *AccessInfo) Merge(s string) {
+	v, err := url.ParseQuery(s)
+	if err != nil {
+		return
+	}
+	for k, dst := range map[string]*string{"op": &i.Operation, "pool": &i.Pool, "model": &i.Model, "region": &i.Region,
+		"cred": &i.Credential, "digest": &i.CredentialDigest, "code": &i.Code} {
+		if x := v.Get(k); x != "" {
+			*dst = x
+		}
+	}
+	if n, err := strconv.Atoi(v.Get("attempts")); err == nil && n > 0 {
+		i.Attempts = n
+	}
+	if v.Get("recorded") == "1" {
+		i.Recorded = true
+	}
+	for k, dst := range map[string]**int64{"in": &i.InputTokens, "out": &i.OutputTokens, "total": &i.TotalTokens} {
+		if n, err := strconv.ParseInt(v.Get(k), 10, 64); err == nil {
+			*dst = &n
+		}
+	}
 }
 
 type accessKey struct{}
@@ -43,6 +108,18 @@ func AccessInfoFrom(ctx context.Context) *AccessInfo {
 	return &AccessInfo{}
 }
 
+// tokenAttr is a token count of the request's usage row: "unknown" when
+// the row could not read it, and no attribute at all without a row.
+func tokenAttr(key string, n *int64, recorded bool) slog.Attr {
+	switch {
+	case n != nil:
+		return slog.Int64(key, *n)
+	case recorded:
+		return slog.String(key, "unknown")
+	}
+	return slog.Attr{}
+}
+
 // RequestMetrics counts answered requests.
 type RequestMetrics interface {
 	Request(server, route string, status int, code string, d time.Duration)
@@ -50,7 +127,7 @@ type RequestMetrics interface {
 
 // Routes are the paths rotor's servers answer: the access log and the
 // request metrics name them, and count any other path as "other".
-var Routes = map[string]bool{"/v1/decisions": true, "/decisions": true, "/healthz": true, "/metrics": true, "/v1/status": true}
+var Routes = map[string]bool{"/v1/decisions": true, "/decisions": true, "/healthz": true, "/metrics": true, "/v1/status": true, "/v1/admin/reload": true}
 
 // quietRoutes are counted but not logged: probes and scrapes.
 var quietRoutes = map[string]bool{"/healthz": true, "/metrics": true}
@@ -98,11 +175,12 @@ func (a AccessLog) Wrap(h http.Handler) http.Handler {
 		if quietRoutes[route] {
 			return
 		}
-		a.Logger.LogAttrs(r.Context(), slog.LevelInfo, "request",
+		attrs := []slog.Attr{
 			slog.String("server", a.Server),
 			slog.String("request_id", RequestID(r.Context())),
 			slog.String("method", r.Method),
 			slog.String("route", route),
+			slog.String("operation", info.Operation),
 			slog.Int("status", status),
 			slog.String("code", info.Code),
 			slog.String("pool", info.Pool),
@@ -111,8 +189,12 @@ func (a AccessLog) Wrap(h http.Handler) http.Handler {
 			slog.String("credential_digest", info.CredentialDigest),
 			slog.Int("attempts", info.Attempts),
 			slog.String("client", info.Client),
+			tokenAttr("input_tokens", info.InputTokens, info.Recorded),
+			tokenAttr("output_tokens", info.OutputTokens, info.Recorded),
+			tokenAttr("total_tokens", info.TotalTokens, info.Recorded),
 			slog.Int64("duration_ms", d.Milliseconds()),
-		)
+		}
+		a.Logger.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
 	})
 	return Recover(RequestIDs(logged, a.TrustRequestID), a.Logger)
 }

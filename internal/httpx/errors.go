@@ -47,6 +47,10 @@ const (
 	CodeInternal              = "internal_error"
 	CodeClientClosedRequest   = "client_closed_request"
 	CodeServerShutdown        = "server_shutdown"
+	// Reload (POST /v1/admin/reload).
+	CodeAdminOnly       = "admin_only"
+	CodeConfigInvalid   = "config_invalid"
+	CodeRestartRequired = "restart_required"
 )
 
 // Error types, in the style of the OpenAI error shape.
@@ -105,6 +109,9 @@ var Codes = map[string]CodeInfo{
 	CodeInternal:              {http.StatusInternalServerError, TypeServer, "internal error", false},
 	CodeClientClosedRequest:   {499, TypeInvalidRequest, "client closed the request", false},
 	CodeServerShutdown:        {http.StatusServiceUnavailable, TypeAPI, "the server is shutting down; the request was cut after the shutdown grace", false},
+	CodeAdminOnly:             {http.StatusForbidden, TypePermission, "only the home's default client token (bridge.token) may call this route", false},
+	CodeConfigInvalid:         {http.StatusBadRequest, TypeInvalidRequest, "the configuration file does not validate; the running configuration is kept", false},
+	CodeRestartRequired:       {http.StatusConflict, TypeInvalidRequest, "a changed key needs a restart; the running configuration is kept", false},
 }
 
 // Error is an HTTP error in rotor's one JSON shape. Handlers return it (or

@@ -1,0 +1,381 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/rotorhq/rotor/bridge"
+	"github.com/rotorhq/rotor/budgets"
+	"github.com/rotorhq/rotor/config"
+	"github.com/rotorhq/rotor/decisions"
+	"github.com/rotorhq/rotor/gateway"
+	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/internal/httpx"
+	"github.com/rotorhq/rotor/internal/secret"
+	"github.com/rotorhq/rotor/internal/tokenfile"
+	"github.com/rotorhq/rotor/learned"
+	"github.com/rotorhq/rotor/ledger"
+	"github.com/rotorhq/rotor/ledger/learnedstore"
+	"github.com/rotorhq/rotor/pool"
+)
+
+// A reload (SIGHUP, POST /v1/admin/reload) reads rotor.yaml again and,
+// when it validates and changes no restart-only key, builds a new route
+// beside the running one and swaps it in: each request loads the current
+// generation once, at its start, and finishes on it (shared/DESIGN.md,
+// "Reload"). The generations share the cooldown store, the learned state,
+// the budget admitter and the provider client; a credential whose name,
+// pool, base_url, region and key bytes are unchanged keeps its catalog,
+// its legacy rest and its unsupported-endpoint answers.
+
+// credIdentity is what makes a credential the same across a reload.
+type credIdentity struct {
+	pool, baseURL, region string
+	key                   secret.Value
+}
+
+func (a credIdentity) same(b credIdentity) bool {
+	return a.pool == b.pool && a.baseURL == b.baseURL && a.region == b.region && a.key.Equal(b.key)
+}
+
+// generation is one applied configuration and the route built from it.
+type generation struct {
+	n   uint64
+	cfg *config.Config
+	// route and openai are nil without an in-process runtime.
+	route  *decisions.Route
+	openai http.Handler
+	// creds are the usable credentials by name; pools the pools by name.
+	creds map[string]credIdentity
+	pools map[string]*pool.Pool
+}
+
+// routeShared is what every generation of the route shares.
+type routeShared struct {
+	mu       sync.Mutex
+	pstore   *pool.Store
+	lstore   learned.Store
+	admitter *budgets.Admitter
+	client   *http.Client
+	// writeTimeout is the server's, fixed at start (serveOptions).
+	writeTimeout time.Duration
+}
+
+// routeBuild collects one build of the route: the credentials it loads
+// and the pools it makes, against the generation it replaces (prev, nil
+// for the first).
+type routeBuild struct {
+	shared *routeShared
+	prev   *generation
+	creds  map[string]credIdentity
+	pools  map[string]*pool.Pool
+}
+
+func newRouteBuild(shared *routeShared, prev *generation) *routeBuild {
+	if shared == nil {
+		shared = &routeShared{}
+	}
+	return &routeBuild{shared: shared, prev: prev, creds: map[string]credIdentity{}, pools: map[string]*pool.Pool{}}
+}
+
+// add records a usable credential of pool p.
+func (b *routeBuild) add(p string, cr config.Credential, key secret.Value) {
+	b.creds[cr.Name] = credIdentity{pool: p, baseURL: cr.BaseURL, region: cr.Region, key: key}
+}
+
+// keep reports whether credential name is unchanged since the previous
+// generation. Names are unique across pools, and a pool's credentials are
+// added before its pool is built, so it answers for every pool built so far.
+func (b *routeBuild) keep(name string) bool {
+	if b.prev == nil {
+		return false
+	}
+	cur, ok := b.creds[name]
+	old, had := b.prev.creds[name]
+	return ok && had && cur.same(old)
+}
+
+func (b *routeBuild) prevPool(name string) *pool.Pool {
+	if b.prev == nil {
+		return nil
+	}
+	return b.prev.pools[name]
+}
+
+func (b *routeBuild) prevRoute() *decisions.Route {
+	if b.prev == nil {
+		return nil
+	}
+	return b.prev.route
+}
+
+// poolStore is the one cooldown store of the process.
+func (b *routeBuild) poolStore(clk clock.Clock) *pool.Store {
+	s := b.shared
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pstore == nil {
+		s.pstore = pool.NewStore(clk, 0)
+	}
+	return s.pstore
+}
+
+// learnedStore is the one learned-state store of the process
+// (learned_cooldown.storage needs a restart).
+func (b *routeBuild) learnedStore(storage string, store ledger.Ledger) learned.Store {
+	s := b.shared
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lstore == nil {
+		s.lstore = learned.NewMemoryStore(0)
+		if storage == "sqlite" {
+			s.lstore = learnedstore.New(store)
+		}
+	}
+	return s.lstore
+}
+
+// admitter and client are shared so that budgets read once and idle
+// provider connections are not left behind by an old generation.
+func (b *routeBuild) admitter() *budgets.Admitter {
+	s := b.shared
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.admitter == nil {
+		s.admitter = budgets.NewAdmitter()
+		s.client = decisions.NewHTTPClient()
+	}
+	return s.admitter
+}
+
+func (b *routeBuild) client() *http.Client {
+	b.admitter()
+	return b.shared.client
+}
+
+// reloadResult is the answer of POST /v1/admin/reload: the generation now
+// serving and what changed, credentials as pool/name.
+type reloadResult struct {
+	Generation uint64 `json:"generation"`
+	// Runtime is "in-process", or the URL of the standalone runtime that
+	// holds the pools (reload it with SIGHUP).
+	Runtime  string   `json:"runtime"`
+	Added    []string `json:"added"`
+	Removed  []string `json:"removed"`
+	Changed  []string `json:"changed"`
+	Settings []string `json:"settings"`
+}
+
+// reloader holds the generation serving now and makes the next one.
+type reloader struct {
+	f       *Factory
+	store   ledger.Ledger
+	metrics *gateway.Metrics
+	// withRoute is set when this process runs the runtime.
+	withRoute bool
+	shared    *routeShared
+
+	mu  sync.Mutex // one reload at a time
+	cur atomic.Pointer[generation]
+}
+
+func newReloader(f *Factory, cfg *config.Config, store ledger.Ledger, metrics *gateway.Metrics, withRoute bool) *reloader {
+	return &reloader{f: f, store: store, metrics: metrics, withRoute: withRoute,
+		shared: &routeShared{writeTimeout: serveOptions(cfg, f).WriteTimeout}}
+}
+
+// build makes the generation for cfg after prev (nil: the first).
+func (rl *reloader) build(cfg *config.Config, prev *generation) (*generation, error) {
+	g := &generation{n: 1, cfg: cfg}
+	if prev != nil {
+		g.n = prev.n + 1
+	}
+	if !rl.withRoute {
+		return g, nil
+	}
+	b := newRouteBuild(rl.shared, prev)
+	route, err := buildRoute(rl.f, cfg, rl.store, rl.metrics, b)
+	if err != nil {
+		return nil, err
+	}
+	g.route, g.openai, g.creds, g.pools = route, route.OpenAI(), b.creds, b.pools
+	return g, nil
+}
+
+// start builds and serves the first generation.
+func (rl *reloader) start(cfg *config.Config) error {
+	g, err := rl.build(cfg, nil)
+	if err != nil {
+		return err
+	}
+	rl.cur.Store(g)
+	return nil
+}
+
+func (rl *reloader) current() *generation { return rl.cur.Load() }
+
+// decisions and openAI serve each request on the generation current at
+// its start.
+func (rl *reloader) decisions() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { rl.current().route.ServeHTTP(w, r) })
+}
+
+func (rl *reloader) openAI() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { rl.current().openai.ServeHTTP(w, r) })
+}
+
+// statusDocument is GET /v1/status: the route's document and the config
+// generation, which each accepted reload increases.
+type statusDocument struct {
+	decisions.Status
+	ConfigGeneration uint64 `json:"config_generation"`
+}
+
+func (rl *reloader) status(ctx context.Context, version string, list decisions.Budgets) any {
+	g := rl.current()
+	return statusDocument{Status: g.route.StatusDocument(ctx, version, list), ConfigGeneration: g.n}
+}
+
+// reload reads the configuration again and swaps in a new generation. A
+// configuration that does not validate, or that changes a restart-only
+// key, is refused with one log line naming the key and an *httpx.Error;
+// the running generation keeps serving. via names the trigger in the log.
+func (rl *reloader) reload(via string) (*reloadResult, error) {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	log := rl.f.Logger()
+	cur := rl.current()
+	cfg, err := rl.f.freshConfig()
+	if err != nil {
+		key := ""
+		if fe, ok := errors.AsType[*config.FieldError](err); ok {
+			key = fe.Field
+		}
+		log.Error("reload refused: the configuration does not validate; the running one is kept", "via", via, "config_key", key, "error", err)
+		return nil, httpx.NewError(httpx.CodeConfigInvalid).WithParam(key).WithMessage("%v; the running configuration is kept", err)
+	}
+	var settings []string
+	for _, k := range config.Changed(cur.cfg, cfg) {
+		if config.RestartOnly(k) {
+			log.Error("reload refused: the key needs a restart; the running configuration is kept", "via", via, "config_key", k)
+			return nil, httpx.NewError(httpx.CodeRestartRequired).WithParam(k).WithMessage("%s changed: it needs a restart; the running configuration is kept", k)
+		}
+		if k != "pools" {
+			settings = append(settings, k)
+		}
+	}
+	g, err := rl.build(cfg, cur)
+	if err != nil {
+		log.Error("reload failed; the running configuration is kept", "via", via, "error", err)
+		return nil, err
+	}
+	res := diffGenerations(cur, g)
+	res.Settings = settings
+	rl.cur.Store(g)
+	rl.f.setLogLevel(cfg.Log.Level)
+	log.Info("configuration reloaded", "via", via, "generation", g.n, "added", res.Added, "removed", res.Removed, "changed", res.Changed, "settings", res.Settings)
+	return res, nil
+}
+
+// diffGenerations says which credentials (pool/name) a reload added,
+// removed and changed.
+func diffGenerations(old, cur *generation) *reloadResult {
+	res := &reloadResult{Generation: cur.n, Added: []string{}, Removed: []string{}, Changed: []string{}, Settings: []string{}}
+	for name, id := range cur.creds {
+		o, ok := old.creds[name]
+		switch {
+		case !ok:
+			res.Added = append(res.Added, id.pool+"/"+name)
+		case !o.same(id):
+			res.Changed = append(res.Changed, id.pool+"/"+name)
+		}
+	}
+	for name, o := range old.creds {
+		if _, ok := cur.creds[name]; !ok {
+			res.Removed = append(res.Removed, o.pool+"/"+name)
+		}
+	}
+	slices.Sort(res.Added)
+	slices.Sort(res.Removed)
+	slices.Sort(res.Changed)
+	return res
+}
+
+// watchHangup reloads on each SIGHUP until stop is called: a hangup (an
+// SSH session closing, systemd's ExecReload) never stops a server.
+func watchHangup(rl *reloader) (stop func()) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGHUP)
+	quit := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-quit:
+				return
+			case <-ch:
+				_, _ = rl.reload("SIGHUP") // it logs its outcome
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(ch)
+		close(quit)
+		<-done
+	}
+}
+
+// adminReload is the bridge's POST /v1/admin/reload.
+func (rl *reloader) adminReload(runtime string) func(context.Context) (any, error) {
+	return func(context.Context) (any, error) {
+		res, err := rl.reload("POST " + bridge.AdminReloadPath)
+		if err != nil {
+			return nil, err
+		}
+		res.Runtime = runtime
+		return res, nil
+	}
+}
+
+// freshConfig reads the configuration again, as Config did at start (same
+// flags and environment). A fixed factory has no file to read: its Config
+// func is the source, which tests replace.
+func (f *Factory) freshConfig() (*config.Config, error) {
+	if f.v == nil {
+		return f.Config()
+	}
+	return f.loadConfig()
+}
+
+// setLogLevel applies a reloaded log.level to the one logger.
+func (f *Factory) setLogLevel(level string) {
+	var lv slog.Level
+	if lv.UnmarshalText([]byte(level)) == nil {
+		f.logLevel.Set(lv)
+	}
+}
+
+// adminToken is the hash of the home's bridge.token, the one client token
+// that may call the bridge's admin routes.
+func adminToken(f *Factory) ([32]byte, error) {
+	home, err := f.Home()
+	if err != nil {
+		return [32]byte{}, err
+	}
+	tok, err := tokenfile.Read(filepath.Join(home, "bridge.token"))
+	if err != nil {
+		return [32]byte{}, tokenErr(err)
+	}
+	return tok.Hash(), nil
+}
