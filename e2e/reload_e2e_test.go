@@ -85,7 +85,7 @@ type load struct {
 	wg       sync.WaitGroup
 }
 
-func startLoad(t *testing.T, url, tok string, n int) *load {
+func startReloadLoad(t *testing.T, url, tok string, n int) *load {
 	l := &load{t: t, seen: make([]atomic.Int64, n), stop: make(chan struct{})}
 	l.phase.Store(1)
 	client := &http.Client{Timeout: 30 * time.Second}
@@ -191,7 +191,7 @@ func TestReloadUnderLoadSwapsCredentialsWithoutFailedRequests(t *testing.T) {
 		t.Fatalf("first config generation %d, want 1", g)
 	}
 
-	l := startLoad(t, b.url, tok, 4)
+	l := startReloadLoad(t, b.url, tok, 4)
 	waitHitsFor(t, prov, keys["a"], 20, 30*time.Second)
 
 	e.reloadConfig(prov.URL(), ttl, "d", "b", "c")
