@@ -401,13 +401,13 @@ func TestRunMasksThePasswordInAnyError(t *testing.T) {
 		return errors.New("driver said: password Zq9sekrit refused for " + dbURL)
 	}}
 	root.AddCommand(fail)
-	root.SetArgs([]string{"--db", dbURL, "fail"})
-	root.SetErr(errOut)
-	err := root.Execute()
-	msg := maskErr(err, f.dbURL())
-	if strings.Contains(msg.Error(), "Zq9sekrit") || !strings.Contains(msg.Error(), "postgres://alice:xxxxx@127.0.0.1:1/rotor") {
-		t.Errorf("printed %q", msg)
+	if code := runRoot(context.Background(), f, root, []string{"--db", dbURL, "fail"}); code == 0 {
+		t.Errorf("fail exited 0")
 	}
+	if got := errOut.String(); strings.Contains(got, "Zq9sekrit") || !strings.Contains(got, "postgres://alice:xxxxx@127.0.0.1:1/rotor") {
+		t.Errorf("printed %q", got)
+	}
+	errOut.Reset()
 	if code := run(context.Background(), f, []string{"--db", dbURL, "budget", "list"}); code == 0 || strings.Contains(errOut.String(), "Zq9sekrit") {
 		t.Errorf("budget list on an unreachable database: exit %d, stderr %q", code, errOut)
 	}

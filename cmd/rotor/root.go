@@ -20,7 +20,13 @@ func Main(args []string, io *IOStreams) int {
 }
 
 func run(ctx context.Context, f *Factory, args []string) int {
-	root := NewCmdRoot(f)
+	return runRoot(ctx, f, NewCmdRoot(f), args)
+}
+
+// runRoot executes root with args, prints the error it ends with (the
+// database URL's password masked, whatever produced the message) and
+// returns the exit status.
+func runRoot(ctx context.Context, f *Factory, root *cobra.Command, args []string) int {
 	root.SetArgs(args)
 	root.SetOut(f.IO.Out)
 	root.SetErr(f.IO.ErrOut)
