@@ -106,6 +106,11 @@ func Run(t *testing.T, e Engine) {
 		// Rows.
 		{"RowsRoundTripInTimeOrder", testRows},
 		{"WithoutATestClockRowTimesAreTheEnginesNow", testEngineClock},
+		// ledger prune.
+		{"PruneKeepsReportsAndBudgetWindows", testPruneKeepsReads},
+		{"PruneReachInPrunedTimeNeverEarlierInItsMinute", testPruneReach},
+		{"PruneRefusedByCheckChangesNothing", testPruneRefused},
+		{"PruneAdmissionWindowOverPrunedTimeIsExact", testPruneAdmissionWindowSlides},
 		// ledger copy.
 		{"ImportCopiesRowsOnceAndCountsThem", testImport},
 		// Learned state.

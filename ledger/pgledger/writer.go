@@ -327,15 +327,15 @@ func (w *writer) runBatch(ops []*op) ([]error, error) {
 	pb := &pgx.Batch{}
 	pb.Queue("BEGIN")
 	pb.Queue("SELECT pg_advisory_xact_lock($1)", w.s.lockKey)
-	pb.Queue("SELECT value, " + msNow + " FROM meta WHERE key = 'config_version'")
+	pb.Queue("SELECT value, " + msNow + ", " + qPrunedUntil + " FROM meta WHERE key = 'config_version'")
 	br := conn.SendBatch(ctx, pb)
-	var cv int64
+	var cv, prunedUntil int64
 	_, err = br.Exec()
 	if err == nil {
 		_, err = br.Exec()
 	}
 	if err == nil {
-		err = br.QueryRow().Scan(&cv, &b.now)
+		err = br.QueryRow().Scan(&cv, &b.now, &prunedUntil)
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
@@ -354,7 +354,7 @@ func (w *writer) runBatch(ops []*op) ([]error, error) {
 		}
 		w.cfgVer = cv
 	}
-	b.view = &view{ctx: ctx, q: conn, now: nowT, budgets: w.budgets, flush: b.flushAll, pending: b.pendingIn, cache: map[[2]int64]ledger.Totals{}}
+	b.view = &view{ctx: ctx, q: conn, now: nowT, budgets: w.budgets, flush: b.flushAll, pending: b.pendingIn, cache: map[[2]int64]ledger.Totals{}, prunedUntil: prunedUntil}
 	// Reservations first: they are admitted against the ledger as the batch
 	// found it plus the batch's earlier reservations (all of the batch's
 	// ops are concurrent, so any order is one they could have had).
