@@ -556,12 +556,14 @@ also of a budget added later: pruned usage still counts. What is gone is
 the rows themselves: ledger rows, and ledger settle of a pruned request.
 
 Unsettled rows (requests in flight, or left by a rotor that died) are kept,
-so that ledger settle can still resolve them; rows not yet counted in the
-rollups (the last seconds of traffic) are kept too, and the command says
-where it cut. It refuses, exit 2, to cut inside the window of an existing
-budget, naming it: remove the budget, or prune up to its window's start.
+so that ledger settle can still resolve them; on SQLite, rows not yet
+counted in the rollups (the last seconds of traffic) are kept too, and the
+command says where it cut. It refuses, exit 2, to cut inside the window of
+an existing budget, naming it: remove the budget, or prune up to its
+window's start.
 
-It runs while a bridge serves: it deletes in short transactions.`,
+It works alike on a SQLite and a PostgreSQL ledger, and runs while bridges
+serve: it deletes in short transactions.`,
 		Example: `  rotor ledger prune --before 2026-01-01`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -621,7 +623,7 @@ func pruneRun(ctx context.Context, opts *pruneOptions) error {
 	}
 	p, ok := store.(ledger.Pruner)
 	if !ok {
-		return usageErrorf("ledger %s: prune works on a SQLite ledger; this engine does not prune", store.Location())
+		return usageErrorf("ledger %s: this engine does not prune", store.Location())
 	}
 	res, err := p.Prune(ctx, ledger.PruneRequest{Before: opts.Before, Check: pruneCheck(opts.Before)})
 	if err != nil {
