@@ -1,15 +1,21 @@
 package e2e
 
 import (
+	"context"
 	"math"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/rotorhq/rotor/internal/testutil/pgtest"
+	"github.com/rotorhq/rotor/ledger"
+	"github.com/rotorhq/rotor/ledger/pgledger"
 )
 
 // scrape parses a /metrics answer into its families.
@@ -63,8 +69,49 @@ next:
 // to the ledger's rows, budgets with their unit in the name (no used
 // sample while a cost budget fails closed), and the code of 401 and 403
 // refusals. No provider key is ever in it.
+//
+// It runs on both engines: on PostgreSQL the tokens and cost series come
+// from the same settlement hook (OnSettle) as on SQLite.
 func TestMetricsLintAndUsageSeriesMatchTheLedger(t *testing.T) {
-	e := newE2E(t)
+	t.Run("sqlite", func(t *testing.T) {
+		e := newE2E(t)
+		metricsMatchTheLedger(t, e, func() ledgerView { return readLedger(t, e.db()) })
+	})
+	t.Run("postgres", func(t *testing.T) {
+		dbURL, _ := pgtest.Schema(t)
+		e := newE2E(t)
+		e.env = append(e.env, "ROTOR_DB="+dbURL)
+		e.mustRun("ledger", "migrate")
+		metricsMatchTheLedger(t, e, func() ledgerView { return readPGLedger(t, dbURL) })
+	})
+}
+
+// readPGLedger reads the rows of the last day from a PostgreSQL ledger,
+// and the totals budgets read, as readLedger does from a SQLite file.
+func readPGLedger(t *testing.T, dbURL string) ledgerView {
+	t.Helper()
+	ctx := context.Background()
+	s, err := pgledger.Open(ctx, dbURL, pgledger.Options{})
+	if err != nil {
+		t.Fatalf("open ledger: %v", err)
+	}
+	defer s.Close()
+	var v ledgerView
+	now := time.Now()
+	if v.rows, err = s.Rows(ctx, now.Add(-24*time.Hour), now.Add(time.Hour), 0); err != nil {
+		t.Fatalf("rows: %v", err)
+	}
+	if err := s.View(ctx, func(r ledger.WindowReader) error {
+		var err error
+		v.totals, err = r.Totals(ledger.Window{From: now.Add(-24 * time.Hour), To: now.Add(time.Hour)})
+		return err
+	}); err != nil {
+		t.Fatalf("totals: %v", err)
+	}
+	return v
+}
+
+func metricsMatchTheLedger(t *testing.T, e *e2e, read func() ledgerView) {
 	prov, keys := e.provider("")
 	for _, k := range keys {
 		prov.SetCatalog(k, "decide-mini", "gpt-4o-mini")
@@ -115,7 +162,7 @@ func TestMetricsLintAndUsageSeriesMatchTheLedger(t *testing.T) {
 		t.Errorf("rotor_build_info lacks its labels:\n%s", grepLines(body, "rotor_build_info"))
 	}
 
-	v := readLedger(t, e.db())
+	v := read()
 	type sums struct{ input, output, cached, reasoning, cost float64 }
 	want := map[string]*sums{}
 	credOK := map[string]float64{}

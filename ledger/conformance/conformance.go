@@ -85,6 +85,7 @@ func Run(t *testing.T, e Engine) {
 		{"UnreadableUsageIsUnknownNeverZero", testNullUsage},
 		{"CostBudgetFailsClosedOnUnknownCostUntilItLeaves", testCostFailClosed},
 		{"CostBudgetRefusesDecisionsAndUnpricedModels", testCostPolicy},
+		{"OnSettleTellsEachCommittedSettlementAsItsRow", testOnSettle},
 		// Reports.
 		{"ReportGroupsMatchRawRows", testReportGroups},
 		{"ReportShowsUnknownTokensAndCostAsUnknown", testReportUnknown},

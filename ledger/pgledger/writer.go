@@ -292,6 +292,8 @@ type batch struct {
 	opened    map[string]openRow
 	closed    []string
 	errs      []error
+	// settled are the rows settled by this batch, for Store.OnSettle.
+	settled []ledger.Settled
 }
 
 // pendingStmt is a row statement queued for the next flush. Its effect
@@ -395,6 +397,11 @@ func (w *writer) runBatch(ops []*op) ([]error, error) {
 	w.lastWindows, w.lastNow = b.lastWindows(), b.now
 	if w.onCommit != nil {
 		w.onCommit(len(ops), time.Since(began))
+	}
+	if fn := w.s.onSettle.Load(); fn != nil {
+		for _, x := range b.settled {
+			(*fn)(x)
+		}
 	}
 	for id, r := range b.opened {
 		w.open[id] = r
@@ -674,6 +681,9 @@ func (b *batch) settleRow(i int, s ledger.Settlement) error {
 	b.addRow(r.ts, nd, sd)
 	delete(b.opened, s.RequestID)
 	b.closed = append(b.closed, s.RequestID)
+	if b.w.s.onSettle.Load() != nil {
+		b.settled = append(b.settled, ledger.Settled{Operation: r.dim.operation, Settlement: s})
+	}
 	return nil
 }
 
