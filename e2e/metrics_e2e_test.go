@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"math"
 	"regexp"
 	"strings"
@@ -239,6 +240,33 @@ func metricsMatchTheLedger(t *testing.T, e *e2e, read func() ledgerView) {
 	}
 	if got := sample(mfs, "rotor_budget_state", map[string]string{"name": "spend", "state": "fail-closed"}); got == nil || *got != 1 {
 		t.Errorf("spend is not fail-closed on /metrics: %v", got)
+	}
+
+	// /v1/status says the same: a fail-closed budget's used and remaining
+	// are null (unknown), as budget list --format json has them; the
+	// tokens budget keeps its numbers.
+	var st struct {
+		Budgets []map[string]any `json:"budgets"`
+	}
+	r := call(t, "GET", b.url+"/v1/status", tok, "")
+	if err := json.Unmarshal([]byte(r.body), &st); r.status != 200 || err != nil {
+		t.Fatalf("/v1/status: %d %v %s", r.status, err, r.body)
+	}
+	for _, bs := range st.Budgets {
+		switch bs["name"] {
+		case "spend":
+			if used, ok := bs["used"]; !ok || used != nil || bs["remaining"] != nil || bs["state"] != "fail-closed" {
+				t.Errorf("/v1/status spend = %v, want used and remaining null while it fails closed", bs)
+			}
+		case "tok":
+			if bs["used"] != float64(v.totals.Tokens) {
+				t.Errorf("/v1/status tok = %v, want used %d", bs, v.totals.Tokens)
+			}
+		}
+	}
+	list := e.mustRun("budget", "list", "--format", "json").stdout
+	if !strings.Contains(list, `"used": null`) && !strings.Contains(list, `"used":null`) {
+		t.Errorf("budget list --format json: %s; want spend's used null, as /v1/status has it", list)
 	}
 }
 

@@ -49,7 +49,9 @@ http://<bridge.listen>.
 --format table prints a credentials table and a budgets table; csv prints the
 credentials table with a header row; json prints the bridge's status document
 as it is: one object (not an array of rows) with version, time, pools (each
-with its credentials, cooldowns and catalogs) and budgets.`,
+with its credentials, cooldowns and catalogs) and budgets. A budget that
+fails closed has used and remaining null there (unknown in the table), as
+budget list has them.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(opts.Format); err != nil {
@@ -173,9 +175,9 @@ func statusRun(ctx context.Context, opts *statusOptions) error {
 	}
 	bud := records{Columns: []string{"budget", "kind", "window", "used", "limit", "state", "frees_at"}}
 	for _, b := range st.Budgets {
-		used := intCell(b.Used)
-		if b.State == string(budgets.StateFailClosed) {
-			used = unknownCell // usage of unknown cost in its window, as budget list says
+		used := unknownCell // null: usage of unknown cost in its window, as budget list says
+		if b.Used != nil && b.State != string(budgets.StateFailClosed) {
+			used = intCell(*b.Used)
 		}
 		bud.Rows = append(bud.Rows, []cell{textCell(b.Name), textCell(b.Kind), textCell(b.Window), used, intCell(b.Limit), textCell(b.State), textCell(ts(b.FreesAt))})
 	}
