@@ -74,8 +74,8 @@ type bridgeTarget struct {
 // reload both do: --url (flag), else the url in <home>/bridge.json, else
 // http://<bridge.listen>; and the client token, ROTOR_TOKEN or
 // bridge.token.
-func findBridge(config func() (*config.Config, error), home func() (string, error), lookupEnv func(string) (string, bool), flag string) (*bridgeTarget, error) {
-	cfg, err := config()
+func findBridge(loadConfig func() (*config.Config, error), home func() (string, error), lookupEnv func(string) (string, bool), flag string) (*bridgeTarget, error) {
+	cfg, err := loadConfig()
 	if err != nil {
 		return nil, err
 	}
