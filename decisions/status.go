@@ -34,12 +34,15 @@ type CatalogStatus struct {
 
 // BudgetStatus is a budget's state.
 type BudgetStatus struct {
-	Name      string    `json:"name"`
-	Kind      string    `json:"kind"`
-	Window    string    `json:"window"`
-	Limit     int64     `json:"limit"`
-	Used      int64     `json:"used"`
-	Remaining int64     `json:"remaining"`
+	Name   string `json:"name"`
+	Kind   string `json:"kind"`
+	Window string `json:"window"`
+	Limit  int64  `json:"limit"`
+	// Used and Remaining are null while the budget fails closed: its
+	// window holds usage of unknown cost, so the sum of the known rows is
+	// not what was spent (as budget list --format json says).
+	Used      *int64    `json:"used"`
+	Remaining *int64    `json:"remaining"`
 	Unknown   int64     `json:"unknown_rows"`
 	State     string    `json:"state"`
 	FreesAt   time.Time `json:"frees_at,omitzero"`
@@ -72,8 +75,13 @@ func (rt *Route) StatusDocument(ctx context.Context, version string, list Budget
 			st.BudgetError = "budgets unavailable"
 		}
 		for _, b := range bs {
-			st.Budgets = append(st.Budgets, BudgetStatus{Name: b.Name, Kind: string(b.Kind), Window: b.Window.String(), Limit: b.Limit,
-				Used: b.Used, Remaining: b.Remaining(), Unknown: b.UnknownRows, State: string(b.State), FreesAt: b.FreesAt})
+			bst := BudgetStatus{Name: b.Name, Kind: string(b.Kind), Window: b.Window.String(), Limit: b.Limit,
+				Unknown: b.UnknownRows, State: string(b.State), FreesAt: b.FreesAt}
+			if b.State != budgets.StateFailClosed {
+				used, remaining := b.Used, b.Remaining()
+				bst.Used, bst.Remaining = &used, &remaining
+			}
+			st.Budgets = append(st.Budgets, bst)
 		}
 	}
 	return st

@@ -34,7 +34,56 @@ func TestStatusDocument(t *testing.T) {
 		len(back.Pools[0].Catalogs) != 2 || !back.Pools[0].Catalogs[0].Fresh {
 		t.Errorf("status pools = %s", raw)
 	}
-	if len(back.Budgets) != 1 || back.Budgets[0].Name != "reqs" || back.Budgets[0].Used != 1 || back.Budgets[0].State != string(budgets.StateOK) || back.BudgetError != "" {
+	if len(back.Budgets) != 1 || back.Budgets[0].Name != "reqs" || back.Budgets[0].Used == nil || *back.Budgets[0].Used != 1 ||
+		back.Budgets[0].Remaining == nil || *back.Budgets[0].Remaining != 9 || back.Budgets[0].State != string(budgets.StateOK) || back.BudgetError != "" {
 		t.Errorf("status budgets = %s", raw)
+	}
+}
+
+// A budget failing closed has used and remaining null in the document, as
+// budget list --format json has them: the window holds usage of unknown
+// cost (the decision's), so the sum of the known rows is not what was
+// spent. The other budgets keep their numbers.
+func TestStatusDocumentFailClosedUsedIsNull(t *testing.T) {
+	h := newHarness(t, opts{})
+	if r := h.post(`{"model":"api/decide-mini","input":"x","question":{"type":"predicate"}}`); r.status != 200 {
+		t.Fatalf("decision = %d %s", r.status, r.body)
+	}
+	for _, b := range []budgets.Budget{
+		{Name: "spend", Kind: budgets.KindCost, Limit: 5_000_000, Window: budgets.Window{Rolling: time.Hour}, CreatedAt: t0},
+		{Name: "reqs", Kind: budgets.KindRequests, Limit: 10, Window: budgets.Window{Rolling: time.Hour}, CreatedAt: t0},
+	} {
+		if err := h.store.PutBudget(context.Background(), b.Record(), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw, err := json.Marshal(h.router.StatusDocument(context.Background(), "test", BudgetLister(h.store)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Budgets []map[string]any `json:"budgets"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]map[string]any{}
+	for _, b := range doc.Budgets {
+		got[b["name"].(string)] = b
+	}
+	spend, reqs := got["spend"], got["reqs"]
+	if spend == nil || spend["state"] != string(budgets.StateFailClosed) {
+		t.Fatalf("spend = %v, want fail-closed (status %s)", spend, raw)
+	}
+	for _, k := range []string{"used", "remaining"} {
+		if v, ok := spend[k]; !ok || v != nil {
+			t.Errorf("fail-closed spend: %s = %v (present %v), want null", k, v, ok)
+		}
+	}
+	if spend["unknown_rows"] != float64(1) || spend["limit"] != float64(5_000_000) {
+		t.Errorf("fail-closed spend = %v, want its limit and 1 unknown row", spend)
+	}
+	if reqs == nil || reqs["used"] != float64(1) || reqs["remaining"] != float64(9) {
+		t.Errorf("reqs = %v, want used 1, remaining 9", reqs)
 	}
 }

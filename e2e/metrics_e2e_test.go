@@ -1,15 +1,22 @@
 package e2e
 
 import (
+	"context"
+	"encoding/json"
 	"math"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/rotorhq/rotor/internal/testutil/pgtest"
+	"github.com/rotorhq/rotor/ledger"
+	"github.com/rotorhq/rotor/ledger/pgledger"
 )
 
 // scrape parses a /metrics answer into its families.
@@ -63,8 +70,49 @@ next:
 // to the ledger's rows, budgets with their unit in the name (no used
 // sample while a cost budget fails closed), and the code of 401 and 403
 // refusals. No provider key is ever in it.
+//
+// It runs on both engines: on PostgreSQL the tokens and cost series come
+// from the same settlement hook (OnSettle) as on SQLite.
 func TestMetricsLintAndUsageSeriesMatchTheLedger(t *testing.T) {
-	e := newE2E(t)
+	t.Run("sqlite", func(t *testing.T) {
+		e := newE2E(t)
+		metricsMatchTheLedger(t, e, func() ledgerView { return readLedger(t, e.db()) })
+	})
+	t.Run("postgres", func(t *testing.T) {
+		dbURL, _ := pgtest.Schema(t)
+		e := newE2E(t)
+		e.env = append(e.env, "ROTOR_DB="+dbURL)
+		e.mustRun("ledger", "migrate")
+		metricsMatchTheLedger(t, e, func() ledgerView { return readPGLedger(t, dbURL) })
+	})
+}
+
+// readPGLedger reads the rows of the last day from a PostgreSQL ledger,
+// and the totals budgets read, as readLedger does from a SQLite file.
+func readPGLedger(t *testing.T, dbURL string) ledgerView {
+	t.Helper()
+	ctx := context.Background()
+	s, err := pgledger.Open(ctx, dbURL, pgledger.Options{})
+	if err != nil {
+		t.Fatalf("open ledger: %v", err)
+	}
+	defer s.Close()
+	var v ledgerView
+	now := time.Now()
+	if v.rows, err = s.Rows(ctx, now.Add(-24*time.Hour), now.Add(time.Hour), 0); err != nil {
+		t.Fatalf("rows: %v", err)
+	}
+	if err := s.View(ctx, func(r ledger.WindowReader) error {
+		var err error
+		v.totals, err = r.Totals(ledger.Window{From: now.Add(-24 * time.Hour), To: now.Add(time.Hour)})
+		return err
+	}); err != nil {
+		t.Fatalf("totals: %v", err)
+	}
+	return v
+}
+
+func metricsMatchTheLedger(t *testing.T, e *e2e, read func() ledgerView) {
 	prov, keys := e.provider("")
 	for _, k := range keys {
 		prov.SetCatalog(k, "decide-mini", "gpt-4o-mini")
@@ -115,7 +163,7 @@ func TestMetricsLintAndUsageSeriesMatchTheLedger(t *testing.T) {
 		t.Errorf("rotor_build_info lacks its labels:\n%s", grepLines(body, "rotor_build_info"))
 	}
 
-	v := readLedger(t, e.db())
+	v := read()
 	type sums struct{ input, output, cached, reasoning, cost float64 }
 	want := map[string]*sums{}
 	credOK := map[string]float64{}
@@ -192,6 +240,33 @@ func TestMetricsLintAndUsageSeriesMatchTheLedger(t *testing.T) {
 	}
 	if got := sample(mfs, "rotor_budget_state", map[string]string{"name": "spend", "state": "fail-closed"}); got == nil || *got != 1 {
 		t.Errorf("spend is not fail-closed on /metrics: %v", got)
+	}
+
+	// /v1/status says the same: a fail-closed budget's used and remaining
+	// are null (unknown), as budget list --format json has them; the
+	// tokens budget keeps its numbers.
+	var st struct {
+		Budgets []map[string]any `json:"budgets"`
+	}
+	r := call(t, "GET", b.url+"/v1/status", tok, "")
+	if err := json.Unmarshal([]byte(r.body), &st); r.status != 200 || err != nil {
+		t.Fatalf("/v1/status: %d %v %s", r.status, err, r.body)
+	}
+	for _, bs := range st.Budgets {
+		switch bs["name"] {
+		case "spend":
+			if used, ok := bs["used"]; !ok || used != nil || bs["remaining"] != nil || bs["state"] != "fail-closed" {
+				t.Errorf("/v1/status spend = %v, want used and remaining null while it fails closed", bs)
+			}
+		case "tok":
+			if bs["used"] != float64(v.totals.Tokens) {
+				t.Errorf("/v1/status tok = %v, want used %d", bs, v.totals.Tokens)
+			}
+		}
+	}
+	list := e.mustRun("budget", "list", "--format", "json").stdout
+	if !strings.Contains(list, `"used": null`) && !strings.Contains(list, `"used":null`) {
+		t.Errorf("budget list --format json: %s; want spend's used null, as /v1/status has it", list)
 	}
 }
 

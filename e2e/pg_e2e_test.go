@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -604,4 +605,95 @@ func TestBenchLedgerQuickRunsBothEngines(t *testing.T) {
 			t.Errorf("pg_vs_sqlite_%s is not a ratio in %q", k, last)
 		}
 	}
+}
+
+// rotor ledger prune on a PostgreSQL ledger, beside a running bridge, works
+// as on SQLite (issue 18 item 5; DESIGN: "prune works alike"): refused,
+// naming the budget, inside a budget's window; then the day reports are
+// the same before and after, the pruned rows are gone, a budget added
+// later still counts the pruned usage, and the bridge keeps admitting.
+func TestPostgresLedgerPruneKeepsDayReportsBesideABridge(t *testing.T) {
+	tm := newPGTeam(t, 1, "")
+	ctx := context.Background()
+	today := time.Now().UTC().Truncate(24 * time.Hour)
+	// Old usage, written at its own times by a handle on a fixed clock.
+	seeded := 0
+	for d := 10; d >= 6; d-- {
+		at := today.AddDate(0, 0, -d).Add(7*time.Hour + 13*time.Minute + 17*time.Second)
+		s, err := pgledger.Open(ctx, tm.base, pgledger.Options{Clock: fixedClock(at)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 + d {
+			id := fmt.Sprintf("seed-%d-%d", d, i)
+			if err := s.Reserve(ctx, ledger.Reservation{RequestID: id, Operation: "decisions", Pool: "api", Model: "decide-mini", Client: "default"}, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Settle(ctx, ledger.Settlement{RequestID: id, Model: "decide-mini", Credential: []string{"team-a", "team-b"}[i%2], Status: 200,
+				InputTokens: ledger.Known(7), OutputTokens: ledger.Known(3), TotalTokens: ledger.Known(10)}); err != nil {
+				t.Fatal(err)
+			}
+			seeded++
+		}
+		s.Close()
+	}
+	b := tm.start(0)
+	tok := tm.homes[0].token()
+	if r, err := decide(ctx, b.url, tok); err != nil || r.status != 200 {
+		t.Fatalf("decision before prune: %v %+v", err, r)
+	}
+	day := func(t time.Time) string { return t.Format("2006-01-02") }
+	report := []string{"ledger", "report", "--by", "day,credential,status", "--from", day(today.AddDate(0, 0, -11)), "--to", day(today.AddDate(0, 0, 1)), "--format", "json"}
+	before := tm.run(0, report...).stdout
+
+	cut := day(today.AddDate(0, 0, -6))
+	tm.run(0, "budget", "add", "--tokens", "100000", "--window", "7d", "--name", "weekly")
+	r := tm.homes[0].run("ledger", "prune", "--before", cut)
+	tm.mu.Lock()
+	tm.outs = append(tm.outs, r.stdout, r.stderr)
+	tm.mu.Unlock()
+	if r.code != 2 || !strings.Contains(r.stderr, "budget weekly") {
+		t.Errorf("prune inside weekly's window: exit %d %q, want 2 naming budget weekly", r.code, r.stderr)
+	}
+	tm.run(0, "budget", "remove", "weekly")
+	out := tm.run(0, "ledger", "prune", "--before", cut).stdout
+	if want := fmt.Sprintf("pruned %d usage rows before %s", seeded-(3+6), cut); !strings.Contains(out, want) || !strings.Contains(out, "kept the rollups") ||
+		!strings.Contains(out, pgledger.MaskURL(tm.url)) {
+		t.Errorf("prune said %q, want %q, the rollups kept and the masked URL", out, want)
+	}
+	if got := tm.run(0, report...).stdout; !equalJSON(t, got, before) {
+		t.Errorf("day report after prune:\n%s\nbefore:\n%s", got, before)
+	}
+	rows := parseJSON(t, tm.run(0, "ledger", "rows", "--from", day(today.AddDate(0, 0, -11)), "--to", cut, "--format", "json").stdout)
+	if len(rows) != 0 {
+		t.Errorf("rows before the cut after prune: %d, want none", len(rows))
+	}
+	// A budget added later counts the pruned usage, read from the
+	// rollups, and the bridge admits against it.
+	tm.run(0, "budget", "add", "--requests", "100000", "--window", "30d", "--name", "month")
+	if r, err := decide(ctx, b.url, tok); err != nil || r.status != 200 {
+		t.Fatalf("decision after prune: %v %+v", err, r)
+	}
+	var month map[string]any
+	for _, bs := range parseJSON(t, tm.run(0, "budget", "list", "--format", "json").stdout) {
+		if bs["name"] == "month" {
+			month = bs
+		}
+	}
+	if month == nil || month["used"] != float64(seeded+2) {
+		t.Errorf("budget month added after prune: %v, want used %d (the seeded rows and the 2 decisions)", month, seeded+2)
+	}
+}
+
+// equalJSON reports whether two JSON documents hold the same values.
+func equalJSON(t *testing.T, a, b string) bool {
+	t.Helper()
+	var x, y any
+	if err := json.Unmarshal([]byte(a), &x); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, a)
+	}
+	if err := json.Unmarshal([]byte(b), &y); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, b)
+	}
+	return reflect.DeepEqual(x, y)
 }

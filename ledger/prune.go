@@ -41,8 +41,9 @@ type PruneResult struct {
 	// Deleted counts the rows deleted.
 	Deleted int64
 	// Until is the cut applied: Before, or earlier when rows before
-	// Before were not yet folded into the rollups (a whole hour at or
-	// before the fold frontier).
+	// Before were not yet folded into the rollups (SQLite: a whole hour
+	// at or before the fold frontier; PostgreSQL folds every row as it is
+	// written, so only a Before later than the ledger's now moves it).
 	Until time.Time
 	// KeptUnsettled counts the unsettled rows before Until that were
 	// kept.
@@ -50,7 +51,8 @@ type PruneResult struct {
 }
 
 // Pruner deletes old usage rows while keeping every read over them
-// answered from rollups. The SQLite Store implements it.
+// answered from rollups. The SQLite Store and the PostgreSQL one
+// (ledger/pgledger) implement it; the conformance suite tests both.
 type Pruner interface {
 	Prune(ctx context.Context, req PruneRequest) (PruneResult, error)
 }

@@ -12,6 +12,11 @@ import (
 	"github.com/rotorhq/rotor/internal/clock"
 )
 
+// What prune keeps (reports, budget windows, Reach, a refused prune, the
+// writer's windows over pruned time) is tested on both engines by the
+// conformance suite (ledger/conformance/prune.go); the tests here are the
+// SQLite ledger's own: its fold frontier, backup and RowByID.
+
 // pruneLedger writes five days of traffic from day0 (models, credentials,
 // statuses, unknown tokens, one reservation never settled), then moves the
 // clock to day 6 and writes once more so that the fold catches up.
@@ -49,110 +54,6 @@ func pruneLedger(t *testing.T) (*Store, *clock.Fake, time.Time) {
 	return s, clk, day0
 }
 
-// pruneReads is every read over the ledger that must not change when rows
-// are pruned: reports by day (and finer), and budget windows.
-type pruneReads struct {
-	reports [][]ReportRow
-	totals  []Totals
-	// through the writer, as admission reads a budget added later
-	admitted Totals
-}
-
-// edgeOf returns a time just before a row of day 1 late in its minute: a
-// window starting there reads that minute's rows raw (rawTotals), which
-// pruning deletes.
-func edgeOf(t *testing.T, s *Store, day0 time.Time) time.Time {
-	t.Helper()
-	for _, r := range mustRows(t, s, day0.Add(24*time.Hour), day0.Add(2*24*time.Hour)) {
-		if r.Time.Second() >= 31 {
-			return r.Time.Add(-time.Millisecond)
-		}
-	}
-	t.Fatal("no row late in its minute on day 1")
-	return time.Time{}
-}
-
-func readAll(t *testing.T, s *Store, day0, now, edge time.Time) pruneReads {
-	t.Helper()
-	var r pruneReads
-	for _, q := range []ReportQuery{
-		{From: day0, To: day0.Add(6 * 24 * time.Hour), By: []string{KeyDay}},
-		{From: day0, To: day0.Add(7 * 24 * time.Hour), By: []string{KeyModel, KeyDay, KeyStatus}},
-		{From: day0.Add(24 * time.Hour), To: day0.Add(3 * 24 * time.Hour), By: []string{KeyCredential, KeyClient}},
-	} {
-		rows, err := s.Report(ctx, q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.reports = append(r.reports, rows)
-	}
-	end := now.Add(time.Millisecond)
-	for _, from := range []time.Time{day0, day0.Add(30*time.Hour + 7*time.Minute), day0.Add(2*24*time.Hour - 3*time.Minute), day0.Add(4 * 24 * time.Hour), edge} {
-		r.totals = append(r.totals, viewTotals(t, s, Window{from, end}))
-	}
-	// A budget added later: the writer reads its window, over pruned
-	// time, at admission.
-	err := s.Reserve(ctx, Reservation{RequestID: fmt.Sprint("probe-", now.UnixNano()), Operation: "decisions", Expires: now.Add(time.Minute)},
-		AdmitFunc(func(w WindowReader, _ Reservation) error {
-			var err error
-			r.admitted, err = w.Totals(Window{edge, end})
-			if err != nil {
-				return err
-			}
-			return errors.New("probe only")
-		}))
-	if err == nil || err.Error() != "probe only" {
-		t.Fatalf("probe admission: %v", err)
-	}
-	return r
-}
-
-func TestPruneKeepsReportsAndBudgetWindows(t *testing.T) {
-	s, clk, day0 := pruneLedger(t)
-	edge := edgeOf(t, s, day0)
-	before := readAll(t, s, day0, clk.Now(), edge)
-	// A report whose range starts inside pruned time counts that whole
-	// hour (the rollups' bucket there).
-	edgeQ := ReportQuery{From: edge, To: day0.Add(4 * 24 * time.Hour), By: []string{KeyDay, KeyModel}}
-	wantEdge, err := s.Report(ctx, ReportQuery{From: edge.Truncate(time.Hour), To: edgeQ.To, By: edgeQ.By})
-	if err != nil {
-		t.Fatal(err)
-	}
-	all, _ := s.Rows(ctx, day0, clk.Now().Add(time.Millisecond), 0)
-
-	cut := day0.Add(3 * 24 * time.Hour)
-	res, err := s.Prune(ctx, PruneRequest{Before: cut})
-	if err != nil {
-		t.Fatal(err)
-	}
-	left, _ := s.Rows(ctx, day0, cut, 0)
-	if res.Deleted == 0 || !res.Until.Equal(cut) || res.KeptUnsettled != 1 || len(left) != 1 || left[0].RequestID != "r7" {
-		t.Fatalf("Prune = %+v, rows left before the cut %v: want every settled row before %v deleted and r7 (unsettled) kept", res, left, cut)
-	}
-	if got := len(all) - int(res.Deleted); got != len(mustRows(t, s, day0, clk.Now().Add(time.Millisecond))) {
-		t.Errorf("rows after prune: %d deleted of %d, but the ledger holds another count", res.Deleted, len(all))
-	}
-	after := readAll(t, s, day0, clk.Now(), edge)
-	if got, err := s.Report(ctx, edgeQ); err != nil || !reflect.DeepEqual(got, wantEdge) {
-		t.Errorf("report from %v inside pruned time = %+v, %v; want its whole hour's %+v", edge, got, err, wantEdge)
-	}
-	if !reflect.DeepEqual(before.reports, after.reports) {
-		t.Errorf("reports changed by prune:\nbefore %+v\nafter  %+v", before.reports, after.reports)
-	}
-	if !reflect.DeepEqual(before.totals, after.totals) {
-		t.Errorf("window totals changed by prune:\nbefore %+v\nafter  %+v", before.totals, after.totals)
-	}
-	if before.admitted != after.admitted || after.admitted.Requests == 0 {
-		t.Errorf("a 30-day window read at admission: %+v before prune, %+v after", before.admitted, after.admitted)
-	}
-
-	// A second Open (another process) reads the same.
-	again := openAt(t, s.path, clk)
-	if got := readAll(t, again, day0, clk.Now(), edge); !reflect.DeepEqual(before.reports, got.reports) || !reflect.DeepEqual(before.totals, got.totals) {
-		t.Errorf("another process reads other numbers after prune")
-	}
-}
-
 func mustRows(t *testing.T, s *Store, from, to time.Time) []Row {
 	t.Helper()
 	rows, err := s.Rows(ctx, from, to, 0)
@@ -160,77 +61,6 @@ func mustRows(t *testing.T, s *Store, from, to time.Time) []Row {
 		t.Fatal(err)
 	}
 	return rows
-}
-
-// Reach and NewestUnknownCost over pruned time answer from the minutes:
-// never earlier than the row that was there, and in its minute.
-func TestPruneReachInPrunedTimeNeverEarlier(t *testing.T) {
-	s, clk, day0 := pruneLedger(t)
-	w := Window{day0, clk.Now().Add(time.Millisecond)}
-	type answer struct {
-		at time.Time
-		ok bool
-	}
-	read := func() (reach []answer, newest answer) {
-		err := s.View(ctx, func(r WindowReader) error {
-			for _, need := range []int64{1, 17, 150, 900, 1e9} {
-				at, ok, err := r.Reach(w, MeasureRequests, need)
-				if err != nil {
-					return err
-				}
-				reach = append(reach, answer{at, ok})
-			}
-			at, ok, err := r.NewestUnknownCost(Window{day0, day0.Add(2 * 24 * time.Hour)})
-			newest = answer{at, ok}
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return reach, newest
-	}
-	wantReach, wantNewest := read()
-	if _, err := s.Prune(ctx, PruneRequest{Before: day0.Add(3 * 24 * time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
-	gotReach, gotNewest := read()
-	inMinute := func(got, want answer) bool {
-		return got.ok == want.ok && (!got.ok || !got.at.Before(want.at) && got.at.Truncate(time.Minute).Equal(want.at.Truncate(time.Minute)))
-	}
-	for i := range wantReach {
-		if !inMinute(gotReach[i], wantReach[i]) {
-			t.Errorf("Reach #%d after prune = %v, want %v or later in its minute", i, gotReach[i], wantReach[i])
-		}
-	}
-	if !inMinute(gotNewest, wantNewest) || !wantNewest.ok {
-		t.Errorf("NewestUnknownCost after prune = %v, want %v or later in its minute", gotNewest, wantNewest)
-	}
-}
-
-func TestPruneRefusedByCheckChangesNothing(t *testing.T) {
-	s, clk, day0 := pruneLedger(t)
-	if err := s.PutBudget(ctx, BudgetRecord{Name: "weekly", Kind: "requests", Limit: 5, Window: "7d", CreatedAt: clk.Now()}, false); err != nil {
-		t.Fatal(err)
-	}
-	n := len(mustRows(t, s, day0, clk.Now().Add(time.Millisecond)))
-	refuse := errors.New("inside weekly")
-	var saw []BudgetRecord
-	_, err := s.Prune(ctx, PruneRequest{Before: day0.Add(3 * 24 * time.Hour), Check: func(now time.Time, bs []BudgetRecord) error {
-		saw = bs
-		if !now.Equal(clk.Now()) {
-			t.Errorf("Check called at %v, want the ledger's clock %v", now, clk.Now())
-		}
-		return refuse
-	}})
-	if !errors.Is(err, refuse) || len(saw) != 1 || saw[0].Name != "weekly" {
-		t.Fatalf("Prune = %v (Check saw %v), want the Check's refusal after seeing budget weekly", err, saw)
-	}
-	if got := len(mustRows(t, s, day0, clk.Now().Add(time.Millisecond))); got != n {
-		t.Errorf("refused prune deleted %d rows", n-got)
-	}
-	if p, _ := s.PrunedUntil(ctx); !p.IsZero() {
-		t.Errorf("refused prune moved the prune frontier to %v", p)
-	}
 }
 
 // Rows not yet folded into the rollups are kept: the cut moves back to
@@ -292,37 +122,5 @@ func TestRowByID(t *testing.T) {
 	}
 	if _, ok, err := s.RowByID(ctx, "nope"); ok || err != nil {
 		t.Errorf("RowByID(nope) = %v %v, want not found", ok, err)
-	}
-}
-
-// The writer's window cache slides a window by subtracting the rows that
-// left it; in pruned time those rows are gone, so a window starting there
-// must be read from the rollups each time, not slid.
-func TestPruneWriterWindowOverPrunedTimeSlidesExactly(t *testing.T) {
-	s, clk, day0 := pruneLedger(t)
-	if _, err := s.Prune(ctx, PruneRequest{Before: day0.Add(3 * 24 * time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
-	span := clk.Now().Sub(day0.Add(36 * time.Hour))
-	for i := 0; i < 4; i++ {
-		now := clk.Now()
-		w := Window{now.Add(-span), now.Add(time.Millisecond)}
-		var admitted Totals
-		err := s.Reserve(ctx, Reservation{RequestID: fmt.Sprint("slide-", i), Operation: "decisions", Expires: now.Add(time.Minute)},
-			AdmitFunc(func(r WindowReader, _ Reservation) error {
-				var err error
-				admitted, err = r.Totals(w)
-				if err == nil {
-					err = errors.New("probe only")
-				}
-				return err
-			}))
-		if err == nil || err.Error() != "probe only" {
-			t.Fatalf("probe %d: %v", i, err)
-		}
-		if want := viewTotals(t, s, w); admitted != want {
-			t.Errorf("probe %d: the writer reads %+v over pruned time, a fresh view %+v", i, admitted, want)
-		}
-		clk.Advance(20 * time.Minute)
 	}
 }

@@ -1,10 +1,19 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
+
+	"github.com/rotorhq/rotor/config"
+	"github.com/rotorhq/rotor/internal/secret"
+	"github.com/rotorhq/rotor/internal/tokenfile"
 )
 
 // bridgeFileName is the file in the home folder where a running bridge
@@ -51,4 +60,88 @@ func readBridgeRecord(home string) (bridgeRecord, error) {
 		return bridgeRecord{}, fmt.Errorf("%s is not a bridge record; remove it, or pass --url", path)
 	}
 	return rec, nil
+}
+
+// bridgeTarget is the running bridge a command asks (rotor status, rotor
+// bridge reload): its URL, where that URL came from, and the client token.
+type bridgeTarget struct {
+	url   string // without a trailing slash
+	from  string // " (from ...)", for the error when nothing answers
+	token secret.Value
+}
+
+// findBridge finds the bridge to ask, as rotor status and rotor bridge
+// reload both do: --url (flag), else the url in <home>/bridge.json, else
+// http://<bridge.listen>; and the client token, ROTOR_TOKEN or
+// bridge.token.
+func findBridge(loadConfig func() (*config.Config, error), home func() (string, error), lookupEnv func(string) (string, bool), flag string) (*bridgeTarget, error) {
+	cfg, err := loadConfig()
+	if err != nil {
+		return nil, err
+	}
+	u, from, err := bridgeURL(home, cfg, flag)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := clientToken(lookupEnv, home)
+	if err != nil {
+		return nil, err
+	}
+	return &bridgeTarget{url: strings.TrimRight(u, "/"), from: from, token: tok}, nil
+}
+
+// request is a request to the bridge's path with the client token.
+func (b *bridgeTarget) request(ctx context.Context, method, path string) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, b.url+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+b.token.Reveal())
+	return req, nil
+}
+
+// unreachable is the error of a request no bridge answered.
+func (b *bridgeTarget) unreachable(err error) error {
+	return fmt.Errorf("no bridge answering at %s%s: %v", b.url, b.from, errors.Unwrap(err))
+}
+
+// clientToken is the token scripts use: ROTOR_TOKEN or bridge.token.
+func clientToken(lookupEnv func(string) (string, bool), homeDir func() (string, error)) (secret.Value, error) {
+	if v, ok := lookupEnv("ROTOR_TOKEN"); ok && v != "" {
+		return secret.New(strings.TrimSpace(v)), nil
+	}
+	home, err := homeDir()
+	if err != nil {
+		return secret.Value{}, err
+	}
+	path := filepath.Join(home, "bridge.token")
+	tok, err := tokenfile.Read(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return secret.Value{}, usageErrorf("no token at %s: set ROTOR_TOKEN, check --home, or run rotor init", path)
+	}
+	if err != nil {
+		return secret.Value{}, tokenErr(err)
+	}
+	return tok, nil
+}
+
+// bridgeURL is the bridge to ask: --url, the record of a running bridge in
+// the home folder, or bridge.listen. from says where a URL not given on the
+// command line came from, for the error when nothing answers there.
+func bridgeURL(homeDir func() (string, error), cfg *config.Config, flag string) (u, from string, err error) {
+	if flag != "" {
+		return flag, "", nil
+	}
+	home, err := homeDir()
+	if err != nil {
+		return "", "", err
+	}
+	rec, err := readBridgeRecord(home)
+	switch {
+	case err == nil:
+		return rec.URL, fmt.Sprintf(" (from %s, pid %d; a bridge that did not stop cleanly leaves it behind)", filepath.Join(home, bridgeFileName), rec.PID), nil
+	case errors.Is(err, fs.ErrNotExist):
+		return "http://" + cfg.Bridge.Listen, " (bridge.listen; no bridge.json in " + home + ")", nil
+	}
+	return "", "", usageErrorf("%v", err)
 }

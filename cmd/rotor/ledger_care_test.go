@@ -17,7 +17,9 @@ import (
 
 	"github.com/rotorhq/rotor/budgets"
 	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/internal/testutil/pgtest"
 	"github.com/rotorhq/rotor/ledger"
+	"github.com/rotorhq/rotor/ledger/pgledger"
 )
 
 // careLedger writes usage through the real ledger at the fake clock's
@@ -246,9 +248,43 @@ func TestLedgerRowsRoundTripsCSVAndJSONL(t *testing.T) {
 }
 
 // Issue 18 item 5: prune keeps day reports and budget windows, says so,
-// and refuses to cut inside a budget's window, naming it.
+// and refuses to cut inside a budget's window, naming it; on both engines
+// (DESIGN: on PostgreSQL "prune works alike").
 func TestLedgerPruneKeepsDayReports(t *testing.T) {
-	f, out, errOut := testFactory(t)
+	t.Run("sqlite", func(t *testing.T) {
+		f, out, errOut := testFactory(t)
+		testLedgerPrune(t, f, out, errOut)
+	})
+	t.Run("postgres", func(t *testing.T) {
+		dbURL, _ := pgtest.Schema(t)
+		if _, _, err := pgledger.Migrate(context.Background(), dbURL, pgledger.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		// The ledger every command of f uses, opened on the factory's
+		// clock, which careLedger sets (a real one would leave times to
+		// the database's now()).
+		f, out, errOut := testFactory(t)
+		f.DBPath = func() (string, error) { return dbURL, nil }
+		store, err := pgledger.Open(context.Background(), dbURL, pgledger.Options{Clock: factoryClock{f}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.store = store
+		testLedgerPrune(t, f, out, errOut)
+		if !strings.Contains(out.String(), pgledger.MaskURL(dbURL)) {
+			t.Errorf("prune printed %q, want the ledger's masked URL", out)
+		}
+	})
+}
+
+// factoryClock is the factory's clock at each call.
+type factoryClock struct{ f *Factory }
+
+func (c factoryClock) Now() time.Time                       { return c.f.Clock.Now() }
+func (c factoryClock) NewTimer(d time.Duration) clock.Timer { return c.f.Clock.NewTimer(d) }
+
+func testLedgerPrune(t *testing.T, f *Factory, out, errOut *bytes.Buffer) {
+	t.Helper()
 	store, day0 := careLedger(t, f)
 	ctx := context.Background()
 	report := []string{"ledger", "report", "--by", "day,model,status", "--from", "2026-11-19", "--to", "2026-11-27", "--format", "json"}
@@ -288,6 +324,7 @@ func TestLedgerPruneKeepsDayReports(t *testing.T) {
 		!strings.Contains(out.String(), "kept 1 unsettled rows") {
 		t.Fatalf("prune: exit %d\n%s%s", code, out, errOut)
 	}
+	pruned := out.String()
 	if left := mustRowsCmd(t, store, day0); len(left) >= n || len(left) != 1 {
 		t.Errorf("rows before the cut after prune: %d of %d (want the unsettled one)", len(left), n)
 	}
@@ -297,6 +334,8 @@ func TestLedgerPruneKeepsDayReports(t *testing.T) {
 	if got := budgetWindow(); got.Used != windowBefore.Used || got.Used == 0 {
 		t.Errorf("a 10-day tokens window: %d used before prune, %d after", windowBefore.Used, got.Used)
 	}
+	out.Reset()
+	out.WriteString(pruned)
 }
 
 func mustRowsCmd(t *testing.T, store ledger.Ledger, day0 time.Time) []ledger.Row {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/rotorhq/rotor/budgets"
 	"github.com/rotorhq/rotor/internal/clock"
@@ -37,9 +38,7 @@ type reportOptions struct {
 	Chart bool
 	// Width bounds the chart's lines (default: $COLUMNS, else 80).
 	Width int
-	since string
-	from  string
-	to    string
+	rng   rangeFlags
 	by    string
 }
 
@@ -94,9 +93,7 @@ of 0.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&opts.since, "since", "24h", "report the last DUR (30m, 24h, 7d)")
-	fl.StringVar(&opts.from, "from", "", "start of the range (RFC 3339, UTC date, today, yesterday)")
-	fl.StringVar(&opts.to, "to", "", "end of the range, exclusive (default now)")
+	opts.rng.add(fl, "report the last DUR (30m, 24h, 7d)")
 	fl.StringVar(&opts.by, "by", "operation", "comma-separated group keys: "+strings.Join(ledger.ReportKeys, ","))
 	fl.BoolVar(&opts.Chart, "chart", false, "with --by day: draw tokens and known cost per day as bars instead of the table")
 	addFormatFlag(cmd, &opts.Format)
@@ -123,8 +120,29 @@ func parseTime(s string, now time.Time) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("%q is not an RFC 3339 time, a date (2006-01-02), today or yesterday", s)
 }
 
-// parseRange reads --since or --from/--to into a half-open range.
-func parseRange(cmd *cobra.Command, now time.Time, since, fromS, toS string) (time.Time, time.Time, error) {
+// rangeFlags are the range flags of ledger report and ledger rows:
+// --since DUR (default 24h), or --from T [--to T].
+type rangeFlags struct {
+	since, from, to string
+}
+
+// add defines the range flags on fl; sinceUsage says what --since
+// selects.
+func (r *rangeFlags) add(fl *pflag.FlagSet, sinceUsage string) {
+	fl.StringVar(&r.since, "since", "24h", sinceUsage)
+	fl.StringVar(&r.from, "from", "", "start of the range (RFC 3339, UTC date, today, yesterday)")
+	fl.StringVar(&r.to, "to", "", "end of the range, exclusive (default now)")
+}
+
+// changed reports whether any range flag was given.
+func (r *rangeFlags) changed(cmd *cobra.Command) bool {
+	fl := cmd.Flags()
+	return fl.Changed("since") || fl.Changed("from") || fl.Changed("to")
+}
+
+// parse reads --since or --from/--to into a half-open range.
+func (r *rangeFlags) parse(cmd *cobra.Command, now time.Time) (time.Time, time.Time, error) {
+	since, fromS, toS := r.since, r.from, r.to
 	fl := cmd.Flags()
 	if fl.Changed("since") && (fl.Changed("from") || fl.Changed("to")) {
 		return time.Time{}, time.Time{}, usageErrorf("give either --since or --from/--to, not both")
@@ -161,7 +179,7 @@ func (o *reportOptions) parse(cmd *cobra.Command) error {
 		return err
 	}
 	var err error
-	if o.Query.From, o.Query.To, err = parseRange(cmd, o.Clock.Now(), o.since, o.from, o.to); err != nil {
+	if o.Query.From, o.Query.To, err = o.rng.parse(cmd, o.Clock.Now()); err != nil {
 		return err
 	}
 	o.Query.By = nil
@@ -339,9 +357,7 @@ type rowsOptions struct {
 	From, To  time.Time
 	RequestID string
 	Format    string
-	since     string
-	from      string
-	to        string
+	rng       rangeFlags
 }
 
 // rowsFormats are the formats of ledger rows: jsonl too.
@@ -381,12 +397,12 @@ Rows deleted by rotor ledger prune are gone (reports still count them).`,
 				if strings.TrimSpace(opts.RequestID) == "" {
 					return usageErrorf("--request-id: want a request id")
 				}
-				if fl.Changed("since") || fl.Changed("from") || fl.Changed("to") {
+				if opts.rng.changed(cmd) {
 					return usageErrorf("--request-id finds its row whenever it was written: drop --since/--from/--to")
 				}
 			} else {
 				var err error
-				if opts.From, opts.To, err = parseRange(cmd, opts.Clock.Now(), opts.since, opts.from, opts.to); err != nil {
+				if opts.From, opts.To, err = opts.rng.parse(cmd, opts.Clock.Now()); err != nil {
 					return err
 				}
 			}
@@ -397,9 +413,7 @@ Rows deleted by rotor ledger prune are gone (reports still count them).`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&opts.since, "since", "24h", "rows of the last DUR (30m, 24h, 7d)")
-	fl.StringVar(&opts.from, "from", "", "start of the range (RFC 3339, UTC date, today, yesterday)")
-	fl.StringVar(&opts.to, "to", "", "end of the range, exclusive (default now)")
+	opts.rng.add(fl, "rows of the last DUR (30m, 24h, 7d)")
 	fl.StringVar(&opts.RequestID, "request-id", "", "only the row of this request (its X-Request-ID)")
 	addFormatFlagUsage(cmd, &opts.Format, "output format: table, json (an array of row objects), csv (with a header row) or jsonl (an object a line)", rowsFormats)
 	return cmd
@@ -556,12 +570,14 @@ also of a budget added later: pruned usage still counts. What is gone is
 the rows themselves: ledger rows, and ledger settle of a pruned request.
 
 Unsettled rows (requests in flight, or left by a rotor that died) are kept,
-so that ledger settle can still resolve them; rows not yet counted in the
-rollups (the last seconds of traffic) are kept too, and the command says
-where it cut. It refuses, exit 2, to cut inside the window of an existing
-budget, naming it: remove the budget, or prune up to its window's start.
+so that ledger settle can still resolve them; on SQLite, rows not yet
+counted in the rollups (the last seconds of traffic) are kept too, and the
+command says where it cut. It refuses, exit 2, to cut inside the window of
+an existing budget, naming it: remove the budget, or prune up to its
+window's start.
 
-It runs while a bridge serves: it deletes in short transactions.`,
+It works alike on a SQLite and a PostgreSQL ledger, and runs while bridges
+serve: it deletes in short transactions.`,
 		Example: `  rotor ledger prune --before 2026-01-01`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -621,7 +637,7 @@ func pruneRun(ctx context.Context, opts *pruneOptions) error {
 	}
 	p, ok := store.(ledger.Pruner)
 	if !ok {
-		return usageErrorf("ledger %s: prune works on a SQLite ledger; this engine does not prune", store.Location())
+		return usageErrorf("ledger %s: this engine does not prune", store.Location())
 	}
 	res, err := p.Prune(ctx, ledger.PruneRequest{Before: opts.Before, Check: pruneCheck(opts.Before)})
 	if err != nil {

@@ -6,7 +6,8 @@ import (
 )
 
 // settleNotifier is a ledger that tells of each settlement it commits
-// (*ledger.Store does).
+// (both engines do: *ledger.Store and *pgledger.Store; the conformance
+// suite checks it).
 type settleNotifier interface {
 	OnSettle(fn func(ledger.Settled))
 }

@@ -56,29 +56,20 @@ the bridge does the same reload without this command.`,
 }
 
 func reloadRun(ctx context.Context, opts *reloadOptions) error {
-	cfg, err := opts.Config()
+	b, err := findBridge(opts.Config, opts.Home, opts.LookupEnv, opts.URL)
 	if err != nil {
 		return err
 	}
-	u, from, err := statusURL(opts.Home, cfg, opts.URL)
-	if err != nil {
-		return err
-	}
-	u = strings.TrimRight(u, "/")
-	tok, err := clientToken(opts.LookupEnv, opts.Home)
-	if err != nil {
-		return err
-	}
+	u := b.url
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u+bridge.AdminReloadPath, nil)
+	req, err := b.request(ctx, http.MethodPost, bridge.AdminReloadPath)
 	if err != nil {
 		return usageErrorf("bridge URL %s: %v", u, err)
 	}
-	req.Header.Set("Authorization", "Bearer "+tok.Reveal())
 	resp, err := opts.HTTPClient().Do(req)
 	if err != nil {
-		return fmt.Errorf("no bridge answering at %s%s: %v", u, from, errors.Unwrap(err))
+		return b.unreachable(err)
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	resp.Body.Close()
@@ -90,7 +81,7 @@ func reloadRun(ctx context.Context, opts *reloadOptions) error {
 		return fmt.Errorf("bridge reload answer is not what this rotor expects: %v", err)
 	}
 	if res.Runtime == "in-process" {
-		if err := waitGeneration(ctx, opts, u, tok.Reveal(), res.Generation); err != nil {
+		if err := waitGeneration(ctx, opts, b, res.Generation); err != nil {
 			return err
 		}
 	}
@@ -138,13 +129,13 @@ func reloadRefused(status int, body []byte, u string) error {
 
 // waitGeneration waits until the bridge's /v1/status shows generation n
 // or a later one.
-func waitGeneration(ctx context.Context, opts *reloadOptions, u, tok string, n uint64) error {
+func waitGeneration(ctx context.Context, opts *reloadOptions, b *bridgeTarget, n uint64) error {
+	u := b.url
 	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u+"/v1/status", nil)
+		req, err := b.request(ctx, http.MethodGet, "/v1/status")
 		if err != nil {
 			return err
 		}
-		req.Header.Set("Authorization", "Bearer "+tok)
 		resp, err := opts.HTTPClient().Do(req)
 		if err != nil {
 			return fmt.Errorf("bridge at %s: status after reload: %v", u, errors.Unwrap(err))

@@ -3,12 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -17,8 +14,6 @@ import (
 	"github.com/rotorhq/rotor/budgets"
 	"github.com/rotorhq/rotor/config"
 	"github.com/rotorhq/rotor/decisions"
-	"github.com/rotorhq/rotor/internal/secret"
-	"github.com/rotorhq/rotor/internal/tokenfile"
 )
 
 type statusOptions struct {
@@ -49,7 +44,9 @@ http://<bridge.listen>.
 --format table prints a credentials table and a budgets table; csv prints the
 credentials table with a header row; json prints the bridge's status document
 as it is: one object (not an array of rows) with version, time, pools (each
-with its credentials, cooldowns and catalogs) and budgets.`,
+with its credentials, cooldowns and catalogs) and budgets. A budget that
+fails closed has used and remaining null there (unknown in the table), as
+budget list has them.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(opts.Format); err != nil {
@@ -67,70 +64,21 @@ with its credentials, cooldowns and catalogs) and budgets.`,
 	return cmd
 }
 
-// clientToken is the token scripts use: ROTOR_TOKEN or bridge.token.
-func clientToken(lookupEnv func(string) (string, bool), homeDir func() (string, error)) (secret.Value, error) {
-	if v, ok := lookupEnv("ROTOR_TOKEN"); ok && v != "" {
-		return secret.New(strings.TrimSpace(v)), nil
-	}
-	home, err := homeDir()
-	if err != nil {
-		return secret.Value{}, err
-	}
-	path := filepath.Join(home, "bridge.token")
-	tok, err := tokenfile.Read(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return secret.Value{}, usageErrorf("no token at %s: set ROTOR_TOKEN, check --home, or run rotor init", path)
-	}
-	if err != nil {
-		return secret.Value{}, tokenErr(err)
-	}
-	return tok, nil
-}
-
-// statusURL is the bridge to ask: --url, the record of a running bridge in
-// the home folder, or bridge.listen. from says where a URL not given on the
-// command line came from, for the error when nothing answers there.
-func statusURL(homeDir func() (string, error), cfg *config.Config, flag string) (u, from string, err error) {
-	if flag != "" {
-		return flag, "", nil
-	}
-	home, err := homeDir()
-	if err != nil {
-		return "", "", err
-	}
-	rec, err := readBridgeRecord(home)
-	switch {
-	case err == nil:
-		return rec.URL, fmt.Sprintf(" (from %s, pid %d; a bridge that did not stop cleanly leaves it behind)", filepath.Join(home, bridgeFileName), rec.PID), nil
-	case errors.Is(err, fs.ErrNotExist):
-		return "http://" + cfg.Bridge.Listen, " (bridge.listen; no bridge.json in " + home + ")", nil
-	}
-	return "", "", usageErrorf("%v", err)
-}
-
 func statusRun(ctx context.Context, opts *statusOptions) error {
-	cfg, err := opts.Config()
+	b, err := findBridge(opts.Config, opts.Home, opts.LookupEnv, opts.URL)
 	if err != nil {
 		return err
 	}
-	u, from, err := statusURL(opts.Home, cfg, opts.URL)
-	if err != nil {
-		return err
-	}
-	tok, err := clientToken(opts.LookupEnv, opts.Home)
-	if err != nil {
-		return err
-	}
+	u := b.url
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(u, "/")+"/v1/status", nil)
+	req, err := b.request(ctx, http.MethodGet, "/v1/status")
 	if err != nil {
 		return usageErrorf("--url: %v", err)
 	}
-	req.Header.Set("Authorization", "Bearer "+tok.Reveal())
 	resp, err := opts.HTTPClient().Do(req)
 	if err != nil {
-		return fmt.Errorf("no bridge answering at %s%s: %v", u, from, errors.Unwrap(err))
+		return b.unreachable(err)
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
@@ -173,9 +121,9 @@ func statusRun(ctx context.Context, opts *statusOptions) error {
 	}
 	bud := records{Columns: []string{"budget", "kind", "window", "used", "limit", "state", "frees_at"}}
 	for _, b := range st.Budgets {
-		used := intCell(b.Used)
-		if b.State == string(budgets.StateFailClosed) {
-			used = unknownCell // usage of unknown cost in its window, as budget list says
+		used := unknownCell // null: usage of unknown cost in its window, as budget list says
+		if b.Used != nil && b.State != string(budgets.StateFailClosed) {
+			used = intCell(*b.Used)
 		}
 		bud.Rows = append(bud.Rows, []cell{textCell(b.Name), textCell(b.Kind), textCell(b.Window), used, intCell(b.Limit), textCell(b.State), textCell(ts(b.FreesAt))})
 	}

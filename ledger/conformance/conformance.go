@@ -85,6 +85,7 @@ func Run(t *testing.T, e Engine) {
 		{"UnreadableUsageIsUnknownNeverZero", testNullUsage},
 		{"CostBudgetFailsClosedOnUnknownCostUntilItLeaves", testCostFailClosed},
 		{"CostBudgetRefusesDecisionsAndUnpricedModels", testCostPolicy},
+		{"OnSettleTellsEachCommittedSettlementAsItsRow", testOnSettle},
 		// Reports.
 		{"ReportGroupsMatchRawRows", testReportGroups},
 		{"ReportShowsUnknownTokensAndCostAsUnknown", testReportUnknown},
@@ -106,6 +107,11 @@ func Run(t *testing.T, e Engine) {
 		// Rows.
 		{"RowsRoundTripInTimeOrder", testRows},
 		{"WithoutATestClockRowTimesAreTheEnginesNow", testEngineClock},
+		// ledger prune.
+		{"PruneKeepsReportsAndBudgetWindows", testPruneKeepsReads},
+		{"PruneReachInPrunedTimeNeverEarlierInItsMinute", testPruneReach},
+		{"PruneRefusedByCheckChangesNothing", testPruneRefused},
+		{"PruneAdmissionWindowOverPrunedTimeIsExact", testPruneAdmissionWindowSlides},
 		// ledger copy.
 		{"ImportCopiesRowsOnceAndCountsThem", testImport},
 		// Learned state.

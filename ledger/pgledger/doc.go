@@ -15,6 +15,8 @@
 //	config.go     budgets, client tokens, prices (the change counter)
 //	report.go     Report, Rows, ImportRows
 //	resolve.go    Resolve (`rotor ledger settle`)
+//	prune.go      Prune (`rotor ledger prune`): settled rows go, rollups
+//	              stay; meta pruned_until rounds reads there to buckets
 //	learned.go    learned-cooldown state
 //	url.go        IsURL, MaskURL (a URL is printed masked, always)
 //
@@ -64,8 +66,11 @@
 //	LookupToken                meta (the counter), client_tokens when it moved
 //
 // The rollups count every row, open or settled, and are written in the
-// transaction of the batch that writes the rows, so no frontier is kept:
-// a read never depends on how far a background fold got. Unknown values
+// transaction of the batch that writes the rows, so no fold frontier is
+// kept: a read never depends on how far a background fold got. The one
+// frontier is the prune's (meta pruned_until, prune.go): a range that
+// starts or ends before it is read from whole minutes (windows) or hours
+// (reports) there, since its raw rows may be gone. Unknown values
 // (NULL, or outside 0..ledger.MaxUsage) are counted, never summed as zero;
 // sums saturate at ±ledger.SumCap.
 //

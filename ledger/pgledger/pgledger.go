@@ -66,6 +66,8 @@ type Store struct {
 	// warnedUsage: a settlement's unreadable usage was logged once.
 	warnedUsage atomic.Bool
 	closed      atomic.Bool
+	// onSettle is told of every committed settlement (OnSettle).
+	onSettle atomic.Pointer[func(ledger.Settled)]
 }
 
 var (
@@ -289,6 +291,13 @@ func lockKey(purpose, schema string) int64 {
 	io.WriteString(h, "rotor-ledger\x00"+purpose+"\x00"+schema)
 	return int64(h.Sum64())
 }
+
+// OnSettle has fn told of every settlement this Store commits, after its
+// commit, on the committing goroutine (keep it cheap), as the SQLite
+// ledger does: metrics count settled tokens and known cost from it, so
+// that they add up to the ledger's rows. A batch that rolls back tells
+// nothing; its writes retried one by one tell once each.
+func (s *Store) OnSettle(fn func(ledger.Settled)) { s.onSettle.Store(&fn) }
 
 // Location returns the URL with its password masked.
 func (s *Store) Location() string { return MaskURL(s.url) }

@@ -72,6 +72,19 @@ FROM usage WHERE ts_ms >= $1 AND ts_ms < $2` + group
 		return nil, s.wrap("report", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
+	// Pruned time has its rollups only (prune.go): a range that starts or
+	// ends there counts whole hours.
+	var prunedUntil int64
+	if err := tx.QueryRow(ctx, `SELECT `+qPrunedUntil).Scan(&prunedUntil); err != nil {
+		return nil, s.wrap("report", err)
+	}
+	p := ceilTo(prunedUntil, hourMS)
+	if f < p {
+		f = floorTo(f, hourMS)
+	}
+	if t < p {
+		t = ceilTo(t, hourMS)
+	}
 	scan := func(query string, lo, hi int64) error {
 		if lo >= hi {
 			return nil

@@ -35,6 +35,9 @@ type view struct {
 	cache map[[2]int64]ledger.Totals
 	// used lists the windows ending now+1ms that Totals was asked for.
 	used [][2]int64
+	// prunedUntil is the prune frontier (unix ms, prune.go): settled rows
+	// before it may be gone, only the rollups describe that time.
+	prunedUntil int64
 }
 
 func (v *view) Now() time.Time                 { return v.now }
@@ -136,7 +139,7 @@ func totalsSQL(ps []part) (string, []any) {
 }
 
 func (v *view) Totals(w ledger.Window) (ledger.Totals, error) {
-	f, t := w.From.UnixMilli(), w.To.UnixMilli()
+	f, t := v.round(w.From.UnixMilli(), w.To.UnixMilli())
 	key := [2]int64{f, t}
 	if t == v.now.UnixMilli()+1 && v.pending != nil {
 		v.used = append(v.used, key)
@@ -237,7 +240,7 @@ func (v *view) Reach(w ledger.Window, m ledger.Measure, need int64) (time.Time, 
 		return time.Time{}, false, err
 	}
 	cum := int64(0)
-	for _, s := range segments(w.From.UnixMilli(), w.To.UnixMilli()) {
+	for _, s := range segments(v.round(w.From.UnixMilli(), w.To.UnixMilli())) {
 		at, ok, err := v.reachIn(s, m, need, &cum)
 		if err != nil || ok {
 			return at, ok, err
@@ -253,6 +256,19 @@ func (v *view) reachIn(s segment, m ledger.Measure, need int64, cum *int64) (tim
 	var q string
 	unit, sub := unitOf(s.table)
 	args := []any{s.lo, s.hi}
+	if s.table == "usage" && v.prunedMinute(s.hi) {
+		// Pruned: only the minute's rollup row is left; the measure is
+		// reached at the minute's last instant, never earlier.
+		var x int64
+		m0 := floorTo(s.lo, minuteMS)
+		if err := v.q.QueryRow(v.ctx, `SELECT COALESCE(SUM(`+measureCol[m]+`), 0)::bigint FROM usage_minute WHERE bucket = $1`, m0/minuteMS).Scan(&x); err != nil {
+			return time.Time{}, false, &dbError{err}
+		}
+		if *cum = satAdd(*cum, x); *cum >= need {
+			return time.UnixMilli(m0 + minuteMS - 1).UTC(), true, nil
+		}
+		return time.Time{}, false, nil
+	}
 	if s.table == "usage" {
 		q = `SELECT ts_ms, ` + measureRaw[m] + ` FROM usage WHERE ts_ms >= $1 AND ts_ms < $2 ORDER BY ts_ms`
 	} else {
@@ -298,7 +314,7 @@ func (v *view) NewestUnknownCost(w ledger.Window) (time.Time, bool, error) {
 	if err := v.prepare(); err != nil {
 		return time.Time{}, false, err
 	}
-	segs := segments(w.From.UnixMilli(), w.To.UnixMilli())
+	segs := segments(v.round(w.From.UnixMilli(), w.To.UnixMilli()))
 	for i := len(segs) - 1; i >= 0; i-- {
 		at, ok, err := v.newestUnknownIn(segs[i])
 		if err != nil || ok {
@@ -309,6 +325,19 @@ func (v *view) NewestUnknownCost(w ledger.Window) (time.Time, bool, error) {
 }
 
 func (v *view) newestUnknownIn(s segment) (time.Time, bool, error) {
+	if s.table == "usage" && v.prunedMinute(s.hi) {
+		// Pruned: the minute's rollup row says whether it held a row of
+		// unknown cost; its last instant stands for that row's time.
+		m0 := floorTo(s.lo, minuteMS)
+		var n int64
+		if err := v.q.QueryRow(v.ctx, `SELECT COALESCE(SUM(cost_null), 0)::bigint FROM usage_minute WHERE bucket = $1`, m0/minuteMS).Scan(&n); err != nil {
+			return time.Time{}, false, &dbError{err}
+		}
+		if n <= 0 {
+			return time.Time{}, false, nil
+		}
+		return time.UnixMilli(m0 + minuteMS - 1).UTC(), true, nil
+	}
 	if s.table == "usage" {
 		var ts int64
 		err := v.q.QueryRow(v.ctx, `SELECT ts_ms FROM usage WHERE ts_ms >= $1 AND ts_ms < $2 AND `+costR+` IS NULL ORDER BY ts_ms DESC LIMIT 1`, s.lo, s.hi).Scan(&ts)
@@ -362,8 +391,8 @@ func (s *Store) View(ctx context.Context, fn func(ledger.WindowReader) error) er
 		return s.wrap("ledger view", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	var nowMS int64
-	if err := tx.QueryRow(ctx, `SELECT `+msNow).Scan(&nowMS); err != nil {
+	var nowMS, prunedUntil int64
+	if err := tx.QueryRow(ctx, `SELECT `+msNow+`, `+qPrunedUntil).Scan(&nowMS, &prunedUntil); err != nil {
 		return s.wrap("ledger view", err)
 	}
 	now := time.UnixMilli(nowMS).UTC()
@@ -374,7 +403,7 @@ func (s *Store) View(ctx context.Context, fn func(ledger.WindowReader) error) er
 	if err != nil {
 		return s.wrap("ledger view", err)
 	}
-	err = fn(&view{ctx: ctx, q: tx, now: now, budgets: bs})
+	err = fn(&view{ctx: ctx, q: tx, now: now, budgets: bs, prunedUntil: prunedUntil})
 	var dbe *dbError
 	if errors.As(err, &dbe) {
 		return s.wrap("ledger view", dbe.err)

@@ -292,6 +292,8 @@ type batch struct {
 	opened    map[string]openRow
 	closed    []string
 	errs      []error
+	// settled are the rows settled by this batch, for Store.OnSettle.
+	settled []ledger.Settled
 }
 
 // pendingStmt is a row statement queued for the next flush. Its effect
@@ -327,15 +329,15 @@ func (w *writer) runBatch(ops []*op) ([]error, error) {
 	pb := &pgx.Batch{}
 	pb.Queue("BEGIN")
 	pb.Queue("SELECT pg_advisory_xact_lock($1)", w.s.lockKey)
-	pb.Queue("SELECT value, " + msNow + " FROM meta WHERE key = 'config_version'")
+	pb.Queue("SELECT value, " + msNow + ", " + qPrunedUntil + " FROM meta WHERE key = 'config_version'")
 	br := conn.SendBatch(ctx, pb)
-	var cv int64
+	var cv, prunedUntil int64
 	_, err = br.Exec()
 	if err == nil {
 		_, err = br.Exec()
 	}
 	if err == nil {
-		err = br.QueryRow().Scan(&cv, &b.now)
+		err = br.QueryRow().Scan(&cv, &b.now, &prunedUntil)
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
@@ -354,7 +356,7 @@ func (w *writer) runBatch(ops []*op) ([]error, error) {
 		}
 		w.cfgVer = cv
 	}
-	b.view = &view{ctx: ctx, q: conn, now: nowT, budgets: w.budgets, flush: b.flushAll, pending: b.pendingIn, cache: map[[2]int64]ledger.Totals{}}
+	b.view = &view{ctx: ctx, q: conn, now: nowT, budgets: w.budgets, flush: b.flushAll, pending: b.pendingIn, cache: map[[2]int64]ledger.Totals{}, prunedUntil: prunedUntil}
 	// Reservations first: they are admitted against the ledger as the batch
 	// found it plus the batch's earlier reservations (all of the batch's
 	// ops are concurrent, so any order is one they could have had).
@@ -395,6 +397,11 @@ func (w *writer) runBatch(ops []*op) ([]error, error) {
 	w.lastWindows, w.lastNow = b.lastWindows(), b.now
 	if w.onCommit != nil {
 		w.onCommit(len(ops), time.Since(began))
+	}
+	if fn := w.s.onSettle.Load(); fn != nil {
+		for _, x := range b.settled {
+			(*fn)(x)
+		}
 	}
 	for id, r := range b.opened {
 		w.open[id] = r
@@ -674,6 +681,9 @@ func (b *batch) settleRow(i int, s ledger.Settlement) error {
 	b.addRow(r.ts, nd, sd)
 	delete(b.opened, s.RequestID)
 	b.closed = append(b.closed, s.RequestID)
+	if b.w.s.onSettle.Load() != nil {
+		b.settled = append(b.settled, ledger.Settled{Operation: r.dim.operation, Settlement: s})
+	}
 	return nil
 }
 
