@@ -28,8 +28,9 @@
 //     have exact rows in usage_hour, written from their minutes a full hour
 //     behind, so that a request's own writes touch no hour row.
 //   - pruned_until (unix ms, absent = 0; prune.go): settled rows before it
-//     may have been deleted by `ledger prune`; only the rollups describe
-//     that time, and every read there rounds out to their buckets.
+//     may have been deleted by `ledger prune`, which cuts on whole hours;
+//     only the rollups describe that time, and every read there rounds out
+//     to their buckets.
 //
 // A write to a row behind fold_until (a settlement of a reservation that
 // was folded while open) updates the rollups itself (addTotals, addDims).

@@ -5,14 +5,22 @@ package ledger
 //
 // Only settled rows already behind the fold frontier are deleted: they are
 // counted in usage_minute (and usage_hour, written from it) and in
-// usage_hour_dims. The cut is moved back to a whole hour at or before the
-// fold frontier, so pruned time is whole hours that only rollups describe.
-// Unsettled rows stay (they are needed by `ledger settle`, and a report
-// reads them raw, see unsettledHours). meta pruned_until (unix ms, absent
-// = 0) records the latest cut; the reads round a range that starts (or
-// ends) in pruned time out to the rollups' buckets there (see view.segs
-// and Report): a window over pruned time then counts whole minutes, a
-// report whole hours, never less than the rows it covers.
+// usage_hour_dims. The cut is moved back to the start of its hour (UTC),
+// and to the fold frontier's hour when that is earlier, so pruned time is
+// whole hours that only rollups describe: the rollups count whole minutes
+// and hours, so no read could tell the kept rows of a partly pruned hour
+// (or minute) from the pruned ones. A cut inside an hour (`--before
+// 10:17:30`) read the raw rows of that hour's kept part as all of it, and
+// a report or window ending just after the cut lost the rows deleted
+// before it. Unsettled rows stay (they are needed by `ledger settle`, and
+// a report reads them raw, see unsettledHours). meta pruned_until (unix
+// ms, absent = 0) records the latest cut; the reads round a range that
+// starts (or ends) in pruned time out to the rollups' buckets there (see
+// view.segs and Report): a window over pruned time then counts whole
+// minutes, a report whole hours, never less than the rows it covers. A
+// frontier inside an hour, stored by a rotor that did not move the cut
+// back, makes its partly pruned minute (and hour) count as pruned, as on
+// PostgreSQL (pgledger's view.round).
 
 import (
 	"context"
@@ -40,10 +48,12 @@ type PruneRequest struct {
 type PruneResult struct {
 	// Deleted counts the rows deleted.
 	Deleted int64
-	// Until is the cut applied: Before, or earlier when rows before
-	// Before were not yet folded into the rollups (SQLite: a whole hour
-	// at or before the fold frontier; PostgreSQL folds every row as it is
-	// written, so only a Before later than the ledger's now moves it).
+	// Until is the cut applied, always a whole hour (UTC): the start of
+	// Before's hour, since the rollups cannot split an hour into pruned
+	// and kept rows; or earlier when rows before it were not yet folded
+	// into the rollups (SQLite: the fold frontier's hour; PostgreSQL
+	// folds every row as it is written, so only a Before later than the
+	// ledger's now moves it further).
 	Until time.Time
 	// KeptUnsettled counts the unsettled rows before Until that were
 	// kept.
@@ -59,9 +69,9 @@ type Pruner interface {
 
 var _ Pruner = (*Store)(nil)
 
-// Prune deletes the settled usage rows before req.Before (moved back to
-// the fold frontier's hour when needed), keeping the rollups; see the
-// comment at the top of prune.go.
+// Prune deletes the settled usage rows before the start of req.Before's
+// hour (moved back to the fold frontier's hour when needed), keeping the
+// rollups; see the comment at the top of prune.go.
 func (s *Store) Prune(ctx context.Context, req PruneRequest) (PruneResult, error) {
 	var res PruneResult
 	if s.readOnly {
@@ -116,7 +126,7 @@ func (s *Store) pruneChunk(ctx context.Context, req PruneRequest, first bool) (i
 	if err := conn.QueryRowContext(ctx, qFoldUntil).Scan(&foldUntil); err != nil {
 		return 0, 0, fmt.Errorf("prune: %w", err)
 	}
-	until := min(req.Before.UnixMilli(), floorTo(foldUntil, hourMS))
+	until := floorTo(min(req.Before.UnixMilli(), foldUntil), hourMS)
 	if first {
 		if _, err := conn.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('pruned_until', ?)
 ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value)`, until); err != nil {
@@ -148,14 +158,21 @@ func (s *Store) PrunedUntil(ctx context.Context) (time.Time, error) {
 	return time.UnixMilli(ms).UTC(), nil
 }
 
+// prunedTo is the end of pruned time for windows: the prune frontier, or
+// the end of its minute for a frontier inside one (stored by a rotor that
+// did not move the cut back to its hour), whose rows before the frontier
+// are gone and whose rollup row cannot be split.
+func (v *view) prunedTo() int64 { return ceilTo(v.prunedUntil, minuteMS) }
+
 // segs is segments for this view, with a range that starts or ends in
 // pruned time moved out to whole minutes there (only the rollups describe
 // pruned time; a window then counts whole minutes, never less).
 func (v *view) segs(f, t int64) []segment {
-	if f < v.prunedUntil {
+	p := v.prunedTo()
+	if f < p {
 		f = floorTo(f, minuteMS)
 	}
-	if t < v.prunedUntil {
+	if t < p {
 		t = ceilTo(t, minuteMS)
 	}
 	return segments(f, t, v.hourUntil, v.foldUntil)
@@ -163,4 +180,4 @@ func (v *view) segs(f, t int64) []segment {
 
 // prunedMinute reports whether the raw range [lo, hi) lies in pruned time:
 // a whole minute there, whose rows only its rollup row describes.
-func (v *view) prunedMinute(lo, hi int64) bool { return hi <= v.prunedUntil }
+func (v *view) prunedMinute(lo, hi int64) bool { return hi <= v.prunedTo() }

@@ -124,3 +124,74 @@ func TestRowByID(t *testing.T) {
 		t.Errorf("RowByID(nope) = %v %v, want not found", ok, err)
 	}
 }
+
+// A ledger pruned by a rotor that cut inside an hour (pruned_until at
+// 10:17:10.5, the rows before it gone) is read as pgledger reads one: the
+// partly pruned minute (windows) and hour (reports) count as pruned, so a
+// read ending, or starting, just after the cut counts whole buckets there,
+// never less than the rows it covered. Before, a read ending just after
+// the cut read that minute's and hour's raw rows, missing the deleted ones.
+func TestPrunedInsideAnHourReadsWholeBuckets(t *testing.T) {
+	hour := time.Date(2026, 11, 3, 10, 0, 0, 0, time.UTC)
+	cut := hour.Add(17*time.Minute + 10*time.Second + 500*time.Millisecond)
+	clk := clock.NewFake(hour)
+	s, _ := openTest(t, clk)
+	for i, x := range []time.Time{hour, cut.Add(-20 * time.Second), cut.Add(-time.Millisecond), cut.Add(time.Millisecond), cut.Add(20 * time.Second), hour.Add(30 * time.Minute)} {
+		clk.Set(x)
+		id := fmt.Sprint("r", i)
+		reserve(t, s, id)
+		settle(t, s, id, 10, 200)
+	}
+	clk.Set(hour.Add(24 * time.Hour))
+	reserve(t, s, "last")
+	settle(t, s, "last", 10, 200)
+	type read struct {
+		name string
+		fn   func() int64
+	}
+	var reads []read
+	for _, r := range []struct{ from, to time.Time }{
+		{hour.Add(-time.Hour), cut.Add(10 * time.Second)},
+		{hour.Add(-time.Hour), cut.Add(time.Second)},
+		{cut.Add(5 * time.Second), cut.Add(40 * time.Second)},
+		{hour.Add(-time.Hour), hour.Add(40 * time.Minute)},
+	} {
+		reads = append(reads, read{fmt.Sprintf("window [%s, %s)", r.from.Format(time.RFC3339Nano), r.to.Format(time.RFC3339Nano)), func() int64 {
+			var got Totals
+			if err := s.View(ctx, func(v WindowReader) error {
+				var err error
+				got, err = v.Totals(Window{From: r.from, To: r.to})
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			return got.Requests
+		}}, read{fmt.Sprintf("report [%s, %s)", r.from.Format(time.RFC3339Nano), r.to.Format(time.RFC3339Nano)), func() int64 {
+			rows, err := s.Report(ctx, ReportQuery{From: r.from, To: r.to})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var n int64
+			for _, row := range rows {
+				n += row.Requests
+			}
+			return n
+		}})
+	}
+	before := make([]int64, len(reads))
+	for i, r := range reads {
+		before[i] = r.fn()
+	}
+	// The prune of a rotor that did not move the cut back to its hour.
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('pruned_until', ?)`, cut.UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM usage WHERE ts_ms < ? AND state = 1`, cut.UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range reads {
+		if got := r.fn(); got < before[i] {
+			t.Errorf("%s after a prune to %s: %d requests, want at least the %d before", r.name, cut.Format(time.RFC3339Nano), got, before[i])
+		}
+	}
+}

@@ -131,15 +131,16 @@ func (s *Store) Report(ctx context.Context, q ReportQuery) ([]ReportRow, error) 
 	}
 	defer conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
 	// Pruned time has its rollups only (prune.go): a range that starts or
-	// ends there counts whole hours.
+	// ends there counts whole hours, and so does one that starts or ends
+	// in the partly pruned hour of a frontier inside an hour.
 	var prunedUntil int64
 	if err := conn.QueryRowContext(ctx, qPrunedUntil).Scan(&prunedUntil); err != nil {
 		return nil, fmt.Errorf("report: %w", err)
 	}
-	if f < prunedUntil {
+	if p := ceilTo(prunedUntil, hourMS); f < p {
 		f = floorTo(f, hourMS)
 	}
-	if t < prunedUntil {
+	if p := ceilTo(prunedUntil, hourMS); t < p {
 		t = ceilTo(t, hourMS)
 	}
 

@@ -140,7 +140,7 @@ func (v *view) Totals(w Window) (Totals, error) {
 	f, t := w.ms()
 	// A window starting in pruned time is not slid by the cache: the rows
 	// that leave it are gone, only the rollups count them (prune.go).
-	if v.wc != nil && t == v.now.UnixMilli()+1 && f >= v.prunedUntil {
+	if v.wc != nil && t == v.now.UnixMilli()+1 && f >= v.prunedTo() {
 		return v.cachedTotals(f, t)
 	}
 	return v.exactTotals(f, t)

@@ -334,6 +334,18 @@ func testLedgerPrune(t *testing.T, f *Factory, out, errOut *bytes.Buffer) {
 	if got := budgetWindow(); got.Used != windowBefore.Used || got.Used == 0 {
 		t.Errorf("a 10-day tokens window: %d used before prune, %d after", windowBefore.Used, got.Used)
 	}
+	// A cut inside an hour is moved back to its start (the rollups count
+	// whole hours), and says so.
+	if code := runCmd(t, f, out, errOut, "ledger", "prune", "--before", "2026-11-24T05:17:30.5Z"); code != 0 ||
+		!strings.Contains(out.String(), "usage rows before 2026-11-24T05:00:00Z") || !strings.Contains(out.String(), "kept the rows from 2026-11-24T05:00:00Z on: the rollups count whole hours") {
+		t.Errorf("prune --before 05:17:30.5: exit %d\n%s%s\nwant the cut at 05:00 and why", code, out, errOut)
+	}
+	if code := runCmd(t, f, out, errOut, report...); code != 0 || out.String() != before {
+		t.Errorf("day report after a prune inside an hour (exit %d):\n%s\nbefore:\n%s", code, out, before)
+	}
+	if got := budgetWindow(); got.Used != windowBefore.Used {
+		t.Errorf("a 10-day tokens window: %d used before prune, %d after a prune inside an hour", windowBefore.Used, got.Used)
+	}
 	out.Reset()
 	out.WriteString(pruned)
 }

@@ -569,6 +569,11 @@ pruned time counts its whole first hour), and so does every budget window,
 also of a budget added later: pruned usage still counts. What is gone is
 the rows themselves: ledger rows, and ledger settle of a pruned request.
 
+The rollups count whole hours, so prune cuts on one: a DATE inside an hour
+(2026-01-01T10:17:30Z) is moved back to the start of its hour (UTC,
+10:00:00), and the rows of that hour stay; every read from there on answers
+exactly as before the prune. The command says where it cut.
+
 Unsettled rows (requests in flight, or left by a rotor that died) are kept,
 so that ledger settle can still resolve them; on SQLite, rows not yet
 counted in the rollups (the last seconds of traffic) are kept too, and the
@@ -646,8 +651,11 @@ func pruneRun(ctx context.Context, opts *pruneOptions) error {
 	out := opts.IO.Out
 	fmt.Fprintf(out, "pruned %d usage rows before %s from %s\n", res.Deleted, res.Until.Format(time.RFC3339), store.Location())
 	fmt.Fprintln(out, "kept the rollups: ledger report and budget windows over that time still answer (reports by whole hour there); the rows themselves are gone")
-	if res.Until.Before(opts.Before) {
+	switch hour := opts.Before.Truncate(time.Hour); {
+	case res.Until.Before(hour):
 		fmt.Fprintf(out, "kept the rows from %s on: they are not counted in the rollups yet (run prune again later)\n", res.Until.Format(time.RFC3339))
+	case res.Until.Before(opts.Before):
+		fmt.Fprintf(out, "kept the rows from %s on: the rollups count whole hours, so prune cuts at the start of the hour of --before\n", res.Until.Format(time.RFC3339))
 	}
 	if res.KeptUnsettled > 0 {
 		fmt.Fprintf(out, "kept %d unsettled rows before %s: resolve them with rotor ledger settle\n", res.KeptUnsettled, res.Until.Format(time.RFC3339))

@@ -112,6 +112,7 @@ func Run(t *testing.T, e Engine) {
 		{"PruneReachInPrunedTimeNeverEarlierInItsMinute", testPruneReach},
 		{"PruneRefusedByCheckChangesNothing", testPruneRefused},
 		{"PruneAdmissionWindowOverPrunedTimeIsExact", testPruneAdmissionWindowSlides},
+		{"PruneMidHourCutsAtItsHourAndKeepsEveryRead", testPruneMidHour},
 		// ledger copy.
 		{"ImportCopiesRowsOnceAndCountsThem", testImport},
 		// Learned state.

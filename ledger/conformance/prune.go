@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -317,5 +318,291 @@ func testPruneAdmissionWindowSlides(t *testing.T, e Engine) {
 		d.reserve(l, fmt.Sprint("w-", i), opChat, "gpt")
 		settle(t, l, usage(fmt.Sprint("w-", i), "gpt", 3, 1))
 		d.clk.Advance(20*time.Minute + 7*time.Second + 3*time.Millisecond)
+	}
+}
+
+// A cut that is not on a whole hour (`--before 10:17:30.5`): the rollups
+// count whole minutes (windows) and whole hours (reports), so no read can
+// split the cut's hour into its pruned and its kept rows. The cut is
+// moved back to the start of its hour (UTC), whose rows all stay, and
+// every read that starts at or after that hour's start, or on a whole
+// minute (windows) or hour (reports) before it, answers exactly as before
+// the prune: reports by day, model and status, budget windows rolling and
+// calendar, Reach, NewestUnknownCost, a window read at admission, and the
+// rows themselves. Nothing read there is undercounted (a raw read of rows
+// that are gone) or counted twice (a rollup and the rows it counts).
+func testPruneMidHour(t *testing.T, e Engine) {
+	for _, off := range []time.Duration{
+		17*time.Minute + 30*time.Second + 500*time.Millisecond,
+		17*time.Minute + 10*time.Second + 500*time.Millisecond,
+		17*time.Minute + 50*time.Second + 500*time.Millisecond,
+	} {
+		t.Run(fmt.Sprint(off), func(t *testing.T) { pruneMidHour(t, e, off) })
+	}
+}
+
+// midHourReads is every read pruneMidHour compares.
+type midHourReads struct {
+	reports  []string
+	windows  []midHourWindow
+	admitted []ledger.Totals
+	budgets  map[string]budgets.Status
+	rows     []string
+}
+
+// midHourWindow is what a WindowReader answers over one window.
+type midHourWindow struct {
+	w      ledger.Window
+	totals ledger.Totals
+	reach  []reachAnswer // by measure and need
+	newest reachAnswer   // NewestUnknownCost
+}
+
+type reachAnswer struct {
+	at time.Time
+	ok bool
+}
+
+func (a reachAnswer) String() string {
+	if !a.ok {
+		return "none"
+	}
+	return a.at.Format(time.RFC3339Nano)
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// sameAnswer is whether a Reach or NewestUnknownCost answer after a prune
+// to until is the one before it: the same, or, for a row before until
+// (pruned, only its minute's rollup row is left), later in its minute.
+func sameAnswer(got, want reachAnswer, until time.Time) bool {
+	if got.ok != want.ok || !got.ok {
+		return got.ok == want.ok
+	}
+	if want.at.Before(until) {
+		return !got.at.Before(want.at) && got.at.Truncate(time.Minute).Equal(want.at.Truncate(time.Minute))
+	}
+	return got.at.Equal(want.at)
+}
+
+func pruneMidHour(t *testing.T, e Engine, off time.Duration) {
+	d, l := fresh(t, e)
+	setPrice(t, l, gptPrice)
+	hour := t0.Truncate(24 * time.Hour).Add(24*time.Hour + 10*time.Hour)
+	cut := hour.Add(off)
+	cutMin := cut.Truncate(time.Minute)
+	// Rows every 9 minutes from two hours before the cut's hour to three
+	// after, every 3.1 s around the cut, and at the edges of the cut and
+	// of its minute: rows before and after the cut in its minute and hour.
+	at := map[time.Time]bool{}
+	for x := hour.Add(-2*time.Hour + 41*time.Second); x.Before(hour.Add(3 * time.Hour)); x = x.Add(9*time.Minute + 7*time.Second + 300*time.Millisecond) {
+		at[x] = true
+	}
+	for x := hour.Add(10*time.Minute + 700*time.Millisecond); x.Before(hour.Add(25 * time.Minute)); x = x.Add(3*time.Second + 100*time.Millisecond) {
+		at[x] = true
+	}
+	for _, x := range []time.Time{hour, cutMin, cut.Add(-time.Millisecond), cut, cut.Add(time.Millisecond), cutMin.Add(time.Minute - time.Millisecond), cutMin.Add(time.Minute)} {
+		at[x] = true
+	}
+	times := make([]time.Time, 0, len(at))
+	for x := range at {
+		times = append(times, x)
+	}
+	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+	for i, x := range times {
+		d.clk.Set(x)
+		id := fmt.Sprint("m", i)
+		model := []string{"gpt", "m-large", "m-mini"}[i%3]
+		op := opChat
+		if i%4 == 0 {
+			op = opDecisions
+		}
+		r := ledger.Reservation{RequestID: id, Operation: op, Pool: "api", Model: model, Client: []string{"ci", "dev"}[i%2], Expires: x.Add(time.Minute)}
+		if err := l.Reserve(ctx, r, nil); err != nil {
+			t.Fatalf("Reserve(%s): %v", id, err)
+		}
+		// One row a little before the cut and one after it are left open,
+		// as by a rotor that died.
+		if x.Equal(cutMin) || x.Equal(cut.Add(time.Millisecond)) {
+			continue
+		}
+		st := usage(id, model, int64(10*i), int64(i))
+		st.Credential = []string{"team-a", "team-b", "team-c"}[i%3]
+		if i%11 == 0 {
+			st.Status, st.ErrorCode = 429, "rate_limit_exceeded"
+		}
+		if i%13 == 0 {
+			st.InputTokens, st.OutputTokens, st.TotalTokens = ledger.Count{}, ledger.Count{}, ledger.Count{}
+		}
+		settle(t, l, st)
+	}
+	// Later the same day (calendar windows reach back over the cut), one
+	// more row, so that SQLite's fold catches up.
+	d.clk.Set(hour.Add(5 * time.Hour))
+	d.reserve(l, "last", opChat, "gpt")
+	settle(t, l, usage("last", "gpt", 5, 1))
+	now := d.clk.Now()
+	end := now.Add(time.Millisecond)
+
+	// Budgets of every kind whose windows span the cut, or start just
+	// before or after it, in its minute and in its hour: a rolling window
+	// of length now-x+1ms starts at x.
+	starts := []time.Time{hour, hour.Add(time.Millisecond), cutMin, cut.Add(-5 * time.Second), cut.Add(-time.Millisecond), cut,
+		cut.Add(time.Millisecond), cut.Add(15 * time.Second), cutMin.Add(time.Minute), cutMin.Add(time.Minute + 20*time.Second), hour.Add(40 * time.Minute)}
+	kinds := []struct {
+		kind  budgets.Kind
+		limit int64
+	}{{budgets.KindRequests, 40}, {budgets.KindTokens, 3_000}, {budgets.KindCost, 1_000_000_000}}
+	for _, k := range kinds {
+		for i, x := range starts {
+			addBudget(t, l, budgets.Budget{Name: fmt.Sprintf("%s-%d", k.kind, i), Kind: k.kind, Limit: k.limit, Window: rolling(now.Sub(x) + time.Millisecond)})
+		}
+		for _, c := range []string{"day", "week", "month"} {
+			addBudget(t, l, budgets.Budget{Name: fmt.Sprintf("%s-%s", k.kind, c), Kind: k.kind, Limit: k.limit, Window: calendar(c)})
+		}
+	}
+
+	// Window edges: at or after the cut's hour anywhere, before it on
+	// whole minutes only; report edges before it on whole hours only.
+	edges := append([]time.Time{hour.Add(-2 * time.Hour), hour.Add(-47 * time.Minute), hour.Add(-20 * time.Minute)}, starts...)
+	edges = append(edges, hour.Add(time.Hour), hour.Add(time.Hour+17*time.Minute+3*time.Second), end)
+	reportEdges := []time.Time{hour.Add(-2 * time.Hour), hour.Add(-time.Hour), hour, hour.Add(time.Millisecond), cutMin, cut.Add(-time.Millisecond),
+		cut, cut.Add(time.Millisecond), cut.Add(20 * time.Second), cutMin.Add(time.Minute), hour.Add(40 * time.Minute), hour.Add(time.Hour), hour.Add(3 * time.Hour), end}
+	probes := 0
+	read := func(l ledger.Ledger) midHourReads {
+		t.Helper()
+		var r midHourReads
+		probes++
+		for i, a := range reportEdges {
+			for _, b := range reportEdges[i+1:] {
+				for _, by := range [][]string{{ledger.KeyDay}, {ledger.KeyModel, ledger.KeyStatus}, {ledger.KeyCredential, ledger.KeyClient, ledger.KeyOperation}} {
+					rows, err := l.Report(ctx, ledger.ReportQuery{From: a, To: b, By: by})
+					if err != nil {
+						t.Fatalf("Report: %v", err)
+					}
+					r.reports = append(r.reports, fmt.Sprintf("[%s, %s) by %v:%s", a.Format(time.RFC3339Nano), b.Format(time.RFC3339Nano), by, describeReport(rows)))
+				}
+			}
+		}
+		err := l.View(ctx, func(v ledger.WindowReader) error {
+			for i, a := range edges {
+				for _, b := range edges[i+1:] {
+					x := midHourWindow{w: ledger.Window{From: a, To: b}}
+					var err error
+					if x.totals, err = v.Totals(x.w); err != nil {
+						return err
+					}
+					for _, m := range []ledger.Measure{ledger.MeasureRequests, ledger.MeasureTokens, ledger.MeasureCost} {
+						for _, need := range []int64{1, 7, 50, 1_000, 1e9} {
+							var a reachAnswer
+							if a.at, a.ok, err = v.Reach(x.w, m, need); err != nil {
+								return err
+							}
+							x.reach = append(x.reach, a)
+						}
+					}
+					if x.newest.at, x.newest.ok, err = v.NewestUnknownCost(x.w); err != nil {
+						return err
+					}
+					r.windows = append(r.windows, x)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("View: %v", err)
+		}
+		// The same windows ending now, read at admission (the writer's
+		// view, whose cache slides windows).
+		err = l.Reserve(ctx, ledger.Reservation{RequestID: fmt.Sprint("probe-", probes), Operation: opDecisions, Expires: now.Add(time.Minute)},
+			admitFunc(func(v ledger.WindowReader, _ ledger.Reservation) error {
+				for _, a := range edges[:len(edges)-1] {
+					tot, err := v.Totals(ledger.Window{From: a, To: end})
+					if err != nil {
+						return err
+					}
+					r.admitted = append(r.admitted, tot)
+				}
+				return errProbe
+			}))
+		if !errors.Is(err, errProbe) {
+			t.Fatalf("probe admission: %v", err)
+		}
+		r.budgets = statuses(t, l)
+		rows, err := l.Rows(ctx, hour, end, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, row := range rows {
+			r.rows = append(r.rows, describeRow(row))
+		}
+		return r
+	}
+	before := read(l)
+	var settledBefore int64
+	for _, r := range rowsOf(t, l) {
+		if r.Time.Before(hour) && r.Settled {
+			settledBefore++
+		}
+	}
+
+	res, err := pruner(t, l).Prune(ctx, ledger.PruneRequest{Before: cut})
+	if err != nil {
+		t.Fatalf("Prune: %v", err)
+	}
+	if left, err := l.Rows(ctx, hour.Add(-3*time.Hour), hour, 0); err != nil || !res.Until.Equal(hour) || res.Deleted != settledBefore || res.KeptUnsettled != 0 || len(left) != 0 {
+		t.Errorf("Prune(before %v) = %+v, rows left before %v: %v (%v); want the cut moved back to its hour's start %v, its %d settled rows before deleted, none left",
+			cut, res, hour, ids(left), err, hour, settledBefore)
+	}
+	for name, l := range map[string]ledger.Ledger{"the pruning handle": l, "another handle": d.open()} {
+		after := read(l)
+		compare := func(what string, before, after []string) {
+			t.Helper()
+			if len(before) != len(after) {
+				t.Fatalf("%s after prune, %s: %d reads, want %d", name, what, len(after), len(before))
+			}
+			n := 0
+			for i := range before {
+				if before[i] != after[i] {
+					if n++; n <= 5 {
+						t.Errorf("%s after prune, %s changed:\nbefore %s\nafter  %s", name, what, before[i], after[i])
+					}
+				}
+			}
+			if n > 5 {
+				t.Errorf("%s after prune: %d more %s changed", name, n-5, what)
+			}
+		}
+		compare("report", before.reports, after.reports)
+		n := 0
+		for i, x := range before.windows {
+			y := after.windows[i]
+			ok := x.totals == y.totals && sameAnswer(y.newest, x.newest, res.Until)
+			for j := range x.reach {
+				ok = ok && sameAnswer(y.reach[j], x.reach[j], res.Until)
+			}
+			if n += btoi(!ok); !ok && n <= 5 {
+				t.Errorf("%s after prune, window [%s, %s): %+v, reach %v, newest unknown cost %v; before %+v, reach %v, newest unknown cost %v",
+					name, x.w.From.Format(time.RFC3339Nano), x.w.To.Format(time.RFC3339Nano), y.totals, y.reach, y.newest, x.totals, x.reach, x.newest)
+			}
+		}
+		if n > 5 {
+			t.Errorf("%s after prune: %d more windows changed", name, n-5)
+		}
+		compare("rows from the cut's hour", before.rows, after.rows)
+		if !reflect.DeepEqual(before.admitted, after.admitted) {
+			t.Errorf("%s after prune, windows read at admission from %v:\nbefore %+v\nafter  %+v", name, edges[:len(edges)-1], before.admitted, after.admitted)
+		}
+		for _, b := range sortedKeys(before.budgets) {
+			if x, y := before.budgets[b], after.budgets[b]; !reflect.DeepEqual(x, y) {
+				t.Errorf("%s after prune, budget %s (%s): used %d unknown %d %s frees %v, before %d unknown %d %s frees %v",
+					name, b, x.Window.Describe(), y.Used, y.UnknownRows, y.State, y.FreesAt, x.Used, x.UnknownRows, x.State, x.FreesAt)
+			}
+		}
 	}
 }

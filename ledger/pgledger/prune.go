@@ -5,14 +5,20 @@ package pgledger
 // read over pruned time still answers.
 //
 // The rollups here count every row in the transaction that writes it (no
-// fold frontier), so any settled row before the cut may go at once.
+// fold frontier), so any settled row before the cut may go at once. The
+// cut is moved back to the start of its hour (UTC), as on SQLite: the
+// rollups count whole minutes and hours, so a cut inside an hour would
+// leave an hour whose kept rows no read can tell from its pruned ones,
+// and a report (or window) starting after the cut in that hour would
+// count the whole hour, rows before the cut included.
 // Unsettled rows stay (`ledger settle` resolves them; InFlight reads them).
 // meta pruned_until (unix ms, absent = 0) records the latest cut; every
 // read rounds a range that starts or ends before it out to the rollups'
 // buckets there (view.round, Report): a window then counts whole minutes
 // and a report whole hours, never less than the rows they cover, and no
 // read ever reads a raw row of pruned time. The partly pruned minute (and
-// hour) of a cut that is not on one counts as pruned.
+// hour) of a frontier that is not on one (stored before the cut was moved
+// back to its hour) counts as pruned.
 
 import (
 	"context"
@@ -33,8 +39,8 @@ const pruneChunk = 5000
 
 var _ ledger.Pruner = (*Store)(nil)
 
-// Prune deletes the settled usage rows before req.Before (at most the
-// ledger's now), keeping the rollups; see the comment at the top of
+// Prune deletes the settled usage rows before the start of the hour of
+// req.Before (or of the ledger's now, when earlier), keeping the rollups; see the comment at the top of
 // prune.go. Each chunk is one transaction under the admission lock that
 // first calls req.Check with the stored budgets and the ledger's clock.
 func (s *Store) Prune(ctx context.Context, req ledger.PruneRequest) (ledger.PruneResult, error) {
@@ -88,7 +94,7 @@ func (s *Store) pruneChunk(ctx context.Context, req ledger.PruneRequest, first b
 				return &refusal{err}
 			}
 		}
-		until = min(req.Before.UnixMilli(), now.UnixMilli())
+		until = floorTo(min(req.Before.UnixMilli(), now.UnixMilli()), hourMS)
 		if first {
 			if _, err := tx.Exec(ctx, `INSERT INTO meta (key, value) VALUES ('pruned_until', $1)
 ON CONFLICT (key) DO UPDATE SET value = GREATEST(meta.value, excluded.value)`, until); err != nil {
