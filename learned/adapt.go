@@ -20,7 +20,8 @@ package learned
 //     recovery proves the shorter wait and the next episode tries shorter
 //     still, by steps that double.
 //   - Evidence that ages. A refusal proves the reset longer than its wait
-//     for adaptAgeMS; after that it no longer stops a shorter retry.
+//     for adaptAgeEpisodes episodes; after that it no longer stops a
+//     shorter retry.
 //   - A step budget that renews: the 12 trial steps are counted per
 //     adaptBudgetMS, not per seven-day state.
 //   - Growth. After a refused retry at the learned wait, the next retry
@@ -32,14 +33,12 @@ package learned
 // cooldown cap bounds every wait, no request is added, and the state is
 // the same record under the same identity and expiry.
 const (
-	// adaptAgeMS is how long a refusal's evidence stops a shorter retry.
-	adaptAgeMS = 30 * 60_000
 	// adaptBudgetMS is the period over which MaxTrialSteps shorter
 	// retries are allowed; the budget renews after it.
 	adaptBudgetMS = 60 * 60_000
 	// adaptResolved: an interval narrower than this share of the wait
 	// (or than resolvedMS) is not bisected further.
-	adaptResolvedDiv = 20
+	adaptResolvedDiv = 128
 )
 
 // Adapt flags, in state.aflags.
@@ -48,7 +47,15 @@ const (
 	flagExplored uint8 = 1 << iota
 	// flagReturn: that shorter retry was the existing cooldown's.
 	flagReturn
+	// flagJumped: a retry of the open episode came after a jump to high.
+	flagJumped
+	// flagLastReturn: the latest shorter retry was the existing
+	// cooldown's; it outlives the episode.
+	flagLastReturn
 )
+
+// episodeFlags are the flags a new episode clears.
+const episodeFlags = flagExplored | flagReturn | flagJumped
 
 // adaptObserve updates the adapt evidence after st.observe applied o with
 // effect eff; before is the state it started from.
@@ -57,53 +64,87 @@ func (s *state) adaptObserve(before *state, o observation, eff effect) {
 	case eff == effNone:
 		return
 	case o.throttle && eff == effAnchor:
-		s.fails, s.aflags = 0, 0
+		s.fails, s.aflags = 0, s.aflags&^episodeFlags
+		s.fage = min(s.fage+1, 255)
 	case o.throttle && (eff == effEvidence || eff == effContradiction):
-		// A refused retry: the reset is longer than this wait.
+		// A refused retry: the reset is longer than this wait. A refusal
+		// below an aged floor is consistent with it and renews it.
 		e := o.at - s.anchor
-		if s.floorAt == 0 || o.at-s.floorAt >= adaptAgeMS {
-			s.floor = 0
+		if s.floor == 0 || int(s.fage) < adaptAgeEpisodes<<s.backoff || e > s.floor {
+			s.floor = max(s.floor, e)
 		}
-		s.floor, s.floorAt = max(s.floor, e), o.at
+		s.fage = 0
 		if s.fails < 255 {
 			s.fails++
 		}
 		if s.aflags&flagExplored != 0 && s.fails == 1 {
-			s.push, s.hold = 0, 0 // the shorter retry was refused
-		}
-		if s.good != 0 && e >= s.good && s.aflags&flagExplored == 0 {
-			s.good = 0 // the proven wait no longer works: the reset grew
+			// The shorter retry was refused: the next one waits twice as
+			// many episodes.
+			s.push, s.hold = 0, 0
+			s.backoff = min(s.backoff+1, adaptMaxBackoff)
+		} else if s.fails == 1 {
+			s.backoff = 0 // the proven wait was refused: the reset moved
 		}
 	case !o.throttle && before.anchor != 0:
 		// A recovery after the episode's latest cooldown ran out: the
 		// reset is at most that wait.
 		w := before.until - before.anchor
-		explored := before.aflags&flagExplored != 0
 		if w <= 0 || w > maxBoundMS || eff == effEnded {
-			s.good, s.fails, s.aflags = 0, 0, 0
+			s.good, s.fails, s.aflags = 0, 0, s.aflags&^episodeFlags
 			return
 		}
+		// The recovery proves the reset at most e. It proves the wait w
+		// itself only when it came promptly after w ran out; later, the
+		// quota may have reset after w.
+		e := o.at - before.anchor
+		prompt := e-w <= max(resolvedMS, w/16)
+		explored := before.aflags&flagExplored != 0
 		switch {
-		case explored && s.fails == 0:
+		case explored && s.fails == 0 && prompt:
 			s.push = min(s.push+1, 8) // shorter worked: try shorter again
+			s.backoff = 0
+			if before.aflags&flagReturn != 0 && s.good > 3*w {
+				s.high = s.good // a long spell ended: remember its wait
+			}
+		case explored && s.fails == 0:
+			s.push, s.hold = 0, 0 // inconclusive: keep what is proven
+			if s.good != 0 && e >= s.good {
+				w = s.good
+			} else {
+				w = e
+			}
 		case s.fails == 0:
 			s.hold = min(s.hold+1, 255)
 		default:
-			s.push = 0
+			// After refusals: a late recovery does not prove w, but a
+			// wait that is too short costs one refusal next time, and one
+			// too long an idle credential every time.
+			s.push, s.hold = 0, 0
 		}
 		if s.floor >= w {
 			s.floor = 0 // contradicted: the reset got shorter
 		}
-		s.good = w
-		s.fails, s.aflags = 0, 0
+		if s.high != 0 && s.high <= 2*w {
+			s.high = 0
+		}
+		s.good = min(w, maxBoundMS-1)
+		s.fails, s.aflags = 0, s.aflags&^episodeFlags
 	}
 }
+
+// adaptAgeEpisodes is how many episodes a refusal keeps proving the reset
+// longer than its wait; after that it no longer stops a shorter retry.
+const adaptAgeEpisodes = 4
+
+// adaptMaxBackoff bounds the doubling of adaptEvery and adaptAgeEpisodes
+// while shorter retries keep being refused.
+const adaptMaxBackoff = 2
 
 // adaptEvery is how many episodes a learned wait holds before a shorter
 // retry. A long wait, where the existing cooldown would spend several
 // refusals per episode, may try every episode; a wait no longer than the
 // existing cooldown, which spends none, rarely.
-func adaptEvery(good, existing int64) uint8 {
+func adaptEvery(good, existing int64) int {
 	switch {
 	case good > 3*existing:
 		return 1
@@ -112,7 +153,7 @@ func adaptEvery(good, existing int64) uint8 {
 	case good > existing:
 		return 3
 	}
-	return 12
+	return 4
 }
 
 // adaptTarget returns the wait after the episode's first throttle that
@@ -127,48 +168,58 @@ func (s *state) adaptTarget(o observation) (target int64, trial, ok bool) {
 		if t-s.budgetAt >= adaptBudgetMS {
 			s.steps, s.budgetAt = 0, t
 		}
-		floor := s.floor
-		if s.floorAt == 0 || t-s.floorAt >= adaptAgeMS {
-			floor = 0
-		}
-		due := s.hold >= adaptEvery(s.good, o.existing) || s.push > 0
+		due := int(s.hold) >= adaptEvery(s.good, o.existing)<<s.backoff || s.push > 0
 		if !due || s.steps >= MaxTrialSteps || s.hintUntil != 0 {
 			return s.good, false, true
 		}
-		// While the learned wait is long, the first retry comes after
-		// the existing cooldown, unless a fresh refusal proves that too
-		// short already.
-		if s.good > 3*o.existing && floor < o.existing {
-			s.aflags, s.hold = flagExplored|flagReturn, 0
-			s.steps++
-			return o.existing, true, true
+		fresh := s.floor != 0 && int(s.fage) < adaptAgeEpisodes<<s.backoff
+		var w int64
+		if s.good > 3*o.existing && s.push == 0 && s.aflags&flagLastReturn == 0 {
+			// A long wait: every other shorter retry is the next request
+			// after the existing cooldown, the first retry the existing
+			// cooldown would have allowed, so that the end of a long
+			// spell is seen at once.
+			s.aflags |= flagReturn | flagLastReturn
+			w = o.existing
+		} else {
+			s.aflags &^= flagLastReturn
+			switch {
+			case fresh && s.good-s.floor > max(resolvedMS, s.good/adaptResolvedDiv):
+				w = s.floor + (s.good-s.floor)/2 // bisect what the evidence leaves open
+			case fresh:
+				return s.good, false, true // resolved: hold the proven wait
+			default:
+				// Step down from the proven wait, by an eighth, a quarter,
+				// then a half while shorter waits keep working.
+				w = s.good - s.good>>3<<min(s.push, 2)
+			}
 		}
-		lo := floor
-		if lo == 0 {
-			// No fresh refusal: step down from the proven wait, by a
-			// step that doubles while shorter waits keep working.
-			lo = max(s.good-s.good>>2<<min(s.push, 3), 0)
+		w = max(w, minBoundMS)
+		if w >= s.good {
+			return s.good, false, true
 		}
-		if s.good-lo <= max(resolvedMS, s.good/adaptResolvedDiv) {
-			return s.good, false, true // resolved: hold the proven wait
-		}
-		s.aflags, s.hold = flagExplored, 0
+		s.aflags |= flagExplored
+		s.hold = 0
 		s.steps++
-		return max(lo+(s.good-lo)/2, minBoundMS), true, true
+		return w, true, true
 	}
 	// A refused retry at e.
 	e := t - s.anchor
 	if s.aflags&flagExplored != 0 && s.fails == 1 && s.good > e {
 		return s.good, false, true // the shorter retry failed: back to the proven wait
 	}
-	if s.good == 0 && s.floor == 0 {
-		return 0, false, false
+	if s.good == 0 {
+		return 0, false, false // nothing proven yet: the existing cooldown's rhythm
 	}
-	// Growth: a quarter, a half, then double the wait.
-	k := max(int(s.fails), 1)
+	if s.high > e && s.aflags&flagJumped == 0 {
+		s.aflags |= flagJumped // a long spell again: its remembered wait
+		return s.high, false, true
+	}
+	// Growth: an eighth, a quarter, a half, then double the wait.
+	k := int(s.fails)
 	if s.aflags&flagExplored != 0 {
-		k = max(k-1, 1)
+		k--
 	}
-	grow := e >> 2 << min(k-1, 2)
+	grow := e >> 3 << min(max(k-1, 0), 3)
 	return e + max(grow, resolvedMS), false, true
 }

@@ -59,15 +59,19 @@ type state struct {
 	//
 	// good is the last wait (ms after the episode's first throttle) whose
 	// cooldown ran out before a recovery (0: none); floor the longest
-	// wait refused since floorAt's evidence was fresh (0: none).
+	// refused wait while its evidence was fresh (0: none).
 	good, floor int64
-	// floorAt is when floor was last refused; budgetAt when the step
-	// budget last renewed (unix ms, 0: never).
-	floorAt, budgetAt int64
+	// high is the wait of a long spell that ended (0: none), tried first
+	// when a short wait is refused again.
+	high int64
+	// budgetAt is when the step budget last renewed (unix ms, 0: never).
+	budgetAt int64
 	// fails counts the open episode's refused retries; hold the episodes
 	// the proven wait held since the last shorter retry; push the shorter
-	// retries in a row that worked; aflags the episode's flag* bits.
-	fails, hold, push, aflags uint8
+	// retries in a row that worked; aflags the episode's flag* bits; fage
+	// the episodes since floor was last refused; backoff doubles the
+	// episodes between shorter retries while they are refused.
+	fails, hold, push, aflags, fage, backoff uint8
 }
 
 func newState() state { return state{lo: minBoundMS, hi: maxBoundMS} }
@@ -216,13 +220,14 @@ func (s *state) target() (ms int64, trial bool) {
 // hintUntil, decidedAt, refused (int64), big-endian, then the CRC-32 (IEEE)
 // of everything before it.
 //
-// Version 2 (adapt evidence present) appends good, floor (uint32),
-// floorAt, budgetAt (int64), fails, hold, push, aflags before the CRC.
+// Version 2 (adapt evidence present) appends good, floor,
+// high (uint32), budgetAt (int64), fails, hold, push, aflags, fage,
+// backoff before the CRC.
 const (
 	stateVersion = 1
 	stateSize    = 1 + 4 + 4 + 1 + 1 + 6*8 + 4
 	adaptVersion = 2
-	adaptSize    = stateSize + 4 + 4 + 2*8 + 4
+	adaptSize    = stateSize + 3*4 + 8 + 6
 )
 
 var (
@@ -231,8 +236,8 @@ var (
 )
 
 func (s *state) encode() []byte {
-	adapt := s.good != 0 || s.floor != 0 || s.floorAt != 0 || s.budgetAt != 0 ||
-		s.fails != 0 || s.hold != 0 || s.push != 0 || s.aflags != 0
+	adapt := s.good != 0 || s.floor != 0 || s.high != 0 || s.budgetAt != 0 ||
+		s.fails != 0 || s.hold != 0 || s.push != 0 || s.aflags != 0 || s.fage != 0 || s.backoff != 0
 	b := make([]byte, 0, adaptSize)
 	if adapt {
 		b = append(b, adaptVersion)
@@ -248,9 +253,9 @@ func (s *state) encode() []byte {
 	if adapt {
 		b = binary.BigEndian.AppendUint32(b, uint32(s.good))
 		b = binary.BigEndian.AppendUint32(b, uint32(s.floor))
-		b = binary.BigEndian.AppendUint64(b, uint64(s.floorAt))
+		b = binary.BigEndian.AppendUint32(b, uint32(s.high))
 		b = binary.BigEndian.AppendUint64(b, uint64(s.budgetAt))
-		b = append(b, s.fails, s.hold, s.push, s.aflags)
+		b = append(b, s.fails, s.hold, s.push, s.aflags, s.fage, s.backoff)
 	}
 	return binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
 }
@@ -291,10 +296,10 @@ func decodeState(b []byte) (state, error) {
 		a := b[stateSize-4:]
 		s.good = int64(binary.BigEndian.Uint32(a))
 		s.floor = int64(binary.BigEndian.Uint32(a[4:]))
-		s.floorAt = int64(binary.BigEndian.Uint64(a[8:]))
-		s.budgetAt = int64(binary.BigEndian.Uint64(a[16:]))
-		s.fails, s.hold, s.push, s.aflags = a[24], a[25], a[26], a[27]
-		if s.floorAt < 0 || s.budgetAt < 0 {
+		s.high = int64(binary.BigEndian.Uint32(a[8:]))
+		s.budgetAt = int64(binary.BigEndian.Uint64(a[12:]))
+		s.fails, s.hold, s.push, s.aflags, s.fage, s.backoff = a[20], a[21], a[22], a[23], a[24], a[25]
+		if s.budgetAt < 0 {
 			return state{}, errStateCorrupt
 		}
 	}
@@ -311,8 +316,8 @@ func (s *state) valid() bool {
 		return false
 	case s.steps > MaxTrialSteps:
 		return false
-	case s.good < 0 || s.good > maxBoundMS || s.floor < 0 || s.floor > maxBoundMS ||
-		s.push > 8 || s.aflags&^(flagExplored|flagReturn) != 0:
+	case s.good > maxBoundMS || s.floor > maxBoundMS || s.high > maxBoundMS ||
+		s.push > 8 || s.backoff > adaptMaxBackoff || s.aflags&^(episodeFlags|flagLastReturn) != 0:
 		return false
 	case s.anchor == 0:
 		return s.until == 0 && s.hintUntil == 0 && s.decidedAt == 0
