@@ -228,6 +228,10 @@ func (l *Learner) Mode() Mode {
 	return l.mode
 }
 
+// Adapt reports whether learned_cooldown.adapt is in force: apply mode
+// with adapt on.
+func (l *Learner) Adapt() bool { return l != nil && l.mode == ModeApply && l.adapt }
+
 // Observe records one natural outcome. Only throttles and successes in a
 // policy scope teach; everything else returns at once. Storage problems
 // drop the observation with one warning per kind.

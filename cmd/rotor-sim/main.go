@@ -33,6 +33,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	schedule := fs.String("schedule", "", `run this schedule instead of the built-in scenarios: "0:120,3600:40,7200:200" (seconds:reset)`)
 	rates := fs.String("rates", "0.2,1,5", "request rates, requests per second, comma-separated")
 	random := fs.Int("random", 0, "also run this many random schedules (seeds seed..seed+N-1)")
+	failover := fs.Bool("failover", true, "a refused request fails over to an untried available credential, as the route does; false: one call per request, as issue 19 measured")
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "cells run in parallel")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -63,12 +64,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		scs = append(scs, sim.RandomSchedule(*seed+uint64(i), *span))
 	}
 	pols := sim.Policies()
-	cells := sim.RunAll(scs, rs, pols, sim.Options{Span: *span, Seed: *seed}, *workers)
+	cells := sim.RunAll(scs, rs, pols, sim.Options{Span: *span, Seed: *seed, Failover: *failover}, *workers)
 	fmt.Fprintf(stdout, "Simulated %v per cell on a fake clock, seed %d: %d credentials through the real pool (model cooldown on), "+
 		"each with a quota of %d requests refused until a hidden reset R after the first refusal; Poisson traffic; "+
-		"a refused request fails over to an untried available credential. Served: requests the provider answered. "+
+		"failover %v (on: a refused request goes on to an untried available credential). Served: requests the provider answered. "+
 		"Wasted 429s: refusals after the first of each exhaustion. Idle: cooldown left after the quota had reset, credential-seconds.\n\n",
-		*span, *seed, sim.Credentials, sim.Quota)
+		*span, *seed, sim.Credentials, sim.Quota, *failover)
 	for _, sc := range scs {
 		fmt.Fprintf(stdout, "- %s: %s\n", sc.Name, sc.About)
 	}

@@ -227,6 +227,10 @@ type Options struct {
 	Span time.Duration
 	// Seed seeds the arrivals and the scenarios' draws.
 	Seed uint64
+	// Failover sends a refused request on to the next available
+	// credential it has not tried, as the route does; without it every
+	// request makes one call, as the measurements did.
+	Failover bool
 }
 
 func (o Options) span() time.Duration {
@@ -301,6 +305,9 @@ func Run(sc Scenario, rate float64, pol Policy, opt Options) Result {
 			p.Record(c.Name, pool.Observation{Scope: scope, Status: 429})
 			d, _ := p.NextRelease(scope, []string{c.Name})
 			pr.release = now.Add(d)
+			if !opt.Failover {
+				break
+			}
 			left = remove(left, c.Name)
 		}
 	}
