@@ -205,6 +205,8 @@ func (l *ladder) Suggest(ev pool.LearnEvent) (time.Duration, bool) {
 // Result is one policy's run of one cell.
 type Result struct {
 	Arrivals, Served int
+	// Calls counts provider calls.
+	Calls int
 	// Wasted counts refusals after the first of each exhaustion: a
 	// credential tried before its quota reset.
 	Wasted int
@@ -274,7 +276,7 @@ func Run(sc Scenario, rate float64, pol Policy, opt Options) Result {
 	provs := make([]*provider, Credentials)
 	byName := map[string]int{}
 	for i := range provs {
-		provs[i] = &provider{name: names[i], tokens: Quota, reset: func(now time.Time) time.Duration {
+		provs[i] = &provider{tokens: Quota, reset: func(now time.Time) time.Duration {
 			return sc.Reset(now.Sub(epoch), span, noise)
 		}}
 		byName[names[i]] = i
@@ -297,6 +299,7 @@ func Run(sc Scenario, rate float64, pol Policy, opt Options) Result {
 			}
 			i := byName[c.Name]
 			pr := provs[i]
+			res.Calls++
 			if pr.call(now) {
 				p.Record(c.Name, pool.Observation{Scope: scope, Status: 200})
 				res.Served++
@@ -332,7 +335,6 @@ func remove(names []string, name string) []string {
 // tokens requests succeed, then every request is refused until reset(t)
 // after the first refusal.
 type provider struct {
-	name    string
 	tokens  int
 	reset   func(now time.Time) time.Duration
 	resetAt time.Time // zero while serving
@@ -361,18 +363,12 @@ func (p *provider) call(now time.Time) bool {
 // settle ends an episode: the credential was idle from the real reset to
 // its release.
 func (p *provider) settle() {
-	if debugIdle != nil && p.release.After(p.resetAt) {
-		debugIdle(p.name, p.resetAt, p.release)
-	}
 	if p.release.After(p.resetAt) {
 		p.idle += p.release.Sub(p.resetAt)
 	}
 	p.resetAt = time.Time{}
 	p.tokens = Quota
 }
-
-// debugIdle, when set by a test, hears of every idle stretch.
-var debugIdle func(name string, resetAt, release time.Time)
 
 // finish settles an episode whose reset happened before end.
 func (p *provider) finish(end time.Time) {
