@@ -205,8 +205,8 @@ func (l *ladder) Suggest(ev pool.LearnEvent) (time.Duration, bool) {
 // Result is one policy's run of one cell.
 type Result struct {
 	Arrivals, Served int
-	// Calls counts provider calls.
-	Calls int
+	// Calls counts provider calls; MaxCalls is the most one request made.
+	Calls, MaxCalls int
 	// Wasted counts refusals after the first of each exhaustion: a
 	// credential tried before its quota reset.
 	Wasted int
@@ -292,7 +292,7 @@ func Run(sc Scenario, rate float64, pol Policy, opt Options) Result {
 		clk.Set(now)
 		res.Arrivals++
 		left = append(left[:0], names...)
-		for len(left) > 0 {
+		for calls := 0; len(left) > 0; {
 			c, err := p.Select(scope, left)
 			if err != nil {
 				break // every credential left is cooling: answered locally
@@ -300,6 +300,8 @@ func Run(sc Scenario, rate float64, pol Policy, opt Options) Result {
 			i := byName[c.Name]
 			pr := provs[i]
 			res.Calls++
+			calls++
+			res.MaxCalls = max(res.MaxCalls, calls)
 			if pr.call(now) {
 				p.Record(c.Name, pool.Observation{Scope: scope, Status: 200})
 				res.Served++

@@ -134,8 +134,12 @@ func TestAdaptAddsNoRequests(t *testing.T) {
 		if want := Run(sc, 1, Fixed, Options{Span: 30 * time.Minute, Seed: 3}).Arrivals; r.Arrivals != want {
 			t.Errorf("%s saw %d arrivals, fixed %d", pol.Name, r.Arrivals, want)
 		}
-		if r.Calls > r.Arrivals {
-			t.Errorf("%s: %d provider calls for %d requests without failover", pol.Name, r.Calls, r.Arrivals)
+		if r.Calls > r.Arrivals || r.MaxCalls != 1 {
+			t.Errorf("%s: %d provider calls for %d requests, up to %d for one, without failover", pol.Name, r.Calls, r.Arrivals, r.MaxCalls)
+		}
+		f := Run(sc, 1, pol, Options{Span: 30 * time.Minute, Seed: 3, Failover: true})
+		if f.MaxCalls > Credentials {
+			t.Errorf("%s with failover: %d calls for one request, more than the %d credentials", pol.Name, f.MaxCalls, Credentials)
 		}
 	}
 }
