@@ -25,13 +25,18 @@ package learned
 //   - A step budget that renews: the 12 trial steps are counted per
 //     adaptBudgetMS, not per seven-day state.
 //   - Growth. After a refused retry at the learned wait, the next retry
-//     comes a quarter later, then a half, then double: a few refusals
-//     find a reset that grew, where the existing cooldown spends one per
-//     minute.
+//     comes an eighth later, then a quarter, a half, then double (or at
+//     the wait of a long spell remembered from the last time one ended):
+//     a few refusals find a reset that grew, where the existing cooldown
+//     spends one per minute.
 //
 // Every other bound stays: trusted advice is a hard minimum, the model
 // cooldown cap bounds every wait, no request is added, and the state is
-// the same record under the same identity and expiry.
+// one record under the same identity, capacity and expiry (version 2,
+// with the adapt evidence; version 1 while there is none).
+//
+// learned/sim measures it against fixed 60 s, a ladder and the spec; it
+// does not yet win every cell there (README, Cooldowns).
 const (
 	// adaptBudgetMS is the period over which MaxTrialSteps shorter
 	// retries are allowed; the budget renews after it.
