@@ -173,7 +173,15 @@ func (s *state) adaptTarget(o observation) (target int64, trial, ok bool) {
 		if t-s.budgetAt >= adaptBudgetMS {
 			s.steps, s.budgetAt = 0, t
 		}
-		due := int(s.hold) >= adaptEvery(s.good, o.existing)<<s.backoff || s.push > 0
+		long := s.good > 3*o.existing
+		every := adaptEvery(s.good, o.existing)
+		if !long {
+			// Back off while shorter retries are refused; a long wait keeps
+			// its retry after the existing cooldown every other episode, to
+			// see the end of a long spell at once.
+			every <<= s.backoff
+		}
+		due := int(s.hold) >= every || s.push > 0
 		if !due || s.steps >= MaxTrialSteps || s.hintUntil != 0 {
 			return s.good, false, true
 		}

@@ -46,12 +46,12 @@ var bounds12h = map[string]cellBound{
 	"steady 30/0.2": {0, 0.5, true}, "steady 30/1": {0, 0.5, true}, "steady 30/5": {0, 0.5, true},
 	"steady 60/0.2": {-0.71, 0.5, false}, "steady 60/1": {-0.57, 0.5, false}, "steady 60/5": {0, 0.5, true},
 	"steady 150/0.2": {0, 0.5, true}, "steady 150/1": {0, 0.5, true}, "steady 150/5": {0, 0.5, true},
-	"steady 600/0.2": {0, 0.5, true}, "steady 600/1": {-0.5, 0.5, true}, "steady 600/5": {0, 0.5, true},
-	"drifting/0.2": {-0.8, 0.5, true}, "drifting/1": {-2.0, 0.5, true}, "drifting/5": {-0.89, 0.5, true},
-	"bursty/0.2": {-2.51, 0.5, false}, "bursty/1": {-0.61, 0.5, true}, "bursty/5": {0, 0.61, true},
-	"noisy/0.2": {-3.22, 0.5, true}, "noisy/1": {-3.04, 0.5, true}, "noisy/5": {-1.13, 0.5, true},
-	"step 300->60/0.2": {0, 0.5, true}, "step 300->60/1": {-2.39, 0.5, true}, "step 300->60/5": {-1.02, 0.5, true},
-	"step 60->300/0.2": {-1.1, 0.5, true}, "step 60->300/1": {-1.47, 0.5, true}, "step 60->300/5": {-0.75, 0.5, true},
+	"steady 600/0.2": {0, 0.5, true}, "steady 600/1": {0, 0.5, true}, "steady 600/5": {-0.51, 0.5, true},
+	"drifting/0.2": {-3, 0.5, true}, "drifting/1": {-2.05, 0.5, true}, "drifting/5": {-0.89, 0.5, true},
+	"bursty/0.2": {-2.38, 0.5, false}, "bursty/1": {0, 0.5, true}, "bursty/5": {0, 0.62, true},
+	"noisy/0.2": {-3.1, 0.5, true}, "noisy/1": {-3.25, 0.5, true}, "noisy/5": {-1.15, 0.5, true},
+	"step 300->60/0.2": {0, 0.5, true}, "step 300->60/1": {-1.5, 0.5, true}, "step 300->60/5": {-0.73, 0.5, true},
+	"step 60->300/0.2": {-1.66, 0.5, true}, "step 60->300/1": {-0.92, 0.5, true}, "step 60->300/5": {-0.61, 0.5, true},
 }
 
 var bounds2h = map[string]cellBound{
@@ -59,11 +59,11 @@ var bounds2h = map[string]cellBound{
 	"steady 60/0.2": {0, 0.5, true}, "steady 60/1": {0, 0.5, false}, "steady 60/5": {0, 0.5, true},
 	"steady 150/0.2": {0, 0.5, true}, "steady 150/1": {0, 0.5, true}, "steady 150/5": {0, 0.5, true},
 	"steady 600/0.2": {0, 0.5, true}, "steady 600/1": {0, 0.5, true}, "steady 600/5": {0, 0.5, true},
-	"drifting/0.2": {-2.3, 0.5, true}, "drifting/1": {-2.17, 0.5, true}, "drifting/5": {-0.78, 0.5, true},
-	"bursty/0.2": {0, 0.5, true}, "bursty/1": {0, 0.72, true}, "bursty/5": {0, 0.88, true},
-	"noisy/0.2": {-6.02, 0.5, true}, "noisy/1": {-4.4, 0.5, true}, "noisy/5": {-1.28, 0.5, true},
-	"step 300->60/0.2": {-1.33, 0.5, true}, "step 300->60/1": {-16.56, 0.5, false}, "step 300->60/5": {-4.44, 0.5, false},
-	"step 60->300/0.2": {-0.85, 0.5, true}, "step 60->300/1": {-3.92, 0.5, false}, "step 60->300/5": {-1.17, 0.5, false},
+	"drifting/0.2": {-2.78, 0.5, true}, "drifting/1": {-1.61, 0.5, true}, "drifting/5": {-0.61, 0.5, true},
+	"bursty/0.2": {0, 0.5, true}, "bursty/1": {0, 0.71, true}, "bursty/5": {0, 0.88, true},
+	"noisy/0.2": {-4.64, 0.5, true}, "noisy/1": {-3.84, 0.5, true}, "noisy/5": {-1.22, 0.5, true},
+	"step 300->60/0.2": {-5.06, 0.5, false}, "step 300->60/1": {-10.1, 0.5, false}, "step 300->60/5": {-2.92, 0.5, true},
+	"step 60->300/0.2": {-0.85, 0.5, true}, "step 60->300/1": {-3.09, 0.5, false}, "step 60->300/5": {-1, 0.5, false},
 }
 
 // TestAdaptCells runs every scenario at every rate through the real pool
