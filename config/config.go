@@ -116,9 +116,13 @@ type ModelCooldown struct {
 // LearnedCooldown holds the resolved LEARNED_COOLDOWN_* settings and
 // INTELLIGENCE_STORAGE_BACKEND. PolicyJSON is validated by package learned.
 type LearnedCooldown struct {
-	Mode                           string // off, shadow, apply
-	PolicyJSON                     string
-	Storage                        string // memory, sqlite
+	Mode       string // off, shadow, apply
+	PolicyJSON string
+	Storage    string // memory, sqlite
+	// Adapt is learned_cooldown.adapt (ROTOR_LEARNED_COOLDOWN_ADAPT), not
+	// a spec setting: validated strictly, off by default. In apply mode it
+	// lets the learner track a reset that moves (package learned, adapt.go).
+	Adapt                          bool
 	rawMode, rawPolicy, rawStorage *string
 }
 

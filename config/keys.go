@@ -108,6 +108,8 @@ var settings = []field[Config]{
 		ptr: func(c *Config) any { return &c.LearnedCooldown.Mode }, raw: func(c *Config) **string { return &c.LearnedCooldown.rawMode }},
 	{key: "learned_cooldown.policy_json", spec: EnvLearnedPolicy, def: "{}", doc: `{"buckets":[{"provider":"api","model":"decide-mini","quota_bucket":null}]}`,
 		ptr: func(c *Config) any { return &c.LearnedCooldown.PolicyJSON }, raw: func(c *Config) **string { return &c.LearnedCooldown.rawPolicy }},
+	{key: "learned_cooldown.adapt", ptr: func(c *Config) any { return &c.LearnedCooldown.Adapt }, def: false, override: true,
+		doc: "rotor's own setting, off by default: apply tracks a reset that moves (README, Cooldowns); departs from the spec"},
 	{key: "learned_cooldown.storage", spec: EnvStorageBackend, def: "memory", doc: "memory, or sqlite (the ledger database; d1 is an alias)",
 		ptr: func(c *Config) any { return &c.LearnedCooldown.Storage }, raw: func(c *Config) **string { return &c.LearnedCooldown.rawStorage }},
 	{key: "pools", ptr: func(c *Config) any { return &c.Pools }, def: map[string]Pool{}},

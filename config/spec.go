@@ -61,7 +61,9 @@ func specValue(env Lookup, name string, file *string) (v string, set bool, sourc
 // value) and disabling its feature.
 func (c *Config) ResolveSpec(env Lookup, warn Warn) {
 	c.ModelCooldown = ResolveModelCooldown(env, c.ModelCooldown.rawEnabled, c.ModelCooldown.rawMax, warn)
+	adapt := c.LearnedCooldown.Adapt // rotor's own key, already validated
 	c.LearnedCooldown = ResolveLearned(env, c.LearnedCooldown.rawMode, c.LearnedCooldown.rawPolicy, c.LearnedCooldown.rawStorage, warn)
+	c.LearnedCooldown.Adapt = adapt
 }
 
 // ResolveModelCooldown parses the model cooldown settings. fileEnabled and

@@ -66,6 +66,10 @@
 //     the cap being MODEL_COOLDOWN_MAX_SECONDS. A trial that the advice
 //     overrides spends no step.
 //
+// With learned_cooldown.adapt (Config.Adapt, off by default) apply mode
+// departs from these rules where a moving reset needs it; adapt.go lists
+// each departure.
+//
 // Timestamps are LearnEvent.At in wall-clock milliseconds, because a shared
 // store is read by several processes. Processes sharing one must keep their
 // clocks within a second of each other; otherwise the learner keeps

@@ -114,6 +114,15 @@ type Config struct {
 	// Clock reads the time for storage expiry and for events without a
 	// time; nil is the wall clock.
 	Clock clock.Clock
+	// Adapt is learned_cooldown.adapt (default off): in apply mode, the
+	// learner tracks a reset that moves (see adapt.go). Off, apply is
+	// exactly the spec's rules with rotor's four departures.
+	Adapt bool
+	// SpecLiteral drops rotor's departures that change what apply
+	// decides (the 15-minute refresh, a trial needing a recovery): the
+	// spec's rules to the letter. Only the simulation sets it, to show
+	// why the departures exist.
+	SpecLiteral bool
 }
 
 // failure is a kind of storage fallback; each is warned about once.
@@ -143,6 +152,8 @@ type Learner struct {
 	capMS    int64
 	fallback int64 // ms
 	timeout  time.Duration
+	adapt    bool
+	literal  bool
 	log      *slog.Logger
 	clock    clock.Clock
 
@@ -171,6 +182,8 @@ func New(cfg Config) *Learner {
 		capMS:    DefaultMaxSeconds * 1000,
 		fallback: DefaultFallbackSeconds * 1000,
 		timeout:  cfg.StoreTimeout,
+		adapt:    cfg.Adapt,
+		literal:  cfg.SpecLiteral,
 		log:      cfg.Logger,
 		clock:    cfg.Clock,
 		seed:     maphash.MakeSeed(),
@@ -215,6 +228,10 @@ func (l *Learner) Mode() Mode {
 	return l.mode
 }
 
+// Adapt reports whether learned_cooldown.adapt is in force: apply mode
+// with adapt on.
+func (l *Learner) Adapt() bool { return l != nil && l.mode == ModeApply && l.adapt }
+
 // Observe records one natural outcome. Only throttles and successes in a
 // policy scope teach; everything else returns at once. Storage problems
 // drop the observation with one warning per kind.
@@ -233,6 +250,7 @@ func (l *Learner) Observe(ev pool.LearnEvent) {
 	for attempt := 0; ; attempt++ {
 		before := st
 		eff := st.observe(o)
+		l.adaptObserve(&st, &before, o, eff)
 		if st == before {
 			return
 		}
@@ -275,6 +293,7 @@ func (l *Learner) Suggest(ev pool.LearnEvent) (time.Duration, bool) {
 		}
 		before := st
 		eff := st.observe(o)
+		l.adaptObserve(&st, &before, o, eff)
 		dec := l.decide(&st, o)
 		if st != before {
 			err := l.save(id, &st, rev)
@@ -322,12 +341,18 @@ func (l *Learner) decide(st *state, o observation) decision {
 	if l.mode == ModeApply && st.decidedAt == o.at {
 		return decision{ms: l.bound(st, o, st.until-o.at), apply: true} // decided already
 	}
+	if l.mode == ModeApply && l.adapt {
+		return l.decideAdapt(st, o)
+	}
 	target, trial := st.target()
 	rem := max(st.anchor+target-o.at, minBoundMS)
 	d := decision{ms: l.bound(st, o, rem)}
 	// A learned wait longer than the existing cooldown rests on refusals;
 	// without a recent one, let the existing cooldown refresh the evidence.
 	ready := st.confident() && (d.ms <= o.existing || !st.stale(o.at))
+	if l.literal {
+		ready = st.conf >= confidentAt
+	}
 	if l.mode == ModeShadow {
 		d.report, d.ready = true, ready
 		return d
@@ -342,6 +367,26 @@ func (l *Learner) decide(st *state, o observation) decision {
 	if d.trial {
 		st.steps++
 	}
+	st.until, st.decidedAt = o.at+d.ms, o.at
+	return d
+}
+
+// adaptObserve applies the adapt evidence of o in apply mode with adapt on.
+func (l *Learner) adaptObserve(st, before *state, o observation, eff effect) {
+	if l.adapt && l.mode == ModeApply {
+		st.adaptObserve(before, o, eff)
+	}
+}
+
+// decideAdapt is decide with learned_cooldown.adapt on (adapt.go).
+func (l *Learner) decideAdapt(st *state, o observation) decision {
+	target, trial, ok := st.adaptTarget(o)
+	if !ok {
+		return decision{}
+	}
+	rem := max(st.anchor+target-o.at, minBoundMS)
+	d := decision{ms: l.bound(st, o, rem), apply: true, fresh: true}
+	d.trial = trial && (st.hintUntil == 0 || st.hintUntil-o.at < rem)
 	st.until, st.decidedAt = o.at+d.ms, o.at
 	return d
 }

@@ -81,6 +81,16 @@ var specRules = []spectest.Rule{
 	spectest.R("(rotor) Observations less than a second out of order are concurrent, not a nonincreasing timestamp.", []string{"TestNonincreasingTimestampWidensIntervalAndRemovesConfidence", "TestConcurrentThrottlesAreOneObservation"}, ""),
 	spectest.R("(rotor) A write refused for a stale revision is retried once on fresh state.", []string{"TestStaleRevisionIsRetriedOnce", "TestStaleRevisionIsRefusedAndPreventsApplying"}, ""),
 	spectest.R("(rotor) A trial needs an upper bound proven by a recovery, besides three consistent observations.", []string{"TestTrialNeedsARecovery"}, ""),
+
+	// learned_cooldown.adapt (off by default; issue 19): departures taken
+	// only with it on, each in the README's Cooldowns section, and the
+	// spec's bounds it keeps.
+	spectest.R("(rotor, adapt) Apply uses the last wait a recovery proved, from the first recovery on.", []string{"TestAdaptAppliesProvenWait"}, "learned/sim: TestAdaptCells"),
+	spectest.R("(rotor, adapt) Once a learned wait has held, a natural request goes earlier (a shorter cooldown, never an extra request); a refusal sends the next at the proven wait.", []string{"TestAdaptShorterNaturalRetryAfterHold"}, "learned/sim: TestAdaptAddsNoRequests"),
+	spectest.R("(rotor, adapt) The 12 trial steps renew hourly.", []string{"TestAdaptStepBudgetRenewsHourly"}, "learned: FuzzAdaptTransitions checks the 12-step bound"),
+	spectest.R("(rotor, adapt) A refusal's evidence ages after a few episodes.", nil, "learned/sim: TestAdaptCells (the step and bursty cells need it)"),
+	spectest.R("(rotor, adapt) Trusted hints stay a hard minimum and the model cooldown cap bounds every wait.", []string{"TestAdaptNeverBelowTrustedHint", "TestAdaptBoundedByModelCooldownCap"}, "learned: FuzzAdaptTransitions also"),
+	spectest.R("(rotor, adapt) Storage bounds stay: 1,024 records, seven-day expiry, HMAC digests only; adapt off stores the version-1 record.", []string{"TestAdaptKeepsStorageBounds", "TestAdaptOffStoresVersion1"}, ""),
 }
 
 // TestSpecRuleMapIsComplete checks that every rule names a test that exists

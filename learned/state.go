@@ -53,6 +53,25 @@ type state struct {
 	// refused is when a retry was last refused: a throttle sample inside an
 	// episode (0: never).
 	refused int64
+
+	// The adapt evidence (adapt.go); all zero with adapt off, and then
+	// the state encodes as version 1, byte for byte what it always was.
+	//
+	// good is the last wait (ms after the episode's first throttle) whose
+	// cooldown ran out before a recovery (0: none); floor the longest
+	// refused wait while its evidence was fresh (0: none).
+	good, floor int64
+	// high is the wait of a long spell that ended (0: none), tried first
+	// when a short wait is refused again.
+	high int64
+	// budgetAt is when the step budget last renewed (unix ms, 0: never).
+	budgetAt int64
+	// fails counts the open episode's refused retries; hold the episodes
+	// the proven wait held since the last shorter retry; push the shorter
+	// retries in a row that worked; aflags the episode's flag* bits; fage
+	// the episodes since floor was last refused; backoff doubles the
+	// episodes between shorter retries while they are refused.
+	fails, hold, push, aflags, fage, backoff uint8
 }
 
 func newState() state { return state{lo: minBoundMS, hi: maxBoundMS} }
@@ -200,9 +219,15 @@ func (s *state) target() (ms int64, trial bool) {
 // Encoding: version, lo, hi (uint32), conf, steps, then last, anchor, until,
 // hintUntil, decidedAt, refused (int64), big-endian, then the CRC-32 (IEEE)
 // of everything before it.
+//
+// Version 2 (adapt evidence present) appends good, floor,
+// high (uint32), budgetAt (int64), fails, hold, push, aflags, fage,
+// backoff before the CRC.
 const (
 	stateVersion = 1
 	stateSize    = 1 + 4 + 4 + 1 + 1 + 6*8 + 4
+	adaptVersion = 2
+	adaptSize    = stateSize + 3*4 + 8 + 6
 )
 
 var (
@@ -211,13 +236,26 @@ var (
 )
 
 func (s *state) encode() []byte {
-	b := make([]byte, 0, stateSize)
-	b = append(b, stateVersion)
+	adapt := s.good != 0 || s.floor != 0 || s.high != 0 || s.budgetAt != 0 ||
+		s.fails != 0 || s.hold != 0 || s.push != 0 || s.aflags != 0 || s.fage != 0 || s.backoff != 0
+	b := make([]byte, 0, adaptSize)
+	if adapt {
+		b = append(b, adaptVersion)
+	} else {
+		b = append(b, stateVersion)
+	}
 	b = binary.BigEndian.AppendUint32(b, uint32(s.lo))
 	b = binary.BigEndian.AppendUint32(b, uint32(s.hi))
 	b = append(b, s.conf, s.steps)
 	for _, v := range []int64{s.last, s.anchor, s.until, s.hintUntil, s.decidedAt, s.refused} {
 		b = binary.BigEndian.AppendUint64(b, uint64(v))
+	}
+	if adapt {
+		b = binary.BigEndian.AppendUint32(b, uint32(s.good))
+		b = binary.BigEndian.AppendUint32(b, uint32(s.floor))
+		b = binary.BigEndian.AppendUint32(b, uint32(s.high))
+		b = binary.BigEndian.AppendUint64(b, uint64(s.budgetAt))
+		b = append(b, s.fails, s.hold, s.push, s.aflags, s.fage, s.backoff)
 	}
 	return binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
 }
@@ -230,10 +268,15 @@ func decodeState(b []byte) (state, error) {
 	if len(b) == 0 {
 		return state{}, errStateCorrupt
 	}
-	if b[0] != stateVersion {
+	size := stateSize
+	switch b[0] {
+	case stateVersion:
+	case adaptVersion:
+		size = adaptSize
+	default:
 		return state{}, errStateVersion
 	}
-	if len(b) != stateSize || crc32.ChecksumIEEE(b[:stateSize-4]) != binary.BigEndian.Uint32(b[stateSize-4:]) {
+	if len(b) != size || crc32.ChecksumIEEE(b[:size-4]) != binary.BigEndian.Uint32(b[size-4:]) {
 		return state{}, errStateCorrupt
 	}
 	s := state{
@@ -249,6 +292,17 @@ func decodeState(b []byte) (state, error) {
 			return state{}, errStateCorrupt
 		}
 	}
+	if b[0] == adaptVersion {
+		a := b[stateSize-4:]
+		s.good = int64(binary.BigEndian.Uint32(a))
+		s.floor = int64(binary.BigEndian.Uint32(a[4:]))
+		s.high = int64(binary.BigEndian.Uint32(a[8:]))
+		s.budgetAt = int64(binary.BigEndian.Uint64(a[12:]))
+		s.fails, s.hold, s.push, s.aflags, s.fage, s.backoff = a[20], a[21], a[22], a[23], a[24], a[25]
+		if s.budgetAt < 0 {
+			return state{}, errStateCorrupt
+		}
+	}
 	if !s.valid() {
 		return state{}, errStateCorrupt
 	}
@@ -261,6 +315,9 @@ func (s *state) valid() bool {
 	case s.lo < minBoundMS || s.hi > maxBoundMS || s.lo >= s.hi:
 		return false
 	case s.steps > MaxTrialSteps:
+		return false
+	case s.good > maxBoundMS || s.floor > maxBoundMS || s.high > maxBoundMS ||
+		s.push > 8 || s.backoff > adaptMaxBackoff || s.aflags&^(episodeFlags|flagLastReturn) != 0:
 		return false
 	case s.anchor == 0:
 		return s.until == 0 && s.hintUntil == 0 && s.decidedAt == 0

@@ -35,12 +35,13 @@ tests=(
   "./internal/failpoint ^TestHitKillsOnlyAtTheArmedPoint$"
   "./internal/httpx ^(TestGuardClosesConnectionAfterTransferEncodedRequest|FuzzRetryAfter)$"
   "./config ^(TestServerAndLedgerTimeoutKeys|FuzzCooldownSettings|FuzzParseFile)$"
-  "./learned ^FuzzPolicy$"
+  "./learned ^(FuzzPolicy|FuzzAdaptTransitions)$"
   "./decisions ^(TestAnnouncedOversizedBodyRefusedWithoutBuffering|TestDeadlineSharedAndProviderThatNeverAnswersIsNotReplayed|TestClientDisconnectCancelsUpstreamAndRowIsCommitted|TestProviderRedirectIsNotFollowed|TestCanaryKeyNeverLeaks|TestAmbiguousFailuresAreNotReplayed|TestAnswerOver64MiBGives502AndNullTokens|TestStalledErrorBodyReleasesFailover|TestErrorBodyReadStopsAt64KiB|FuzzParseRequest|FuzzReadUsage)$"
 )
 # Case 15: native fuzzing, each target from its seed corpus.
 fuzz=(
   "./learned FuzzPolicy"
+  "./learned FuzzAdaptTransitions"
   "./config FuzzCooldownSettings"
   "./internal/httpx FuzzRetryAfter"
   "./internal/httpx FuzzAccessInfoMerge"

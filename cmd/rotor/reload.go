@@ -58,6 +58,9 @@ type generation struct {
 	// creds are the usable credentials by name; pools the pools by name.
 	creds map[string]credIdentity
 	pools map[string]*pool.Pool
+	// learner is this generation's learner (nil when off); its state
+	// lives in the shared store.
+	learner *learned.Learner
 }
 
 // routeShared is what every generation of the route shares.
@@ -79,6 +82,8 @@ type routeBuild struct {
 	prev   *generation
 	creds  map[string]credIdentity
 	pools  map[string]*pool.Pool
+	// learner is the learner buildRoute wired in, nil when off.
+	learner *learned.Learner
 }
 
 func newRouteBuild(shared *routeShared, prev *generation) *routeBuild {
@@ -208,7 +213,7 @@ func (rl *reloader) build(cfg *config.Config, prev *generation) (*generation, er
 	if err != nil {
 		return nil, err
 	}
-	g.route, g.openai, g.creds, g.pools = route, route.OpenAI(), b.creds, b.pools
+	g.route, g.openai, g.creds, g.pools, g.learner = route, route.OpenAI(), b.creds, b.pools, b.learner
 	return g, nil
 }
 

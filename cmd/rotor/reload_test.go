@@ -284,6 +284,33 @@ func TestReloadAppliesSettingsAndSpecRules(t *testing.T) {
 	}
 }
 
+// learned_cooldown.adapt is reloadable: a reload turns it on and off in
+// the learner of the new generation, and says so.
+func TestReloadTakesLearnedAdapt(t *testing.T) {
+	const learn = `learned_cooldown: {mode: apply, policy_json: '{"buckets":[{"provider":"api","model":"decide-mini","quota_bucket":null}]}'%s}` + "\n"
+	x := newReloadFixture(t, cred{name: "team-a"})
+	x.writeConfig(fmt.Sprintf(learn, ""), cred{name: "team-a"})
+	if _, err := x.rl.reload("test"); err != nil {
+		t.Fatal(err)
+	}
+	if g := x.rl.current(); g.learner == nil || g.learner.Adapt() {
+		t.Fatalf("apply without adapt: learner %v, want one with adapt off", g.learner)
+	}
+	for _, on := range []bool{true, false} {
+		x.writeConfig(fmt.Sprintf(learn, fmt.Sprintf(", adapt: %v", on)), cred{name: "team-a"})
+		res, err := x.rl.reload("test")
+		if err != nil {
+			t.Fatalf("reload with adapt %v: %v", on, err)
+		}
+		if got := x.rl.current().learner.Adapt(); got != on {
+			t.Errorf("after the reload adapt = %v, want %v", got, on)
+		}
+		if on && !slices.Contains(res.Settings, "learned_cooldown.adapt") {
+			t.Errorf("settings changed %v, want learned_cooldown.adapt among them", res.Settings)
+		}
+	}
+}
+
 // rotor bridge reload against a real bridge: the default token reloads and
 // the command says what changed; another token is refused (exit 2,
 // admin_only); a file that does not validate is refused before the bridge

@@ -171,7 +171,8 @@ func buildRoute(f *Factory, cfg *config.Config, store ledger.Ledger, metrics *ga
 	if cfg.LearnedCooldown.Mode != "off" {
 		mode, policy := learned.ParseSettings(cfg.LearnedCooldown.Mode, cfg.LearnedCooldown.PolicyJSON, log)
 		ls := b.learnedStore(cfg.LearnedCooldown.Storage, store)
-		learner = learned.New(learned.Config{Mode: mode, Policy: policy, Store: ls, MaxSeconds: cfg.ModelCooldown.MaxSeconds, Logger: log, Clock: clk})
+		learner = learned.New(learned.Config{Mode: mode, Policy: policy, Store: ls, MaxSeconds: cfg.ModelCooldown.MaxSeconds, Adapt: cfg.LearnedCooldown.Adapt, Logger: log, Clock: clk})
+		b.learner = learner
 	}
 	pstore := b.poolStore(clk)
 	var pools []decisions.PoolConfig

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+var lastLine = regexp.MustCompile(`^learned_min_served_margin_pp=-?\d+\.\d+ learned_max_waste_ratio=\d+\.\d+$`)
+
+func last(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return lines[len(lines)-1]
+}
+
+// scripts/sim-cooldown.sh runs as users run it, with a short span: bash
+// with set -euo pipefail, its table, and the exact last line; an unknown
+// flag exits 2.
+func TestSimCooldownScript(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	script := filepath.Join("..", "..", "scripts", "sim-cooldown.sh")
+	src, err := os.ReadFile(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(src), "#!/usr/bin/env bash\n") || !strings.Contains(string(src), "\nset -euo pipefail\n") {
+		t.Error("sim-cooldown.sh must be bash with set -euo pipefail")
+	}
+	out, err := exec.Command("bash", script, "--span", "10m", "--rates", "1", "--schedule", "0:120,300:40,450:200").Output()
+	if err != nil {
+		t.Fatalf("sim-cooldown.sh: %v", err)
+	}
+	if !strings.Contains(string(out), "| schedule | 1 req/s | learned adapt |") {
+		t.Errorf("no table row for the schedule:\n%s", out)
+	}
+	if l := last(string(out)); !lastLine.MatchString(l) {
+		t.Errorf("last line %q", l)
+	}
+	err = exec.Command("bash", script, "--no-such-flag").Run()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
+		t.Errorf("unknown flag: %v, want exit 2", err)
+	}
+}
+
+func TestRunFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"-span", "5m", "-rates", "5", "-seed", "2", "-random", "1"}, 0},
+		{[]string{"-schedule", "10:5"}, 2},
+		{[]string{"-rates", "0"}, 2},
+		{[]string{"-span", "0s"}, 2},
+		{[]string{"extra"}, 2},
+	} {
+		var out, errOut bytes.Buffer
+		if got := run(c.args, &out, &errOut); got != c.code {
+			t.Errorf("run(%q) = %d, want %d; stderr %s", c.args, got, c.code, errOut.String())
+		}
+		if c.code == 0 && !lastLine.MatchString(last(out.String())) {
+			t.Errorf("run(%q) last line %q", c.args, last(out.String()))
+		}
+	}
+}

@@ -1,0 +1,13 @@
+// Package sim is the cooldown simulation of issue 19: it drives the real
+// pool (pool.Pool's Select and Record, with a learner wired in as cmd/rotor
+// wires it) on a fake clock against fake providers whose reset time is
+// hidden, and compares cooldown policies side by side: the fixed 60 s
+// fallback, a doubling ladder, the learner as the spec writes it, as rotor
+// applies it, and with learned_cooldown.adapt on.
+//
+// cmd/rotor-sim (scripts/sim-cooldown.sh) prints its table; the tests in
+// this package hold the learner with adapt on to winning every cell.
+//
+// Package sim is a test and tooling harness: it imports pool, learned and
+// internal/ helpers, and nothing imports it but cmd/rotor-sim.
+package sim

@@ -1,0 +1,496 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/internal/secret"
+	"github.com/rotorhq/rotor/learned"
+	"github.com/rotorhq/rotor/pool"
+)
+
+// The simulated pool: Credentials credentials tried in configured order,
+// each with a quota of Quota requests that, once spent, is refused until a
+// hidden reset R after the first refusal (refusals do not move it).
+const (
+	Credentials = 3
+	Quota       = 20
+	// DefaultSpan is the simulated time of one cell.
+	DefaultSpan = 12 * time.Hour
+	fallback    = pool.ThrottleRest // the existing cooldown of a throttle
+	maxSeconds  = 3600              // MODEL_COOLDOWN_MAX_SECONDS
+	model       = "decide-mini"
+	poolName    = "api"
+)
+
+// Rates are the natural traffic rates of the table, requests per second.
+var Rates = []float64{0.2, 1, 5}
+
+// epoch is the simulation's start time.
+var epoch = time.UnixMilli(1_767_225_600_000) // 2026-01-01T00:00:00Z
+
+// Scenario is a provider whose reset is hidden from the policies. Reset
+// returns R for an exhaustion at elapsed (of span); it may draw from rng,
+// seeded alike for every policy.
+type Scenario struct {
+	Name, About string
+	Reset       func(elapsed, span time.Duration, rng *rand.Rand) time.Duration
+}
+
+func steady(r time.Duration) Scenario {
+	return Scenario{
+		Name:  fmt.Sprintf("steady %v", r.Seconds()),
+		About: fmt.Sprintf("R = %v s", r.Seconds()),
+		Reset: func(time.Duration, time.Duration, *rand.Rand) time.Duration { return r },
+	}
+}
+
+// Scenarios are the table's cases (issue 19).
+func Scenarios() []Scenario {
+	return []Scenario{
+		steady(30 * time.Second), steady(60 * time.Second), steady(150 * time.Second), steady(600 * time.Second),
+		{"drifting", "R drifts 100 s -> 300 s -> 100 s over the run", func(e, span time.Duration, _ *rand.Rand) time.Duration {
+			x := math.Sin(math.Pi * float64(e) / float64(span))
+			return time.Duration((100 + 200*x) * float64(time.Second))
+		}},
+		{"bursty", "R = 45 s, but 600 s for 20 min of every 2 h", func(e, _ time.Duration, _ *rand.Rand) time.Duration {
+			if p := e % (2 * time.Hour); p >= time.Hour && p < time.Hour+20*time.Minute {
+				return 600 * time.Second
+			}
+			return 45 * time.Second
+		}},
+		{"noisy", "R uniform in 100-200 s, drawn anew for every exhaustion", func(_, _ time.Duration, rng *rand.Rand) time.Duration {
+			return time.Duration(100_000+rng.IntN(100_001)) * time.Millisecond
+		}},
+		{"step 300->60", "R = 300 s for the first half, then 60 s", func(e, span time.Duration, _ *rand.Rand) time.Duration {
+			if e < span/2 {
+				return 300 * time.Second
+			}
+			return 60 * time.Second
+		}},
+		{"step 60->300", "R = 60 s for the first half, then 300 s", func(e, span time.Duration, _ *rand.Rand) time.Duration {
+			if e < span/2 {
+				return 60 * time.Second
+			}
+			return 300 * time.Second
+		}},
+	}
+}
+
+// ErrSchedule is ParseSchedule's error.
+var ErrSchedule = errors.New("invalid schedule")
+
+// ParseSchedule reads "0:120,3600:40,7200:200": from each offset in
+// seconds on, R is that many seconds. Offsets must start at 0 and
+// increase; resets are 1-3600 s.
+func ParseSchedule(s string) (Scenario, error) {
+	type step struct{ at, r time.Duration }
+	var steps []step
+	for _, part := range strings.Split(s, ",") {
+		a, b, ok := strings.Cut(strings.TrimSpace(part), ":")
+		if !ok {
+			return Scenario{}, fmt.Errorf("%w: %q is not seconds:reset", ErrSchedule, part)
+		}
+		at, err1 := strconv.ParseFloat(a, 64)
+		r, err2 := strconv.ParseFloat(b, 64)
+		if err1 != nil || err2 != nil || at < 0 || r < 1 || r > maxSeconds || math.IsNaN(at) || math.IsInf(at, 0) {
+			return Scenario{}, fmt.Errorf("%w: %q", ErrSchedule, part)
+		}
+		st := step{time.Duration(at * float64(time.Second)), time.Duration(r * float64(time.Second))}
+		if len(steps) == 0 && st.at != 0 || len(steps) > 0 && st.at <= steps[len(steps)-1].at {
+			return Scenario{}, fmt.Errorf("%w: offsets must start at 0 and increase", ErrSchedule)
+		}
+		steps = append(steps, st)
+	}
+	return Scenario{
+		Name:  "schedule",
+		About: "R by schedule " + s,
+		Reset: func(e, _ time.Duration, _ *rand.Rand) time.Duration {
+			i := sort.Search(len(steps), func(i int) bool { return steps[i].at > e }) - 1
+			return steps[max(i, 0)].r
+		},
+	}, nil
+}
+
+// RandomSchedule returns a schedule scenario drawn from seed: a reset of
+// 20-900 s that changes every 10-120 min, for schedules the learner was
+// not tuned on.
+func RandomSchedule(seed uint64, span time.Duration) Scenario {
+	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+	var b strings.Builder
+	for at := time.Duration(0); at < span; at += time.Duration(10+rng.IntN(111)) * time.Minute {
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%d:%d", int(at.Seconds()), 20+rng.IntN(881))
+	}
+	sc, err := ParseSchedule(b.String())
+	if err != nil {
+		panic(err) // programmer error: the schedule above is well formed
+	}
+	sc.Name = fmt.Sprintf("random %d", seed)
+	return sc
+}
+
+// Policy is one way of deciding a throttle's cooldown: a learner wired
+// into the pool (nil: the pool's existing cooldown).
+type Policy struct {
+	Name    string
+	Learner func(clk clock.Clock) pool.Learner
+}
+
+// The policies of the table, in its order.
+var (
+	Fixed  = Policy{Name: "fixed 60 s"}
+	Ladder = Policy{Name: "ladder 60 s x 2^n", Learner: func(clock.Clock) pool.Learner { return newLadder() }}
+	// LearnedSpec is the learner with rotor's departures off: the spec's
+	// rules to the letter.
+	LearnedSpec = learnedPolicy("learned (spec)", learned.Config{SpecLiteral: true})
+	// LearnedApply is the learner as rotor applies it today (adapt off).
+	LearnedApply = learnedPolicy("learned apply", learned.Config{})
+	// LearnedAdapt is learned apply with learned_cooldown.adapt on.
+	LearnedAdapt = learnedPolicy("learned adapt", learned.Config{Adapt: true})
+)
+
+// Policies lists the table's policies.
+func Policies() []Policy { return []Policy{Fixed, Ladder, LearnedSpec, LearnedApply, LearnedAdapt} }
+
+func learnedPolicy(name string, cfg learned.Config) Policy {
+	return Policy{Name: name, Learner: func(clk clock.Clock) pool.Learner {
+		p, err := learned.ParsePolicy(`{"buckets":[{"provider":"api","model":"decide-mini","quota_bucket":null}]}`)
+		if err != nil {
+			panic(err)
+		}
+		c := cfg
+		c.Mode, c.Policy, c.MaxSeconds, c.Clock = learned.ModeApply, p, maxSeconds, clk
+		return learned.New(c)
+	}}
+}
+
+// ladder doubles the cooldown on each consecutive throttle of a
+// credential (60 s, 120 s, 240 s, ..., capped) and starts again after a
+// success: the escalation common in other proxies.
+type ladder struct {
+	mu    sync.Mutex
+	level map[string]int
+}
+
+func newLadder() *ladder { return &ladder{level: map[string]int{}} }
+
+func (l *ladder) Observe(ev pool.LearnEvent) {
+	if ev.Outcome == pool.OutcomeSuccess {
+		l.mu.Lock()
+		delete(l.level, ev.Identity)
+		l.mu.Unlock()
+	}
+}
+
+func (l *ladder) Suggest(ev pool.LearnEvent) (time.Duration, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := l.level[ev.Identity]
+	l.level[ev.Identity] = min(n+1, 16)
+	return min(fallback<<n, maxSeconds*time.Second), true
+}
+
+// Result is one policy's run of one cell.
+type Result struct {
+	Arrivals, Served int
+	// Calls counts provider calls; MaxCalls is the most one request made.
+	Calls, MaxCalls int
+	// Wasted counts refusals after the first of each exhaustion: a
+	// credential tried before its quota reset.
+	Wasted int
+	// Idle is cooldown left after a quota had really reset, summed over
+	// credentials.
+	Idle time.Duration
+}
+
+// ServedPct is the share of requests the provider answered, in percent.
+func (r Result) ServedPct() float64 {
+	if r.Arrivals == 0 {
+		return 0
+	}
+	return 100 * float64(r.Served) / float64(r.Arrivals)
+}
+
+// Options of a run.
+type Options struct {
+	// Span is the simulated time of a cell; <= 0 is DefaultSpan.
+	Span time.Duration
+	// Seed seeds the arrivals and the scenarios' draws.
+	Seed uint64
+	// Failover sends a refused request on to the next available
+	// credential it has not tried, as the route does; without it every
+	// request makes one call, as the issue's measurements did.
+	Failover bool
+}
+
+func (o Options) span() time.Duration {
+	if o.Span <= 0 {
+		return DefaultSpan
+	}
+	return o.Span
+}
+
+// Run runs one policy against one scenario at rate requests per second.
+// Requests arrive as a Poisson process that depends only on the seed and
+// the rate, so every policy sees the same traffic. Each request goes
+// through the real pool as the route sends it: Select, a call to the
+// fake provider, Record; a refused call fails over to the next available
+// credential this request has not tried (no waiting); a request that
+// finds every credential cooling is answered locally, unserved.
+func Run(sc Scenario, rate float64, pol Policy, opt Options) Result {
+	clk := clock.NewFake(epoch)
+	span := opt.span()
+	var lr pool.Learner
+	if pol.Learner != nil {
+		lr = pol.Learner(clk)
+	}
+	creds := make([]pool.Credential, Credentials)
+	names := make([]string, Credentials)
+	for i := range creds {
+		names[i] = fmt.Sprintf("key-%d", i)
+		creds[i] = pool.Credential{Name: names[i], Key: secret.New(fmt.Sprintf("sk-sim-%d-0123456789abcdef", i))}
+	}
+	p := pool.New(pool.Config{
+		Options:     pool.Options{Name: poolName},
+		Credentials: creds,
+		Settings:    pool.Settings{ModelCooldownEnabled: true, MaxSeconds: maxSeconds},
+		Store:       pool.NewStore(clk, 0),
+		Clock:       clk,
+		Learner:     lr,
+	})
+	scope := pool.Scope{Model: model}
+	arrivals := rand.New(rand.NewPCG(opt.Seed, uint64(rate*1000)))
+	noise := rand.New(rand.NewPCG(opt.Seed, 1))
+	provs := make([]*provider, Credentials)
+	byName := map[string]int{}
+	for i := range provs {
+		provs[i] = &provider{tokens: Quota, reset: func(now time.Time) time.Duration {
+			return sc.Reset(now.Sub(epoch), span, noise)
+		}}
+		byName[names[i]] = i
+	}
+	var res Result
+	end := epoch.Add(span)
+	left := make([]string, 0, Credentials)
+	for now := epoch; ; {
+		now = now.Add(time.Duration(arrivals.ExpFloat64() / rate * float64(time.Second))).Truncate(time.Millisecond)
+		if !now.Before(end) {
+			break
+		}
+		clk.Set(now)
+		res.Arrivals++
+		left = append(left[:0], names...)
+		for calls := 0; len(left) > 0; {
+			c, err := p.Select(scope, left)
+			if err != nil {
+				break // every credential left is cooling: answered locally
+			}
+			i := byName[c.Name]
+			pr := provs[i]
+			res.Calls++
+			calls++
+			res.MaxCalls = max(res.MaxCalls, calls)
+			if pr.call(now) {
+				p.Record(c.Name, pool.Observation{Scope: scope, Status: 200})
+				res.Served++
+				break
+			}
+			p.Record(c.Name, pool.Observation{Scope: scope, Status: 429})
+			d, _ := p.NextRelease(scope, []string{c.Name})
+			pr.release = now.Add(d)
+			if !opt.Failover {
+				break
+			}
+			left = remove(left, c.Name)
+		}
+	}
+	for _, pr := range provs {
+		pr.finish(end)
+		res.Wasted += pr.wasted
+		res.Idle += pr.idle
+	}
+	return res
+}
+
+func remove(names []string, name string) []string {
+	for i, n := range names {
+		if n == name {
+			return append(names[:i], names[i+1:]...)
+		}
+	}
+	return names
+}
+
+// provider is one credential's quota at a provider whose reset is hidden:
+// tokens requests succeed, then every request is refused until reset(t)
+// after the first refusal.
+type provider struct {
+	tokens  int
+	reset   func(now time.Time) time.Duration
+	resetAt time.Time // zero while serving
+
+	wasted  int
+	idle    time.Duration
+	release time.Time // the pool's latest release of this credential
+}
+
+func (p *provider) call(now time.Time) bool {
+	if !p.resetAt.IsZero() {
+		if now.Before(p.resetAt) {
+			p.wasted++
+			return false
+		}
+		p.settle()
+	}
+	if p.tokens > 0 {
+		p.tokens--
+		return true
+	}
+	p.resetAt = now.Add(p.reset(now))
+	return false
+}
+
+// settle ends an episode: the credential was idle from the real reset to
+// its release.
+func (p *provider) settle() {
+	if p.release.After(p.resetAt) {
+		p.idle += p.release.Sub(p.resetAt)
+	}
+	p.resetAt = time.Time{}
+	p.tokens = Quota
+}
+
+// finish settles an episode whose reset happened before end.
+func (p *provider) finish(end time.Time) {
+	if !p.resetAt.IsZero() && !p.resetAt.After(end) {
+		if p.release.After(end) {
+			p.release = end
+		}
+		p.settle()
+	}
+}
+
+// Cell is one scenario at one rate, every policy's result in the order of
+// the policies run.
+type Cell struct {
+	Scenario string
+	Rate     float64
+	Results  []Result
+}
+
+// RunAll runs every policy against every scenario at every rate, on up to
+// workers goroutines (<= 0: one).
+func RunAll(scs []Scenario, rates []float64, pols []Policy, opt Options, workers int) []Cell {
+	cells := make([]Cell, 0, len(scs)*len(rates))
+	type job struct{ cell, pol int }
+	var jobs []job
+	for _, sc := range scs {
+		for _, r := range rates {
+			cells = append(cells, Cell{Scenario: sc.Name, Rate: r, Results: make([]Result, len(pols))})
+			for pi := range pols {
+				jobs = append(jobs, job{len(cells) - 1, pi})
+			}
+		}
+	}
+	ch := make(chan job)
+	var wg sync.WaitGroup
+	for range max(workers, 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range ch {
+				c := &cells[j.cell]
+				sc := scs[j.cell/len(rates)]
+				c.Results[j.pol] = Run(sc, c.Rate, pols[j.pol], opt)
+			}
+		}()
+	}
+	for _, j := range jobs {
+		ch <- j
+	}
+	close(ch)
+	wg.Wait()
+	return cells
+}
+
+// Verdict compares the policy at index learnedIdx with fixed (index
+// fixedIdx) and the ladder (ladderIdx) in one cell.
+type Verdict struct {
+	// MarginPP is learned served minus fixed served, in percentage points.
+	MarginPP float64
+	// WasteRatio is learned wasted over fixed wasted; NaN when fixed
+	// wasted nothing (then LearnedWasted says what learned wasted).
+	WasteRatio    float64
+	LearnedWasted int
+	// IdleOK: learned idled less than the ladder, or neither idled.
+	IdleOK bool
+}
+
+// Judge returns the verdict of cell c.
+func Judge(c Cell, fixedIdx, ladderIdx, learnedIdx int) Verdict {
+	f, l, lad := c.Results[fixedIdx], c.Results[learnedIdx], c.Results[ladderIdx]
+	v := Verdict{MarginPP: l.ServedPct() - f.ServedPct(), LearnedWasted: l.Wasted, WasteRatio: math.NaN()}
+	if f.Wasted > 0 {
+		v.WasteRatio = float64(l.Wasted) / float64(f.Wasted)
+	}
+	v.IdleOK = l.Idle < lad.Idle || l.Idle == 0 && lad.Idle == 0
+	return v
+}
+
+// Summary is the last line's figures over cells: the least margin and the
+// largest waste ratio (over the cells where fixed wasted anything) of the
+// policy at learnedIdx.
+func Summary(cells []Cell, fixedIdx, ladderIdx, learnedIdx int) (minMargin, maxRatio float64) {
+	minMargin, maxRatio = math.Inf(1), 0
+	for _, c := range cells {
+		v := Judge(c, fixedIdx, ladderIdx, learnedIdx)
+		minMargin = min(minMargin, v.MarginPP)
+		if !math.IsNaN(v.WasteRatio) {
+			maxRatio = max(maxRatio, v.WasteRatio)
+		}
+	}
+	return minMargin, maxRatio
+}
+
+// WriteTable writes the cells as a markdown table, then one verdict line
+// per cell for the policy at learnedIdx (against fixed at fixedIdx and the
+// ladder at ladderIdx), then the summary line last:
+//
+//	learned_min_served_margin_pp=X learned_max_waste_ratio=Y
+func WriteTable(w io.Writer, cells []Cell, pols []Policy, fixedIdx, ladderIdx, learnedIdx int) error {
+	var b strings.Builder
+	b.WriteString("| scenario | traffic | policy | served | wasted 429s | idle credential-s |\n")
+	b.WriteString("| --- | ---: | --- | ---: | ---: | ---: |\n")
+	for _, c := range cells {
+		for pi, r := range c.Results {
+			fmt.Fprintf(&b, "| %s | %g req/s | %s | %.1f%% | %d | %.0f |\n",
+				c.Scenario, c.Rate, pols[pi].Name, r.ServedPct(), r.Wasted, r.Idle.Seconds())
+		}
+	}
+	fmt.Fprintf(&b, "\n%s against %s and %s, per cell:\n", pols[learnedIdx].Name, pols[fixedIdx].Name, pols[ladderIdx].Name)
+	for _, c := range cells {
+		v := Judge(c, fixedIdx, ladderIdx, learnedIdx)
+		ratio := "n/a (fixed wasted none; learned " + strconv.Itoa(v.LearnedWasted) + ")"
+		if !math.IsNaN(v.WasteRatio) {
+			ratio = fmt.Sprintf("%.3f", v.WasteRatio)
+		}
+		fmt.Fprintf(&b, "%-14s %4g req/s  margin %+.2f pp  waste ratio %s  idle below ladder %v\n",
+			c.Scenario, c.Rate, v.MarginPP, ratio, v.IdleOK)
+	}
+	m, r := Summary(cells, fixedIdx, ladderIdx, learnedIdx)
+	fmt.Fprintf(&b, "learned_min_served_margin_pp=%.2f learned_max_waste_ratio=%.3f\n", m, r)
+	_, err := io.WriteString(w, b.String())
+	return err
+}

@@ -1,0 +1,177 @@
+package sim
+
+import (
+	"flag"
+	"fmt"
+	"math"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+var printBounds = flag.Bool("sim.print", false, "print the measured per-cell figures as the bounds table's rows")
+
+// testSpan is the simulated time per cell in the tests: the table's 12 h
+// normally, 2 h under -short or the race detector (CI runs go test -race
+// on two loaded cores). The runs are deterministic, so each span has its
+// own bounds.
+func testSpan() time.Duration {
+	if testing.Short() || raceEnabled {
+		return 2 * time.Hour
+	}
+	return DefaultSpan
+}
+
+// cellBound is what learned adapt must achieve in one cell against fixed
+// 60 s (margin, waste ratio) and the ladder (idle).
+type cellBound struct {
+	// margin is the least served margin in points. 0 in every cell where
+	// adapt wins today: a change that makes it lose there fails. Where it
+	// still loses (issue 19 is not done there; the README's table says
+	// so), the measured margin less half a point: a change that makes it
+	// lose by more fails.
+	margin float64
+	// ratio is the largest waste ratio: 0.5, or the measured one plus a
+	// tenth where it is above that today.
+	ratio float64
+	// idle: learned idles less than the ladder (or neither idles).
+	idle bool
+}
+
+// bounds12h and bounds2h hold learned adapt, cell by cell, for the two
+// spans (go test -run TestAdaptCells -sim.print -v prints the measured
+// rows).
+var bounds12h = map[string]cellBound{
+	"steady 30/0.2": {0, 0.5, true}, "steady 30/1": {0, 0.5, true}, "steady 30/5": {0, 0.5, true},
+	"steady 60/0.2": {-0.71, 0.5, false}, "steady 60/1": {-0.57, 0.5, false}, "steady 60/5": {0, 0.5, true},
+	"steady 150/0.2": {0, 0.5, true}, "steady 150/1": {0, 0.5, true}, "steady 150/5": {0, 0.5, true},
+	"steady 600/0.2": {0, 0.5, true}, "steady 600/1": {0, 0.5, true}, "steady 600/5": {-0.51, 0.5, true},
+	"drifting/0.2": {-3, 0.5, true}, "drifting/1": {-2.05, 0.5, true}, "drifting/5": {-0.89, 0.5, true},
+	"bursty/0.2": {-2.38, 0.5, false}, "bursty/1": {0, 0.5, true}, "bursty/5": {0, 0.62, true},
+	"noisy/0.2": {-3.1, 0.5, true}, "noisy/1": {-3.25, 0.5, true}, "noisy/5": {-1.15, 0.5, true},
+	"step 300->60/0.2": {0, 0.5, true}, "step 300->60/1": {-1.5, 0.5, true}, "step 300->60/5": {-0.73, 0.5, true},
+	"step 60->300/0.2": {-1.66, 0.5, true}, "step 60->300/1": {-0.92, 0.5, true}, "step 60->300/5": {-0.61, 0.5, true},
+}
+
+var bounds2h = map[string]cellBound{
+	"steady 30/0.2": {0, 0.5, true}, "steady 30/1": {0, 0.5, true}, "steady 30/5": {0, 0.5, true},
+	"steady 60/0.2": {0, 0.5, true}, "steady 60/1": {0, 0.5, false}, "steady 60/5": {0, 0.5, true},
+	"steady 150/0.2": {0, 0.5, true}, "steady 150/1": {0, 0.5, true}, "steady 150/5": {0, 0.5, true},
+	"steady 600/0.2": {0, 0.5, true}, "steady 600/1": {0, 0.5, true}, "steady 600/5": {0, 0.5, true},
+	"drifting/0.2": {-2.78, 0.5, true}, "drifting/1": {-1.61, 0.5, true}, "drifting/5": {-0.61, 0.5, true},
+	"bursty/0.2": {0, 0.5, true}, "bursty/1": {0, 0.71, true}, "bursty/5": {0, 0.88, true},
+	"noisy/0.2": {-4.64, 0.5, true}, "noisy/1": {-3.84, 0.5, true}, "noisy/5": {-1.22, 0.5, true},
+	"step 300->60/0.2": {-5.06, 0.5, false}, "step 300->60/1": {-10.1, 0.5, false}, "step 300->60/5": {-2.92, 0.5, true},
+	"step 60->300/0.2": {-0.85, 0.5, true}, "step 60->300/1": {-3.09, 0.5, false}, "step 60->300/5": {-1, 0.5, false},
+}
+
+// TestAdaptCells runs every scenario at every rate through the real pool
+// and holds learned adapt to its bounds against fixed 60 s and the ladder,
+// cell by cell.
+func TestAdaptCells(t *testing.T) {
+	span := testSpan()
+	bounds := bounds12h
+	if span != DefaultSpan {
+		bounds = bounds2h
+	}
+	cells := RunAll(Scenarios(), Rates, []Policy{Fixed, Ladder, LearnedAdapt}, Options{Span: span, Seed: 1, Failover: true}, 2)
+	if len(cells) != len(bounds) {
+		t.Fatalf("%d cells, %d bounds", len(cells), len(bounds))
+	}
+	for _, c := range cells {
+		key := fmt.Sprintf("%s/%g", c.Scenario, c.Rate)
+		v := Judge(c, 0, 1, 2)
+		if *printBounds {
+			fmt.Printf("%q: {%.2f, %.3f, %v},\n", key, v.MarginPP, v.WasteRatio, v.IdleOK)
+		}
+		b, ok := bounds[key]
+		if !ok {
+			t.Errorf("%s: no bound", key)
+			continue
+		}
+		if v.MarginPP < b.margin-0.005 {
+			t.Errorf("%s: learned adapt served %.2f points against fixed 60 s, want at least %.2f", key, v.MarginPP, b.margin)
+		}
+		if !math.IsNaN(v.WasteRatio) && v.WasteRatio > b.ratio {
+			t.Errorf("%s: learned adapt wasted %.3f of fixed's throttles, want at most %.2f", key, v.WasteRatio, b.ratio)
+		}
+		if b.idle && !v.IdleOK {
+			t.Errorf("%s: learned adapt idled %v, the ladder %v", key, c.Results[2].Idle, c.Results[1].Idle)
+		}
+	}
+}
+
+// TestAdaptOnUntunedSchedules: random schedules the learner was not tuned
+// on (a reset of 20-900 s that changes every 10-120 min). Learned adapt
+// wastes at most half of fixed's throttles. Its served margin and idle
+// against the ladder are logged, not asserted: on these it still loses
+// (the README's Cooldowns section gives the figures; issue 19 is not done).
+func TestAdaptOnUntunedSchedules(t *testing.T) {
+	span := testSpan()
+	var scs []Scenario
+	for seed := uint64(1); seed <= 3; seed++ {
+		scs = append(scs, RandomSchedule(seed, span))
+	}
+	cells := RunAll(scs, Rates, []Policy{Fixed, Ladder, LearnedAdapt}, Options{Span: span, Seed: 1, Failover: true}, 2)
+	for _, c := range cells {
+		v := Judge(c, 0, 1, 2)
+		t.Logf("%s at %g req/s: margin %+.2f pp, waste ratio %.3f, idle below ladder %v", c.Scenario, c.Rate, v.MarginPP, v.WasteRatio, v.IdleOK)
+		if !math.IsNaN(v.WasteRatio) && v.WasteRatio > 0.5 {
+			t.Errorf("%s at %g req/s: waste ratio %.3f, want at most 0.5", c.Scenario, c.Rate, v.WasteRatio)
+		}
+	}
+}
+
+// TestAdaptAddsNoRequests: every policy sends the same natural requests
+// (the arrivals depend only on the seed and rate) and no more provider
+// calls than arrivals, one per request without failover; a learner only
+// changes when they may go.
+func TestAdaptAddsNoRequests(t *testing.T) {
+	sc := Scenarios()[6] // noisy
+	for _, pol := range Policies() {
+		r := Run(sc, 1, pol, Options{Span: 30 * time.Minute, Seed: 3})
+		if want := Run(sc, 1, Fixed, Options{Span: 30 * time.Minute, Seed: 3}).Arrivals; r.Arrivals != want {
+			t.Errorf("%s saw %d arrivals, fixed %d", pol.Name, r.Arrivals, want)
+		}
+		if r.Calls > r.Arrivals || r.MaxCalls != 1 {
+			t.Errorf("%s: %d provider calls for %d requests, up to %d for one, without failover", pol.Name, r.Calls, r.Arrivals, r.MaxCalls)
+		}
+		f := Run(sc, 1, pol, Options{Span: 30 * time.Minute, Seed: 3, Failover: true})
+		if f.MaxCalls > Credentials {
+			t.Errorf("%s with failover: %d calls for one request, more than the %d credentials", pol.Name, f.MaxCalls, Credentials)
+		}
+	}
+}
+
+func TestParseSchedule(t *testing.T) {
+	sc, err := ParseSchedule("0:120,3600:40,7200:200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ at, want time.Duration }{{0, 120 * time.Second}, {3599 * time.Second, 120 * time.Second}, {time.Hour, 40 * time.Second}, {3 * time.Hour, 200 * time.Second}} {
+		if got := sc.Reset(c.at, DefaultSpan, nil); got != c.want {
+			t.Errorf("Reset(%v) = %v, want %v", c.at, got, c.want)
+		}
+	}
+	for _, bad := range []string{"", "10:120", "0:120,0:30", "0:0", "0:4000", "0:x", "0:120;60:3", "0:120,-5:3"} {
+		if _, err := ParseSchedule(bad); err == nil {
+			t.Errorf("ParseSchedule(%q) accepted", bad)
+		}
+	}
+}
+
+// The table's last line has the exact format the issue asks for.
+func TestWriteTableLastLine(t *testing.T) {
+	pols := []Policy{Fixed, Ladder, LearnedAdapt}
+	cells := RunAll(Scenarios()[:1], []float64{1}, pols, Options{Span: 20 * time.Minute, Seed: 1, Failover: true}, 1)
+	var b strings.Builder
+	if err := WriteTable(&b, cells, pols, 0, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
+	last := lines[len(lines)-1]
+	if !regexp.MustCompile(`^learned_min_served_margin_pp=-?\d+\.\d+ learned_max_waste_ratio=\d+\.\d+$`).MatchString(last) {
+		t.Errorf("last line %q", last)
+	}
+}
