@@ -114,7 +114,7 @@ func (s *Store) pruneChunk(ctx context.Context, req PruneRequest, first bool) (i
 	if err := conn.QueryRowContext(ctx, qFoldUntil).Scan(&foldUntil); err != nil {
 		return 0, 0, fmt.Errorf("prune: %w", err)
 	}
-	until := min(req.Before.UnixMilli(), floorTo(foldUntil, hourMS))
+	until := min(req.Before.UnixMilli(), FloorTo(foldUntil, hourMS))
 	if first {
 		if _, err := conn.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('pruned_until', ?)
 ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value)`, until); err != nil {
@@ -151,10 +151,10 @@ func (s *Store) PrunedUntil(ctx context.Context) (time.Time, error) {
 // pruned time; a window then counts whole minutes, never less).
 func (v *view) segs(f, t int64) []segment {
 	if f < v.prunedUntil {
-		f = floorTo(f, minuteMS)
+		f = FloorTo(f, minuteMS)
 	}
 	if t < v.prunedUntil {
-		t = ceilTo(t, minuteMS)
+		t = CeilTo(t, minuteMS)
 	}
 	return segments(f, t, v.hourUntil, v.foldUntil)
 }

@@ -52,7 +52,7 @@ func (v *view) prepare() error {
 func (v *view) applyDelta(ts int64, d ledger.Totals) {
 	for k, t := range v.cache {
 		if ts >= k[0] && ts < k[1] {
-			addT(&t, d)
+			t.Add(d)
 			v.cache[k] = t
 		}
 	}
@@ -76,7 +76,7 @@ func parts(f, t, now int64) []part {
 	if f >= t {
 		return nil
 	}
-	m1, m2 := ceilTo(f, minuteMS), floorTo(t, minuteMS)
+	m1, m2 := ledger.CeilTo(f, minuteMS), ledger.FloorTo(t, minuteMS)
 	if m1 > m2 {
 		return edge(nil, f, t, now)
 	}
@@ -100,7 +100,7 @@ func edge(out []part, lo, hi, now int64) []part {
 	if lo >= hi {
 		return out
 	}
-	mb := floorTo(lo, minuteMS)
+	mb := ledger.FloorTo(lo, minuteMS)
 	me := mb + minuteMS
 	end := now + 1
 	past := func(a, b int64) int64 { return max(0, min(b, end)-a) }
@@ -161,7 +161,7 @@ func (v *view) Totals(w ledger.Window) (ledger.Totals, error) {
 		if err := v.q.QueryRow(v.ctx, q, args...).Scan(&db.Requests, &db.Tokens, &db.TokensUnknown, &db.CostMicros, &db.CostUnknown); err != nil {
 			return ledger.Totals{}, &dbError{fmt.Errorf("window totals: %w", err)}
 		}
-		addT(&sum, db)
+		sum.Add(db)
 	}
 	if v.cache != nil {
 		v.cache[key] = sum
@@ -180,7 +180,7 @@ func segments(f, t int64) []segment {
 	if f >= t {
 		return nil
 	}
-	m1, m2 := ceilTo(f, minuteMS), floorTo(t, minuteMS)
+	m1, m2 := ledger.CeilTo(f, minuteMS), ledger.FloorTo(t, minuteMS)
 	if m1 >= m2 {
 		return []segment{{"usage", f, t}}
 	}
@@ -193,11 +193,11 @@ func segments(f, t int64) []segment {
 // rolled splits [m1, m2), whole minutes, into whole days, the hours
 // around them and the minutes around those, in time order.
 func rolled(m1, m2 int64) []segment {
-	h1, h2 := ceilTo(m1, hourMS), floorTo(m2, hourMS)
+	h1, h2 := ledger.CeilTo(m1, hourMS), ledger.FloorTo(m2, hourMS)
 	if h1 >= h2 {
 		return nonEmpty([]segment{{"usage_minute", m1, m2}})
 	}
-	d1, d2 := ceilTo(h1, dayMS), floorTo(h2, dayMS)
+	d1, d2 := ledger.CeilTo(h1, dayMS), ledger.FloorTo(h2, dayMS)
 	if d1 >= d2 {
 		return nonEmpty([]segment{{"usage_minute", m1, h1}, {"usage_hour", h1, h2}, {"usage_minute", h2, m2}})
 	}
@@ -272,7 +272,7 @@ func (v *view) reachIn(s segment, m ledger.Measure, need int64, cum *int64) (tim
 			return time.Time{}, false, &dbError{err}
 		}
 		if s.table == "usage" {
-			*cum = satAdd(*cum, it.x)
+			*cum = ledger.SatAdd(*cum, it.x)
 			if *cum >= need {
 				rows.Close()
 				return time.UnixMilli(it.k).UTC(), true, nil
@@ -286,10 +286,10 @@ func (v *view) reachIn(s segment, m ledger.Measure, need int64, cum *int64) (tim
 		return time.Time{}, false, &dbError{err}
 	}
 	for _, it := range items {
-		if satAdd(*cum, it.x) >= need {
+		if ledger.SatAdd(*cum, it.x) >= need {
 			return v.reachIn(segment{sub, it.k * unit, (it.k + 1) * unit}, m, need, cum)
 		}
-		*cum = satAdd(*cum, it.x)
+		*cum = ledger.SatAdd(*cum, it.x)
 	}
 	return time.Time{}, false, nil
 }

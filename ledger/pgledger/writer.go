@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -15,12 +13,13 @@ import (
 	"github.com/rotorhq/rotor/ledger"
 )
 
-// The group commit: every reservation, settlement, release and resolution
-// of this process joins a queue; the caller that finds no batch running
-// becomes the leader and commits everything queued, batch after batch,
-// while the others wait for their batch's commit. A batch is one
-// transaction on one pooled connection that first takes the schema's
-// advisory lock, so admission is serialised across processes and machines.
+// The group commit (ledger.GroupCommit, the SQLite engine's too): every
+// reservation, settlement, release and resolution of this process joins a
+// queue; the caller that finds no batch running becomes the leader and
+// commits everything queued, batch after batch, while the others wait for
+// their batch's commit. A batch is one transaction on one pooled connection
+// that first takes the schema's advisory lock, so admission is serialised
+// across processes and machines.
 
 type opKind int
 
@@ -38,14 +37,13 @@ type op struct {
 	settle  ledger.Settlement
 	resolve ledger.Resolution
 	id      string
-	// ctx, for a reservation, is the request's: a reservation whose
-	// request ended before its batch began is not written.
-	ctx context.Context
+	// Queued.Ctx, for a reservation, is the request's: a reservation
+	// whose request ended before its batch began is not written.
+	ledger.Queued
 	// deadline is the caller's context's, for every op: the batch gives
 	// up then (ErrUnavailable), so that no call outlives its deadline by
 	// more than the batch's other callers' (see batchCtx).
 	deadline time.Time
-	done     chan error
 }
 
 // openRow is what this process remembers of a reservation it wrote, so
@@ -59,14 +57,8 @@ type openRow struct {
 
 type writer struct {
 	s        *Store
-	maxBatch int
+	q        ledger.GroupCommit[*op]
 	onCommit func(int, time.Duration)
-
-	mu      sync.Mutex
-	idle    *sync.Cond
-	closed  bool
-	leading bool
-	queue   []*op
 
 	// owned by the leader:
 	cfgVer  int64
@@ -82,8 +74,8 @@ type writer struct {
 }
 
 func newWriter(s *Store, maxBatch int, onCommit func(int, time.Duration)) *writer {
-	w := &writer{s: s, maxBatch: maxBatch, onCommit: onCommit, cfgVer: -1, open: map[string]openRow{}}
-	w.idle = sync.NewCond(&w.mu)
+	w := &writer{s: s, onCommit: onCommit, cfgVer: -1, open: map[string]openRow{}}
+	w.q = ledger.GroupCommit[*op]{MaxBatch: maxBatch, InFlight: func() bool { return len(w.open) > 1 }, Run: w.run}
 	return w
 }
 
@@ -100,112 +92,23 @@ func (w *writer) submitWait(ctx, wctx context.Context, o *op) error {
 	if wctx != nil {
 		o.deadline, _ = wctx.Deadline()
 	}
-	if ctx != nil && ctx.Done() != nil {
-		if err := ctx.Err(); err != nil {
-			return gaveUp(err)
-		}
-		o.ctx = ctx
-	}
-	o.done = make(chan error, 1)
-	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
-		return ledger.ErrClosed
-	}
-	w.queue = append(w.queue, o)
-	if w.leading {
-		w.mu.Unlock()
-		return w.wait(o)
-	}
-	w.lead()
-	w.mu.Unlock()
-	return <-o.done
+	return w.q.Submit(ctx, o)
 }
 
-// wait waits for o's result; an op whose context ends while it is still
-// queued leaves the queue. An op already in a batch has its result soon:
-// a batch never outlives opTimeout.
-func (w *writer) wait(o *op) error {
-	if o.ctx == nil {
-		return <-o.done
-	}
-	select {
-	case err := <-o.done:
-		return err
-	case <-o.ctx.Done():
-	}
-	w.mu.Lock()
-	for i, q := range w.queue {
-		if q == o {
-			w.queue = append(w.queue[:i], w.queue[i+1:]...)
-			w.mu.Unlock()
-			return gaveUp(o.ctx.Err())
-		}
-	}
-	w.mu.Unlock()
-	return <-o.done
-}
-
-func gaveUp(err error) error {
-	return fmt.Errorf("ledger: reservation not written: %w", err)
-}
-
-func (w *writer) lead() {
-	w.leading = true
-	for len(w.queue) > 0 {
-		if len(w.queue) < w.maxBatch && (len(w.queue) > 1 || len(w.open) > 1) {
-			// Others are in flight: let them reach their writes so that
-			// the batch takes many at once.
-			w.mu.Unlock()
-			runtime.Gosched()
-			w.mu.Lock()
-		}
-		n := min(len(w.queue), w.maxBatch)
-		batch := make([]*op, n)
-		copy(batch, w.queue)
-		w.queue = append(w.queue[:0], w.queue[n:]...)
-		w.mu.Unlock()
-		w.run(batch)
-		w.mu.Lock()
-	}
-	w.leading = false
-	w.idle.Broadcast()
-}
-
-func (w *writer) close() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.closed {
-		return
-	}
-	w.closed = true
-	for w.leading {
-		w.idle.Wait()
-	}
-	if len(w.queue) > 0 {
-		w.lead()
-	}
-}
+func (w *writer) close() { w.q.Close() }
 
 // run commits ops and answers each. A batch that failed for one of its
 // writes (not for the database) is retried one write at a time, so that
 // one bad write cannot fail the others.
 func (w *writer) run(ops []*op) {
-	live := ops[:0:0]
-	for _, o := range ops {
-		if o.ctx != nil && o.ctx.Err() != nil {
-			o.done <- gaveUp(o.ctx.Err())
-			continue
-		}
-		live = append(live, o)
-	}
+	live := w.q.Live(ops)
 	if len(live) == 0 {
 		return
 	}
 	errs, batchErr := w.runBatch(live)
 	if batchErr == nil {
 		for i, o := range live {
-			o.done <- errs[i]
+			o.Done <- errs[i]
 		}
 		return
 	}
@@ -218,7 +121,7 @@ func (w *writer) run(ops []*op) {
 			err = wrapErr("ledger "+w.s.Location(), batchErr)
 		}
 		for _, o := range live {
-			o.done <- err
+			o.Done <- err
 		}
 		return
 	}
@@ -553,7 +456,7 @@ func (b *batch) pendingIn(f, t int64) (ledger.Totals, bool) {
 	}
 	for _, d := range b.unflushed {
 		if d.ts >= f && d.ts < t {
-			addT(&sum, d.t)
+			sum.Add(d.t)
 		}
 	}
 	return sum, true
@@ -562,16 +465,16 @@ func (b *batch) pendingIn(f, t int64) (ledger.Totals, bool) {
 // addRow records a row's delta at ts in the rollups and in the view's
 // cached windows.
 func (b *batch) addRow(ts int64, d dims, x delta) {
-	m, h := floorTo(ts, minuteMS)/minuteMS, floorTo(ts, hourMS)/hourMS
+	m, h := ledger.FloorTo(ts, minuteMS)/minuteMS, ledger.FloorTo(ts, hourMS)/hourMS
 	t := b.minute[m]
-	addT(&t, x.t)
+	t.Add(x.t)
 	b.minute[m] = t
 	t = b.hour[h]
-	addT(&t, x.t)
+	t.Add(x.t)
 	b.hour[h] = t
-	dy := floorTo(ts, dayMS) / dayMS
+	dy := ledger.FloorTo(ts, dayMS) / dayMS
 	t = b.day[dy]
-	addT(&t, x.t)
+	t.Add(x.t)
 	b.day[dy] = t
 	k := dimKey{hour: h, dims: d}
 	dd := b.dims[k]
@@ -648,7 +551,7 @@ func (b *batch) lookupOpen(id string) (r openRow, own, ok bool, err error) {
 }
 
 func (b *batch) settleRow(i int, s ledger.Settlement) error {
-	if readableSettlement(&s) && !b.w.s.warnedUsage.Swap(true) {
+	if s.ForgetUnreadable() && !b.w.s.warnedUsage.Swap(true) {
 		b.w.s.log.Warn("ledger: provider usage outside 0..10^12 recorded as unknown (logged once)", "request_id", s.RequestID)
 	}
 	r, own, ok, err := b.lookupOpen(s.RequestID)
@@ -701,7 +604,7 @@ func (b *batch) price(s *ledger.Settlement, r openRow, own bool) {
 			p = &q
 		}
 	}
-	s.CostMicros = costOf(p, s.InputTokens, s.CachedInputTokens, s.OutputTokens)
+	s.CostMicros = ledger.CostOf(p, s.InputTokens, s.CachedInputTokens, s.OutputTokens)
 }
 
 func (b *batch) release(i int, id string) error {
