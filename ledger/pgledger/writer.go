@@ -195,6 +195,7 @@ type batch struct {
 	opened    map[string]openRow
 	closed    []string
 	errs      []error
+	committed bool
 }
 
 // pendingStmt is a row statement queued for the next flush. Its effect
@@ -213,23 +214,40 @@ func (w *writer) runBatch(ops []*op) ([]error, error) {
 	if err != nil {
 		return nil, err
 	}
-	committed := false
+	var b *batch
 	defer func() {
-		if !committed && !conn.Conn().IsClosed() && conn.Conn().PgConn().TxStatus() != 'I' {
+		if (b == nil || !b.committed) && !conn.Conn().IsClosed() && conn.Conn().PgConn().TxStatus() != 'I' {
 			rctx, c := context.WithTimeout(context.Background(), time.Second)
 			_, _ = conn.Exec(rctx, "ROLLBACK")
 			c()
 		}
 		conn.Release()
 	}()
-	b := &batch{w: w, ctx: ctx, conn: conn, minute: map[int64]ledger.Totals{}, hour: map[int64]ledger.Totals{}, day: map[int64]ledger.Totals{},
+	b = &batch{w: w, ctx: ctx, conn: conn, minute: map[int64]ledger.Totals{}, hour: map[int64]ledger.Totals{}, day: map[int64]ledger.Totals{},
 		dims: map[dimKey]delta{}, opened: map[string]openRow{}, errs: make([]error, len(ops))}
-	// One round trip: begin, take the admission lock, then (a statement
-	// after the lock, so its snapshot sees every batch committed before)
-	// read the change counter and the time.
 	pb := &pgx.Batch{}
 	pb.Queue("BEGIN")
 	pb.Queue("SELECT pg_advisory_xact_lock($1)", w.s.lockKey)
+	if w.ownSettles(ops) {
+		// Settlements and releases of this process's own reservations
+		// need nothing from the database (the reservation's time, dims and
+		// price are in memory): begin, lock, write and commit in one
+		// round trip instead of two.
+		b.view = &view{}
+		for i, o := range ops {
+			if err := b.apply(i, o); err != nil {
+				var dbe *dbError
+				if errors.As(err, &dbe) {
+					return nil, dbe.err
+				}
+				b.errs[i] = err
+			}
+		}
+		return b.commit(pb, ops, began, false)
+	}
+	// One round trip: begin, take the admission lock, then (a statement
+	// after the lock, so its snapshot sees every batch committed before)
+	// read the change counter and the time.
 	pb.Queue("SELECT value, " + msNow + " FROM meta WHERE key = 'config_version'")
 	br := conn.SendBatch(ctx, pb)
 	var cv int64
@@ -287,15 +305,27 @@ func (w *writer) runBatch(ops []*op) ([]error, error) {
 			b.errs[i] = err
 		}
 	}
-	pb = &pgx.Batch{}
+	return b.commit(&pgx.Batch{}, ops, began, len(order) > 0 && ops[order[0]].kind == opReserve)
+}
+
+// commit sends pb (the batch's first statements, or none), the batch's
+// writes and COMMIT in one round trip. admitted says the batch wrote
+// reservations: the windows they read are the next batch's to prefetch. A
+// batch of settlements leaves them as they were, so that admissions
+// alternating with settlements (the usual traffic, and all of it with one
+// caller) still find theirs prefetched.
+func (b *batch) commit(pb *pgx.Batch, ops []*op, began time.Time, admitted bool) ([]error, error) {
+	w := b.w
 	b.queueRows(pb)
 	b.queueRollups(pb)
 	pb.Queue("COMMIT")
-	if err := conn.SendBatch(ctx, pb).Close(); err != nil {
+	if err := b.conn.SendBatch(b.ctx, pb).Close(); err != nil {
 		return nil, err
 	}
-	committed = true
-	w.lastWindows, w.lastNow = b.lastWindows(), b.now
+	b.committed = true
+	if admitted {
+		w.lastWindows, w.lastNow = b.lastWindows(), b.now
+	}
 	if w.onCommit != nil {
 		w.onCommit(len(ops), time.Since(began))
 	}
@@ -306,6 +336,29 @@ func (w *writer) runBatch(ops []*op) ([]error, error) {
 		delete(w.open, id)
 	}
 	return b.errs, nil
+}
+
+// ownSettles reports whether ops are all settlements and releases of
+// reservations this process wrote (each at most once), which a batch
+// commits without reading anything.
+func (w *writer) ownSettles(ops []*op) bool {
+	seen := make(map[string]bool, len(ops))
+	for _, o := range ops {
+		var id string
+		switch o.kind {
+		case opSettle:
+			id = o.settle.RequestID
+		case opRelease:
+			id = o.id
+		default:
+			return false
+		}
+		if _, own := w.open[id]; !own || seen[id] {
+			return false
+		}
+		seen[id] = true
+	}
+	return true
 }
 
 // maxPrefetch bounds the windows prefetch reads.
