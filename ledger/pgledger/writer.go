@@ -227,6 +227,13 @@ func (w *writer) runBatch(ops []*op) ([]error, error) {
 		dims: map[dimKey]delta{}, opened: map[string]openRow{}, errs: make([]error, len(ops))}
 	pb := &pgx.Batch{}
 	pb.Queue("BEGIN")
+	// The batch's statements are prepared once per connection; left to
+	// itself the server plans the window reads anew at every execution
+	// (their generic plan looks dearer than it is), which cost more than
+	// running them: 0.4-0.9 ms against 0.2 ms each for a 30-day window
+	// over 10k rows. The batch's statements all look rows up by key or by
+	// time range, where the generic plan is the custom one.
+	pb.Queue("SET LOCAL plan_cache_mode = force_generic_plan")
 	pb.Queue("SELECT pg_advisory_xact_lock($1)", w.s.lockKey)
 	if w.ownSettles(ops) {
 		// Settlements and releases of this process's own reservations
@@ -251,9 +258,10 @@ func (w *writer) runBatch(ops []*op) ([]error, error) {
 	pb.Queue("SELECT value, " + msNow + " FROM meta WHERE key = 'config_version'")
 	br := conn.SendBatch(ctx, pb)
 	var cv int64
-	_, err = br.Exec()
-	if err == nil {
-		_, err = br.Exec()
+	for range 3 { // BEGIN, SET LOCAL, the lock
+		if _, err = br.Exec(); err != nil {
+			break
+		}
 	}
 	if err == nil {
 		err = br.QueryRow().Scan(&cv, &b.now)
