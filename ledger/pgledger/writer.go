@@ -117,7 +117,7 @@ func (w *writer) run(ops []*op) {
 		if len(live) == 1 {
 			err = opError(live[0], batchErr)
 		}
-		if len(live) > 1 || isUnavailable(err) {
+		if len(live) > 1 || isUnavailable(batchErr) {
 			err = wrapErr("ledger "+w.s.Location(), batchErr)
 		}
 		for _, o := range live {
