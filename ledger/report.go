@@ -270,15 +270,7 @@ FROM usage_hour_dims WHERE bucket >= ? AND bucket < ?` + group
 			CachedInputTokens: g.cached, ReasoningTokens: g.reasoning, CachedUnknown: g.cachedNull, ReasoningUnknown: g.reasoningNull, CostUnknown: g.costNull,
 		})
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i].Keys, out[j].Keys
-		for k := range a {
-			if a[k] != b[k] {
-				return a[k] < b[k]
-			}
-		}
-		return false
-	})
+	SortReport(out)
 	return out, nil
 }
 
@@ -356,4 +348,18 @@ func (s *Store) queryRows(ctx context.Context, where string, args ...any) ([]Row
 		return nil, fmt.Errorf("rows: %w", err)
 	}
 	return out, nil
+}
+
+// SortReport orders a report's rows by their keys, as both engines return
+// them.
+func SortReport(rows []ReportRow) {
+	sort.Slice(rows, func(i, j int) bool {
+		a, b := rows[i].Keys, rows[j].Keys
+		for k := range a {
+			if a[k] != b[k] {
+				return a[k] < b[k]
+			}
+		}
+		return false
+	})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -148,15 +147,7 @@ FROM usage WHERE ts_ms >= $1 AND ts_ms < $2` + group
 			InputUnknown: g[8], OutputUnknown: g[9], CachedInputTokens: g[10], CachedUnknown: g[11], ReasoningTokens: g[12], ReasoningUnknown: g[13],
 		})
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i].Keys, out[j].Keys
-		for k := range a {
-			if a[k] != b[k] {
-				return a[k] < b[k]
-			}
-		}
-		return false
-	})
+	ledger.SortReport(out)
 	return out, nil
 }
 
