@@ -27,9 +27,9 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // behind it.
 func queued(w *writer, n int) func() bool {
 	return func() bool {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		return w.leading && len(w.queue) == n
+		w.q.mu.Lock()
+		defer w.q.mu.Unlock()
+		return w.q.leading && len(w.q.queue) == n
 	}
 }
 

@@ -135,7 +135,7 @@ func (b *batch) lookupOpen(id string) (openRow, bool, error) {
 }
 
 func (b *batch) settleRow(s Settlement) error {
-	if s.readable() && !b.w.s.warnedUsage.Swap(true) {
+	if s.ForgetUnreadable() && !b.w.s.warnedUsage.Swap(true) {
 		b.w.s.log.Warn("ledger: provider usage outside 0..10^12 recorded as unknown (logged once)", "request_id", s.RequestID)
 	}
 	r, ok, err := b.lookupOpen(s.RequestID)
@@ -164,7 +164,7 @@ func (b *batch) settleRow(s Settlement) error {
 	// rollup, which holds settled rows only, gains the row.
 	sd := settlementDelta(s)
 	t := sd.Totals
-	t.add(reservationDelta().Totals.neg())
+	t.Add(reservationDelta().Totals.Neg())
 	b.addTotals(r.ts, t)
 	nd := dims{operation: r.dim.operation, model: s.Model, credential: s.Credential, client: r.dim.client, status: s.Status}
 	b.addDims(r.ts, nd, sd)
@@ -204,7 +204,7 @@ func (b *batch) price(s *Settlement, r openRow) error {
 			p = &q
 		}
 	}
-	s.CostMicros = costOf(p, s.InputTokens, s.CachedInputTokens, s.OutputTokens)
+	s.CostMicros = CostOf(p, s.InputTokens, s.CachedInputTokens, s.OutputTokens)
 	return nil
 }
 
@@ -219,7 +219,7 @@ func (b *batch) release(id string) error {
 	if _, err := b.q.ExecContext(b.ctx, `DELETE FROM usage WHERE ts_ms = ? AND request_id = ? AND state = 0`, r.ts, id); err != nil {
 		return &dbError{err}
 	}
-	b.addTotals(r.ts, reservationDelta().Totals.neg())
+	b.addTotals(r.ts, reservationDelta().Totals.Neg())
 	delete(b.opened, id)
 	b.closed = append(b.closed, id)
 	return nil

@@ -134,7 +134,7 @@ func TestFoldCountsEveryRowOnce(t *testing.T) {
 			}
 			m := ts / minuteMS
 			tot := wantMin[m]
-			tot.add(rawTotals([]rec{r.rec}, r.ts, r.ts.Add(time.Millisecond)))
+			tot.Add(rawTotals([]rec{r.rec}, r.ts, r.ts.Add(time.Millisecond)))
 			wantMin[m] = tot
 			if !r.open {
 				k := dimKey{ts / hourMS, int64(r.status)}

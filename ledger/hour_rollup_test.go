@@ -99,7 +99,7 @@ func TestHourRollupWrittenAnHourBehind(t *testing.T) {
 		}
 		if i%50 == 49 {
 			frontier, wrong, ahead := hourRollupDiff(t, db)
-			if want := floorTo(clk.Now().UnixMilli(), hourMS)/hourMS - 1; frontier != want && frontier != want+1 {
+			if want := FloorTo(clk.Now().UnixMilli(), hourMS)/hourMS - 1; frontier != want && frontier != want+1 {
 				t.Fatalf("after %v: hour_rollup_until = %d, want %d (the hour before the current one, or the next on the other clock)", clk.Now(), frontier, want)
 			}
 			if wrong != 0 || ahead != 0 {

@@ -52,7 +52,7 @@ var million = big.NewInt(1_000_000)
 // output price) / 10^6, in micro-USD. Unknown input or output tokens,
 // cached above input, or no price: unknown. Cached tokens the provider did
 // not report count as none.
-func costOf(p *Price, input, cached, output Count) Count {
+func CostOf(p *Price, input, cached, output Count) Count {
 	if p == nil || !input.Known || !output.Known {
 		return Count{}
 	}
@@ -72,7 +72,7 @@ func costOf(p *Price, input, cached, output Count) Count {
 	sum.Add(sum, new(big.Int).Mul(big.NewInt(output.V), big.NewInt(p.OutputMicros)))
 	sum.Add(sum, big.NewInt(500_000)) // half up: every term is >= 0
 	sum.Quo(sum, million)
-	if !sum.IsInt64() || !readable(sum.Int64()) {
+	if !sum.IsInt64() || !Readable(sum.Int64()) {
 		return Count{}
 	}
 	return Known(sum.Int64())
@@ -88,7 +88,7 @@ func scanPrice(scan func(dest ...any) error) (Price, error) {
 	if err := scan(&p.Model, &p.InputMicros, &cached, &p.OutputMicros, &p.Source, &ms); err != nil {
 		return p, err
 	}
-	p.CachedInputMicros, p.Updated = countOf(cached), time.UnixMilli(ms).UTC()
+	p.CachedInputMicros, p.Updated = CountOf(cached), time.UnixMilli(ms).UTC()
 	return p, nil
 }
 

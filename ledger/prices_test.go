@@ -33,7 +33,7 @@ func TestCostRoundsHalfUpInIntegerMicros(t *testing.T) {
 		{"huge", Known(MaxUsage), Known(0), Known(MaxUsage), &Price{InputMicros: MaxPriceMicros, OutputMicros: MaxPriceMicros}, Count{}},
 	}
 	for _, c := range cases {
-		if got := costOf(c.price, c.in, c.cached, c.out); got != c.want {
+		if got := CostOf(c.price, c.in, c.cached, c.out); got != c.want {
 			t.Errorf("%s: costOf = %+v, want %+v", c.name, got, c.want)
 		}
 	}

@@ -126,7 +126,7 @@ func (s *Store) pruneChunk(ctx context.Context, req PruneRequest, first bool) (i
 	if err := conn.QueryRowContext(ctx, qFoldUntil).Scan(&foldUntil); err != nil {
 		return 0, 0, fmt.Errorf("prune: %w", err)
 	}
-	until := floorTo(min(req.Before.UnixMilli(), foldUntil), hourMS)
+	until := FloorTo(min(req.Before.UnixMilli(), foldUntil), hourMS)
 	if first {
 		if _, err := conn.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('pruned_until', ?)
 ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value)`, until); err != nil {
@@ -162,7 +162,7 @@ func (s *Store) PrunedUntil(ctx context.Context) (time.Time, error) {
 // the end of its minute for a frontier inside one (stored by a rotor that
 // did not move the cut back to its hour), whose rows before the frontier
 // are gone and whose rollup row cannot be split.
-func (v *view) prunedTo() int64 { return ceilTo(v.prunedUntil, minuteMS) }
+func (v *view) prunedTo() int64 { return CeilTo(v.prunedUntil, minuteMS) }
 
 // segs is segments for this view, with a range that starts or ends in
 // pruned time moved out to whole minutes there (only the rollups describe
@@ -170,10 +170,10 @@ func (v *view) prunedTo() int64 { return ceilTo(v.prunedUntil, minuteMS) }
 func (v *view) segs(f, t int64) []segment {
 	p := v.prunedTo()
 	if f < p {
-		f = floorTo(f, minuteMS)
+		f = FloorTo(f, minuteMS)
 	}
 	if t < p {
-		t = ceilTo(t, minuteMS)
+		t = CeilTo(t, minuteMS)
 	}
 	return segments(f, t, v.hourUntil, v.foldUntil)
 }

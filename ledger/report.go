@@ -80,7 +80,7 @@ func (g *reportAgg) add(x reportAgg) {
 		{&g.inputNull, &x.inputNull}, {&g.outputNull, &x.outputNull}, {&g.cached, &x.cached}, {&g.cachedNull, &x.cachedNull},
 		{&g.reasoning, &x.reasoning}, {&g.reasoningNull, &x.reasoningNull},
 	} {
-		*p[0] = satAdd(*p[0], *p[1])
+		*p[0] = SatAdd(*p[0], *p[1])
 	}
 }
 
@@ -137,11 +137,11 @@ func (s *Store) Report(ctx context.Context, q ReportQuery) ([]ReportRow, error) 
 	if err := conn.QueryRowContext(ctx, qPrunedUntil).Scan(&prunedUntil); err != nil {
 		return nil, fmt.Errorf("report: %w", err)
 	}
-	if p := ceilTo(prunedUntil, hourMS); f < p {
-		f = floorTo(f, hourMS)
+	if p := CeilTo(prunedUntil, hourMS); f < p {
+		f = FloorTo(f, hourMS)
 	}
-	if p := ceilTo(prunedUntil, hourMS); t < p {
-		t = ceilTo(t, hourMS)
+	if p := CeilTo(prunedUntil, hourMS); t < p {
+		t = CeilTo(t, hourMS)
 	}
 
 	scan := func(query string, args ...any) error {
@@ -212,7 +212,7 @@ FROM usage WHERE ts_ms >= ? AND ts_ms < ?` + group
   ` + sqlSum("cost_micros") + `, ` + sqlSum("cost_null") + `, ` + sqlSum("errors") + `, ` + sqlSum("input_null") + `, ` + sqlSum("output_null") + `,
   ` + sqlSum("cached_input_tokens") + `, ` + sqlSum("cached_null") + `, ` + sqlSum("reasoning_tokens") + `, ` + sqlSum("reasoning_null") + `
 FROM usage_hour_dims WHERE bucket >= ? AND bucket < ?` + group
-	h1, h2 := ceilTo(f, hourMS), floorTo(t, hourMS)
+	h1, h2 := CeilTo(f, hourMS), FloorTo(t, hourMS)
 	if f < t {
 		if h1 >= h2 {
 			if err := scan(rawQ, f, t); err != nil {
@@ -248,7 +248,7 @@ FROM usage_hour_dims WHERE bucket >= ? AND bucket < ?` + group
 			// flight, or left by a process that died) are read raw from
 			// the hours whose totals count more requests than the
 			// rollup.
-			rolled := min(h2, ceilTo(max(foldUntil, h1), hourMS))
+			rolled := min(h2, CeilTo(max(foldUntil, h1), hourMS))
 			hours, err := unsettledHours(ctx, conn, h1/hourMS, rolled/hourMS, hourUntil)
 			if err != nil {
 				return nil, err
@@ -271,15 +271,7 @@ FROM usage_hour_dims WHERE bucket >= ? AND bucket < ?` + group
 			CachedInputTokens: g.cached, ReasoningTokens: g.reasoning, CachedUnknown: g.cachedNull, ReasoningUnknown: g.reasoningNull, CostUnknown: g.costNull,
 		})
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i].Keys, out[j].Keys
-		for k := range a {
-			if a[k] != b[k] {
-				return a[k] < b[k]
-			}
-		}
-		return false
-	})
+	SortReport(out)
 	return out, nil
 }
 
@@ -352,27 +344,23 @@ func (s *Store) queryRows(ctx context.Context, where string, args ...any) ([]Row
 		return nil, fmt.Errorf("rows: %w", err)
 	}
 	defer rows.Close()
-	var out []Row
-	for rows.Next() {
-		var r Row
-		var ts, exp, lat int64
-		var state int
-		var in, outT, tot, cost, cached, reasoning *int64
-		if err := rows.Scan(&r.RequestID, &ts, &state, &exp, &r.Operation, &r.Pool, &r.Model, &r.Credential, &r.Region, &r.Client,
-			&r.Attempts, &r.Status, &r.ErrorCode, &in, &outT, &tot, &cost, &lat, &cached, &reasoning); err != nil {
-			return nil, fmt.Errorf("rows: %w", err)
-		}
-		r.Time, r.Expires, r.Settled, r.Latency = time.UnixMilli(ts).UTC(), time.UnixMilli(exp).UTC(), state == 1, time.Duration(lat)*time.Millisecond
-		r.InputTokens, r.OutputTokens, r.TotalTokens, r.CostMicros = countOf(in), countOf(outT), countOf(tot), countOf(cost)
-		r.CachedInputTokens, r.ReasoningTokens = countOf(cached), countOf(reasoning)
-		out = append(out, r)
+	out, err := ScanRows(rows)
+	if err != nil {
+		return nil, fmt.Errorf("rows: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
-func countOf(p *int64) Count {
-	if p == nil {
-		return Count{}
-	}
-	return Known(*p)
+// SortReport orders a report's rows by their keys, as both engines return
+// them.
+func SortReport(rows []ReportRow) {
+	sort.Slice(rows, func(i, j int) bool {
+		a, b := rows[i].Keys, rows[j].Keys
+		for k := range a {
+			if a[k] != b[k] {
+				return a[k] < b[k]
+			}
+		}
+		return false
+	})
 }

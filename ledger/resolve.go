@@ -33,7 +33,7 @@ func (s *Store) Resolve(ctx context.Context, res Resolution) error {
 		return fmt.Errorf("ledger settle: cached input %d is more than input %d", res.CachedInput.V, res.Input.V)
 	}
 	for _, c := range []Count{res.Input, res.Output, res.CachedInput} {
-		if c.Known && !readable(c.V) {
+		if c.Known && !Readable(c.V) {
 			return fmt.Errorf("ledger settle: %d tokens is outside 0..%d", c.V, int64(MaxUsage))
 		}
 	}
@@ -57,11 +57,11 @@ func (b *batch) resolve(res Resolution) error {
 		return &dbError{err}
 	}
 	old.RequestID = res.RequestID
-	old.InputTokens, old.OutputTokens, old.TotalTokens, old.CostMicros = countOf(in), countOf(out), countOf(tot), countOf(cost)
-	old.CachedInputTokens, old.ReasoningTokens = countOf(cached), countOf(reasoning)
+	old.InputTokens, old.OutputTokens, old.TotalTokens, old.CostMicros = CountOf(in), CountOf(out), CountOf(tot), CountOf(cost)
+	old.CachedInputTokens, old.ReasoningTokens = CountOf(cached), CountOf(reasoning)
 	st := old
 	st.InputTokens, st.OutputTokens, st.CachedInputTokens = res.Input, res.Output, res.CachedInput
-	st.TotalTokens = Known(satAdd(res.Input.V, res.Output.V))
+	st.TotalTokens = Known(SatAdd(res.Input.V, res.Output.V))
 	if state == 0 {
 		// Still a reservation: settle it, as its request would have.
 		st.CostMicros = Count{}
@@ -83,7 +83,7 @@ WHERE ts_ms = ? AND request_id = ?`, st.InputTokens.arg(), st.OutputTokens.arg()
 	// The rollups trade the row as it was for the row as it is now.
 	od, nd := settlementDelta(old), settlementDelta(st)
 	t := nd.Totals
-	t.add(od.Totals.neg())
+	t.Add(od.Totals.Neg())
 	b.addTotals(ts, t)
 	b.addDims(ts, r.dim, od.neg())
 	b.addDims(ts, r.dim, nd)
@@ -92,6 +92,6 @@ WHERE ts_ms = ? AND request_id = ?`, st.InputTokens.arg(), st.OutputTokens.arg()
 
 // neg is the delta that undoes d.
 func (d delta) neg() delta {
-	return delta{Totals: d.Totals.neg(), input: -d.input, output: -d.output, inputUnknown: -d.inputUnknown, outputUnknown: -d.outputUnknown,
+	return delta{Totals: d.Totals.Neg(), input: -d.input, output: -d.output, inputUnknown: -d.inputUnknown, outputUnknown: -d.outputUnknown,
 		cached: -d.cached, reasoning: -d.reasoning, cachedUnknown: -d.cachedUnknown, reasoningUnknown: -d.reasoningUnknown, errors: -d.errors}
 }

@@ -142,13 +142,13 @@ func (b *batch) addTotals(ts int64, x Totals) {
 	if ts >= b.w.foldUntil {
 		return
 	}
-	m, h := floorTo(ts, minuteMS)/minuteMS, floorTo(ts, hourMS)/hourMS
+	m, h := FloorTo(ts, minuteMS)/minuteMS, FloorTo(ts, hourMS)/hourMS
 	t := b.minute[m]
-	t.add(x)
+	t.Add(x)
 	b.minute[m] = t
 	if h < b.w.hourUntil {
 		t = b.hour[h]
-		t.add(x)
+		t.Add(x)
 		b.hour[h] = t
 	}
 }
@@ -169,7 +169,7 @@ SELECT bucket / 60, ` + rollupTotals + ` FROM usage_minute WHERE bucket >= ? AND
 // database once an hour, and after another connection committed, not per
 // batch.
 func (b *batch) rollHours(now time.Time) error {
-	target := min(floorTo(now.UnixMilli(), hourMS)/hourMS-1, floorTo(b.w.foldUntil, hourMS)/hourMS)
+	target := min(FloorTo(now.UnixMilli(), hourMS)/hourMS-1, FloorTo(b.w.foldUntil, hourMS)/hourMS)
 	if target <= b.w.hourUntil {
 		return nil
 	}
@@ -195,18 +195,18 @@ func (b *batch) addDims(ts int64, d dims, x delta) {
 	if ts >= b.w.foldUntil {
 		return
 	}
-	k := dimKey{hour: floorTo(ts, hourMS) / hourMS, dims: d}
+	k := dimKey{hour: FloorTo(ts, hourMS) / hourMS, dims: d}
 	dd := b.dims[k]
-	dd.Totals.add(x.Totals)
-	dd.input = satAdd(dd.input, x.input)
-	dd.output = satAdd(dd.output, x.output)
-	dd.inputUnknown = satAdd(dd.inputUnknown, x.inputUnknown)
-	dd.outputUnknown = satAdd(dd.outputUnknown, x.outputUnknown)
-	dd.cached = satAdd(dd.cached, x.cached)
-	dd.reasoning = satAdd(dd.reasoning, x.reasoning)
-	dd.cachedUnknown = satAdd(dd.cachedUnknown, x.cachedUnknown)
-	dd.reasoningUnknown = satAdd(dd.reasoningUnknown, x.reasoningUnknown)
-	dd.errors = satAdd(dd.errors, x.errors)
+	dd.Totals.Add(x.Totals)
+	dd.input = SatAdd(dd.input, x.input)
+	dd.output = SatAdd(dd.output, x.output)
+	dd.inputUnknown = SatAdd(dd.inputUnknown, x.inputUnknown)
+	dd.outputUnknown = SatAdd(dd.outputUnknown, x.outputUnknown)
+	dd.cached = SatAdd(dd.cached, x.cached)
+	dd.reasoning = SatAdd(dd.reasoning, x.reasoning)
+	dd.cachedUnknown = SatAdd(dd.cachedUnknown, x.cachedUnknown)
+	dd.reasoningUnknown = SatAdd(dd.reasoningUnknown, x.reasoningUnknown)
+	dd.errors = SatAdd(dd.errors, x.errors)
 	b.dims[k] = dd
 }
 

@@ -47,7 +47,7 @@ func (c *windowCache) reset() { c.entries = c.entries[:0] }
 func (c *windowCache) apply(ts int64, d Totals) {
 	for _, e := range c.entries {
 		if ts >= e.from {
-			e.totals.add(d)
+			e.totals.Add(d)
 		}
 	}
 }
@@ -59,7 +59,7 @@ func (v *view) applyDelta(ts int64, d Totals) {
 	}
 	for k, t := range v.cache {
 		if ts >= k[0] && ts < k[1] {
-			t.add(d)
+			t.Add(d)
 			v.cache[k] = t
 		}
 	}
@@ -76,22 +76,6 @@ const (
 type segment struct {
 	kind   segKind
 	lo, hi int64 // ms, half-open
-}
-
-func floorTo(t, unit int64) int64 {
-	r := t % unit
-	if r < 0 {
-		r += unit
-	}
-	return t - r
-}
-
-func ceilTo(t, unit int64) int64 {
-	f := floorTo(t, unit)
-	if f == t {
-		return t
-	}
-	return f + unit
 }
 
 // segments splits [f, t) into raw edges, whole minutes and whole hours
@@ -116,7 +100,7 @@ func rolledSegments(f, t, hourUntil int64) []segment {
 	if f >= t {
 		return nil
 	}
-	m1, m2 := ceilTo(f, minuteMS), floorTo(t, minuteMS)
+	m1, m2 := CeilTo(f, minuteMS), FloorTo(t, minuteMS)
 	if m1 > m2 { // inside one minute
 		return []segment{{segRaw, f, t}}
 	}
@@ -130,7 +114,7 @@ func rolledSegments(f, t, hourUntil int64) []segment {
 		}
 		return out
 	}
-	h1, h2 := ceilTo(f, hourMS), floorTo(t, hourMS)
+	h1, h2 := CeilTo(f, hourMS), FloorTo(t, hourMS)
 	var out []segment
 	add := func(k segKind, lo, hi int64) {
 		if lo >= hi {
@@ -165,7 +149,7 @@ func rolledSegments(f, t, hourUntil int64) []segment {
 // index range instead of a scan of this minute's traffic. Both ways are
 // exact.
 func (v *view) rawTotals(lo, hi int64) (Totals, error) {
-	mb := floorTo(lo, minuteMS)
+	mb := FloorTo(lo, minuteMS)
 	me := mb + minuteMS
 	end := v.now.UnixMilli() + 1
 	past := func(a, b int64) int64 { return max(0, min(b, end)-a) }
@@ -182,7 +166,7 @@ func (v *view) rawTotals(lo, hi int64) (Totals, error) {
 			if err != nil {
 				return sum, err
 			}
-			sum.add(rest.neg())
+			sum.Add(rest.Neg())
 		}
 	}
 	return sum, nil
@@ -205,7 +189,7 @@ func (v *view) cachedTotals(f, t int64) (Totals, error) {
 			if err != nil {
 				return Totals{}, err
 			}
-			best.totals.add(gone.neg())
+			best.totals.Add(gone.Neg())
 			best.from = f
 		}
 		return best.totals, nil
@@ -276,7 +260,7 @@ func (v *view) exactTotals(f, t int64) (Totals, error) {
 		if err != nil {
 			return Totals{}, err
 		}
-		sum.add(st)
+		sum.Add(st)
 	}
 	if v.cache != nil {
 		v.cache[key] = sum
@@ -309,7 +293,7 @@ func (v *view) reachIn(s segment, m Measure, need int64, cum *int64) (time.Time,
 		if err != nil {
 			return time.Time{}, false, err
 		}
-		*cum = satAdd(*cum, measureOf(st, m))
+		*cum = SatAdd(*cum, measureOf(st, m))
 		if *cum >= need {
 			return time.UnixMilli(s.hi - 1).UTC(), true, nil
 		}
@@ -326,7 +310,7 @@ func (v *view) reachIn(s segment, m Measure, need int64, cum *int64) (time.Time,
 			if err := rows.Scan(&ts, &x); err != nil {
 				return time.Time{}, false, &dbError{err}
 			}
-			*cum = satAdd(*cum, x)
+			*cum = SatAdd(*cum, x)
 			if *cum >= need {
 				return time.UnixMilli(ts).UTC(), true, nil
 			}
@@ -340,8 +324,8 @@ func (v *view) reachIn(s segment, m Measure, need int64, cum *int64) (time.Time,
 	if err != nil {
 		return time.Time{}, false, err
 	}
-	if satAdd(*cum, measureOf(st, m)) < need {
-		*cum = satAdd(*cum, measureOf(st, m))
+	if SatAdd(*cum, measureOf(st, m)) < need {
+		*cum = SatAdd(*cum, measureOf(st, m))
 		return time.Time{}, false, nil
 	}
 	table, unit, sub := "usage_minute", minuteMS, segRaw
@@ -365,10 +349,10 @@ func (v *view) reachIn(s segment, m Measure, need int64, cum *int64) (time.Time,
 	}
 	rows.Close()
 	for _, b := range bs {
-		if satAdd(*cum, b.x) >= need {
+		if SatAdd(*cum, b.x) >= need {
 			return v.reachIn(segment{sub, b.b * unit, (b.b + 1) * unit}, m, need, cum)
 		}
-		*cum = satAdd(*cum, b.x)
+		*cum = SatAdd(*cum, b.x)
 	}
 	return time.Time{}, false, nil
 }

@@ -15,8 +15,8 @@ const MaxUsage = 1_000_000_000_000
 // values still add without overflowing int64.
 const SumCap = int64(1) << 62
 
-// satAdd adds a and b, saturating at ±SumCap.
-func satAdd(a, b int64) int64 {
+// SatAdd adds a and b, saturating at ±SumCap.
+func SatAdd(a, b int64) int64 {
 	s := a + b
 	switch {
 	case b > 0 && s < a, s > SumCap:
@@ -27,8 +27,8 @@ func satAdd(a, b int64) int64 {
 	return s
 }
 
-// readable is true for a usage value this ledger reads.
-func readable(v int64) bool { return v >= 0 && v <= MaxUsage }
+// Readable is true for a usage value the ledger reads.
+func Readable(v int64) bool { return v >= 0 && v <= MaxUsage }
 
 var (
 	sumCapSQL   = strconv.FormatInt(SumCap, 10) + ".0"

@@ -148,18 +148,7 @@ func loadTokens(ctx context.Context, q querier) (map[[32]byte]string, error) {
 		return nil, err
 	}
 	defer rows.Close()
-	m := map[[32]byte]string{}
-	for rows.Next() {
-		var label string
-		var h []byte
-		if err := rows.Scan(&label, &h); err != nil {
-			return nil, err
-		}
-		var k [32]byte
-		copy(k[:], h)
-		m[k] = label
-	}
-	return m, rows.Err()
+	return ScanTokens(rows)
 }
 
 // LookupTokenCached answers from the token list last loaded by this

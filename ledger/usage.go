@@ -31,7 +31,7 @@ func (c Count) arg() any {
 
 // readable returns c, or unknown when it is outside 0..MaxUsage.
 func (c Count) readable() Count {
-	if c.Known && !readable(c.V) {
+	if c.Known && !Readable(c.V) {
 		return Count{}
 	}
 	return c
@@ -94,9 +94,9 @@ type Settlement struct {
 	Latency    time.Duration
 }
 
-// readable makes each usage value outside 0..MaxUsage unknown, and
+// ForgetUnreadable makes each usage value outside 0..MaxUsage unknown, and
 // reports whether it changed any.
-func (s *Settlement) readable() bool {
+func (s *Settlement) ForgetUnreadable() bool {
 	changed := false
 	for _, c := range []*Count{&s.InputTokens, &s.OutputTokens, &s.TotalTokens, &s.CachedInputTokens, &s.ReasoningTokens, &s.CostMicros} {
 		r := c.readable()

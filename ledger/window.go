@@ -30,16 +30,16 @@ type Totals struct {
 	CostUnknown int64
 }
 
-// add adds d, saturating (see SumCap).
-func (t *Totals) add(d Totals) {
-	t.Requests = satAdd(t.Requests, d.Requests)
-	t.Tokens = satAdd(t.Tokens, d.Tokens)
-	t.TokensUnknown = satAdd(t.TokensUnknown, d.TokensUnknown)
-	t.CostMicros = satAdd(t.CostMicros, d.CostMicros)
-	t.CostUnknown = satAdd(t.CostUnknown, d.CostUnknown)
+// Add adds d, saturating (see SumCap).
+func (t *Totals) Add(d Totals) {
+	t.Requests = SatAdd(t.Requests, d.Requests)
+	t.Tokens = SatAdd(t.Tokens, d.Tokens)
+	t.TokensUnknown = SatAdd(t.TokensUnknown, d.TokensUnknown)
+	t.CostMicros = SatAdd(t.CostMicros, d.CostMicros)
+	t.CostUnknown = SatAdd(t.CostUnknown, d.CostUnknown)
 }
 
-func (t Totals) neg() Totals {
+func (t Totals) Neg() Totals {
 	return Totals{-t.Requests, -t.Tokens, -t.TokensUnknown, -t.CostMicros, -t.CostUnknown}
 }
 

@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"runtime"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -41,14 +39,13 @@ type op struct {
 	fn      func(ctx context.Context, q execQuerier) error
 	// bumpsConfig marks fn as a change to budgets or tokens.
 	bumpsConfig bool
-	// ctx, for a reservation, is the request's: the write is given up,
-	// before it begins, when the request's deadline passes or its caller
-	// goes. Other writes have none: their usage must be recorded.
-	ctx context.Context
+	// Queued.Ctx, for a reservation, is the request's: the write is given
+	// up, before it begins, when the request's deadline passes or its
+	// caller goes. Other writes have none: their usage must be recorded.
+	Queued
 	// deadline is when the op has waited busy_timeout: a lock held by
 	// another connection fails it then, whatever batch it is in.
 	deadline time.Time
-	done     chan error
 }
 
 type execQuerier interface {
@@ -56,26 +53,15 @@ type execQuerier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
-// writer owns one connection and commits every usage write in batches.
-//
-// It is a leader/follower group commit: a write joins the queue, and if no
-// batch is running its caller becomes the leader and commits everything
-// queued, again and again, until the queue is empty; the others wait for
-// their own commit. A lone writer thus commits on its own goroutine with no
-// handoff, and concurrent writers share commits.
+// writer owns one connection and commits every usage write in batches,
+// through the group commit both engines share (GroupCommit).
 type writer struct {
-	s        *Store
-	conn     *sql.Conn
-	maxBatch int
+	s    *Store
+	conn *sql.Conn
+	q    GroupCommit[*op]
 	// busy is busy_timeout; curBusy the value the connection has now (see
 	// begin).
 	busy, curBusy time.Duration
-
-	mu      sync.Mutex
-	idle    *sync.Cond // signalled when a leader steps down
-	closed  bool
-	leading bool
-	queue   []*op
 
 	stmts    map[string]*sql.Stmt
 	onCommit func(int, time.Duration)
@@ -115,7 +101,7 @@ func newWriter(ctx context.Context, s *Store, maxBatch int, busy time.Duration, 
 		return nil, err
 	}
 	w := &writer{
-		s: s, conn: conn, maxBatch: maxBatch, busy: busy, curBusy: busy,
+		s: s, conn: conn, busy: busy, curBusy: busy,
 		stmts:     map[string]*sql.Stmt{},
 		open:      map[string]openRow{},
 		cfgVer:    -1,
@@ -126,7 +112,7 @@ func newWriter(ctx context.Context, s *Store, maxBatch int, busy time.Duration, 
 		foldChunk: foldChunk,
 		foldAge:   foldAge,
 	}
-	w.idle = sync.NewCond(&w.mu)
+	w.q = GroupCommit[*op]{MaxBatch: maxBatch, InFlight: func() bool { return len(w.open) > 1 }, Run: w.run}
 	return w, nil
 }
 
@@ -138,107 +124,18 @@ func (w *writer) submit(ctx context.Context, o *op) error {
 	if w.s.readOnly {
 		return fmt.Errorf("%s: %w (check the file's permissions)", w.s.path, ErrReadOnly)
 	}
-	if ctx != nil && ctx.Done() != nil {
-		if err := ctx.Err(); err != nil {
-			return gaveUp(err)
-		}
-		o.ctx = ctx
-	}
 	o.deadline = time.Now().Add(w.busy)
-	o.done = make(chan error, 1)
-	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
-		return ErrClosed
-	}
-	w.queue = append(w.queue, o)
-	if w.leading {
-		w.mu.Unlock()
-		return w.wait(o)
-	}
-	w.lead()
-	w.mu.Unlock()
-	return <-o.done
-}
-
-// wait waits for the result of o, queued behind another leader's batch.
-// An op whose context ends while it is still queued leaves the queue; one
-// already in a batch has its result.
-func (w *writer) wait(o *op) error {
-	if o.ctx == nil {
-		return <-o.done
-	}
-	select {
-	case err := <-o.done:
-		return err
-	case <-o.ctx.Done():
-	}
-	w.mu.Lock()
-	for i, q := range w.queue {
-		if q == o {
-			w.queue = append(w.queue[:i], w.queue[i+1:]...)
-			w.mu.Unlock()
-			return gaveUp(o.ctx.Err())
-		}
-	}
-	w.mu.Unlock()
-	return <-o.done
-}
-
-// gaveUp is the error of a reservation whose request ended before it
-// could be written: the request's deadline, or its caller gone.
-func gaveUp(err error) error {
-	return fmt.Errorf("ledger: reservation not written: %w", err)
+	return w.q.Submit(ctx, o)
 }
 
 // errRetry answers an op that goes back to the queue: its batch could not
 // take the lock, and the op has not yet waited its busy_timeout.
 var errRetry = errors.New("ledger: retry")
 
-// lead commits the queue until it is empty. It is called, and returns,
-// with w.mu held; it releases the lock while a batch runs, so that more
-// writes queue up for the next batch.
-func (w *writer) lead() {
-	w.leading = true
-	for len(w.queue) > 0 {
-		if len(w.queue) < w.maxBatch && (len(w.queue) > 1 || len(w.open) > 1) {
-			// Other requests are in flight: let the goroutines that are
-			// ready to run reach their writes first, so that the batch
-			// takes many of them at once, one commit for all (README,
-			// Performance). A lone request does not yield: the yield wakes
-			// another thread, which costs more than it could gather.
-			w.mu.Unlock()
-			runtime.Gosched()
-			w.mu.Lock()
-		}
-		n := min(len(w.queue), w.maxBatch)
-		batch := make([]*op, n)
-		copy(batch, w.queue)
-		w.queue = append(w.queue[:0], w.queue[n:]...)
-		w.mu.Unlock()
-		w.run(batch)
-		w.mu.Lock()
-	}
-	w.leading = false
-	w.idle.Broadcast()
-}
-
 // close refuses new writes, waits for queued ones to commit, and closes the
 // connection.
 func (w *writer) close() {
-	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
-		return
-	}
-	w.closed = true
-	for w.leading {
-		w.idle.Wait()
-	}
-	if len(w.queue) > 0 {
-		w.lead()
-	}
-	w.mu.Unlock()
+	w.q.Close()
 	for _, st := range w.stmts {
 		st.Close()
 	}
@@ -314,21 +211,8 @@ const writeTimeout = 30 * time.Second
 
 func (w *writer) run(ops []*op) {
 	// A reservation whose request has ended is not written.
-	for i, o := range ops {
-		if o.ctx != nil && o.ctx.Err() != nil {
-			live := append([]*op(nil), ops[:i]...)
-			for _, o := range ops[i:] {
-				if o.ctx != nil && o.ctx.Err() != nil {
-					o.done <- gaveUp(o.ctx.Err())
-				} else {
-					live = append(live, o)
-				}
-			}
-			if ops = live; len(ops) == 0 {
-				return
-			}
-			break
-		}
+	if ops = w.q.Live(ops); len(ops) == 0 {
+		return
 	}
 	errs := w.runBatch(ops)
 	if errs == nil {
@@ -348,12 +232,10 @@ func (w *writer) run(ops []*op) {
 			again = append(again, o)
 			continue
 		}
-		o.done <- errs[i]
+		o.Done <- errs[i]
 	}
 	if len(again) > 0 {
-		w.mu.Lock()
-		w.queue = append(again, w.queue...)
-		w.mu.Unlock()
+		w.q.Requeue(again)
 	}
 }
 
@@ -369,8 +251,8 @@ func (w *writer) begin(q stmtConn, ops []*op) []error {
 	wait := w.busy
 	for _, o := range ops {
 		wait = min(wait, o.deadline.Sub(now))
-		if o.ctx != nil {
-			if d, ok := o.ctx.Deadline(); ok {
+		if o.Ctx != nil {
+			if d, ok := o.Ctx.Deadline(); ok {
 				wait = min(wait, d.Sub(now))
 			}
 		}
@@ -398,8 +280,8 @@ func (w *writer) begin(q stmtConn, ops []*op) []error {
 	now = time.Now()
 	for i, o := range ops {
 		switch {
-		case o.ctx != nil && o.ctx.Err() != nil:
-			errs[i] = gaveUp(o.ctx.Err())
+		case o.Ctx != nil && o.Ctx.Err() != nil:
+			errs[i] = gaveUp(o.Ctx.Err())
 		case isBusy(err) && now.Before(o.deadline):
 			errs[i] = errRetry
 		default:
@@ -414,7 +296,7 @@ func (w *writer) begin(q stmtConn, ops []*op) []error {
 // done while any op must be recorded.
 func beginContext(ops []*op) (context.Context, func()) {
 	for _, o := range ops {
-		if o.ctx == nil {
+		if o.Ctx == nil {
 			return context.Background(), func() {}
 		}
 	}
@@ -423,7 +305,7 @@ func beginContext(ops []*op) (context.Context, func()) {
 	left.Store(int64(len(ops)))
 	stops := make([]func() bool, len(ops))
 	for i, o := range ops {
-		stops[i] = context.AfterFunc(o.ctx, func() {
+		stops[i] = context.AfterFunc(o.Ctx, func() {
 			if left.Add(-1) == 0 {
 				cancel()
 			}
@@ -464,7 +346,7 @@ func (w *writer) runBatch(ops []*op) []error {
 	began := time.Now()
 	fail := func(err error) []error {
 		if len(ops) == 1 {
-			ops[0].done <- unavailable(err)
+			ops[0].Done <- unavailable(err)
 		}
 		return nil
 	}

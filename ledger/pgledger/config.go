@@ -203,18 +203,7 @@ func loadTokens(ctx context.Context, q querier) (map[[32]byte]string, error) {
 		return nil, err
 	}
 	defer rows.Close()
-	m := map[[32]byte]string{}
-	for rows.Next() {
-		var label string
-		var h []byte
-		if err := rows.Scan(&label, &h); err != nil {
-			return nil, err
-		}
-		var k [32]byte
-		copy(k[:], h)
-		m[k] = label
-	}
-	return m, rows.Err()
+	return ledger.ScanTokens(rows)
 }
 
 // LookupToken returns the label of the token whose SHA-256 is hash. It
@@ -287,7 +276,7 @@ func listPrices(ctx context.Context, q querier) (map[string]ledger.Price, error)
 		if err := rows.Scan(&p.Model, &p.InputMicros, &cached, &p.OutputMicros, &p.Source, &ms); err != nil {
 			return nil, err
 		}
-		p.CachedInputMicros, p.Updated = countOf(cached), time.UnixMilli(ms).UTC()
+		p.CachedInputMicros, p.Updated = ledger.CountOf(cached), time.UnixMilli(ms).UTC()
 		out[p.Model] = p
 	}
 	return out, rows.Err()

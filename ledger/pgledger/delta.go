@@ -1,25 +1,9 @@
 package pgledger
 
-import (
-	"math/big"
-
-	"github.com/rotorhq/rotor/ledger"
-)
+import "github.com/rotorhq/rotor/ledger"
 
 // What a write changes in the rollups: totals (usage_minute, usage_hour)
 // and the report's (usage_hour_dims), as the SQLite ledger counts them.
-
-func addT(t *ledger.Totals, d ledger.Totals) {
-	t.Requests = satAdd(t.Requests, d.Requests)
-	t.Tokens = satAdd(t.Tokens, d.Tokens)
-	t.TokensUnknown = satAdd(t.TokensUnknown, d.TokensUnknown)
-	t.CostMicros = satAdd(t.CostMicros, d.CostMicros)
-	t.CostUnknown = satAdd(t.CostUnknown, d.CostUnknown)
-}
-
-func negT(t ledger.Totals) ledger.Totals {
-	return ledger.Totals{Requests: -t.Requests, Tokens: -t.Tokens, TokensUnknown: -t.TokensUnknown, CostMicros: -t.CostMicros, CostUnknown: -t.CostUnknown}
-}
 
 // dims is a row's position in the report rollup.
 type dims struct {
@@ -41,15 +25,15 @@ type delta struct {
 }
 
 func (d *delta) add(x delta) {
-	addT(&d.t, x.t)
+	d.t.Add(x.t)
 	for _, p := range [][2]*int64{{&d.input, &x.input}, {&d.output, &x.output}, {&d.inputNull, &x.inputNull}, {&d.outputNull, &x.outputNull},
 		{&d.cached, &x.cached}, {&d.reasoning, &x.reasoning}, {&d.cachedNull, &x.cachedNull}, {&d.reasoningNull, &x.reasoningNull}, {&d.errors, &x.errors}} {
-		*p[0] = satAdd(*p[0], *p[1])
+		*p[0] = ledger.SatAdd(*p[0], *p[1])
 	}
 }
 
 func (d delta) neg() delta {
-	return delta{t: negT(d.t), input: -d.input, output: -d.output, inputNull: -d.inputNull, outputNull: -d.outputNull,
+	return delta{t: d.t.Neg(), input: -d.input, output: -d.output, inputNull: -d.inputNull, outputNull: -d.outputNull,
 		cached: -d.cached, reasoning: -d.reasoning, cachedNull: -d.cachedNull, reasoningNull: -d.reasoningNull, errors: -d.errors}
 }
 
@@ -78,48 +62,4 @@ func rowDelta(s ledger.Settlement) delta {
 		d.errors = 1
 	}
 	return d
-}
-
-// readableSettlement makes each usage value outside 0..MaxUsage unknown
-// and reports whether it changed any.
-func readableSettlement(s *ledger.Settlement) bool {
-	changed := false
-	for _, c := range []*ledger.Count{&s.InputTokens, &s.OutputTokens, &s.TotalTokens, &s.CachedInputTokens, &s.ReasoningTokens, &s.CostMicros} {
-		if c.Known && !readableV(c.V) {
-			*c = ledger.Count{}
-			changed = true
-		}
-	}
-	return changed
-}
-
-var million = big.NewInt(1_000_000)
-
-// costOf is the SQLite ledger's: round half up of (uncached input x input
-// price + cached x cached price + output x output price) / 10^6; unknown
-// without a price, with unknown input or output, or cached above input.
-func costOf(p *ledger.Price, input, cached, output ledger.Count) ledger.Count {
-	if p == nil || !input.Known || !output.Known {
-		return ledger.Count{}
-	}
-	c := int64(0)
-	if cached.Known {
-		c = cached.V
-	}
-	if c > input.V {
-		return ledger.Count{}
-	}
-	cachedPrice := p.InputMicros
-	if p.CachedInputMicros.Known {
-		cachedPrice = p.CachedInputMicros.V
-	}
-	sum := new(big.Int).Mul(big.NewInt(input.V-c), big.NewInt(p.InputMicros))
-	sum.Add(sum, new(big.Int).Mul(big.NewInt(c), big.NewInt(cachedPrice)))
-	sum.Add(sum, new(big.Int).Mul(big.NewInt(output.V), big.NewInt(p.OutputMicros)))
-	sum.Add(sum, big.NewInt(500_000))
-	sum.Quo(sum, million)
-	if !sum.IsInt64() || !readableV(sum.Int64()) {
-		return ledger.Count{}
-	}
-	return ledger.Known(sum.Int64())
 }

@@ -24,11 +24,17 @@
 //
 // Reserve, Settle, Release and Resolve join one queue; the caller that
 // finds no batch running leads and commits everything queued, batch after
-// batch (leader/follower, as ledger/writer.go). A batch is one transaction
-// on a pooled connection, and its first round trip is BEGIN,
+// batch (ledger.GroupCommit, the SQLite engine's too). A batch is one
+// transaction on a pooled connection, and its first round trip is BEGIN,
+// SET LOCAL plan_cache_mode = force_generic_plan (the batch's prepared
+// statements are planned once, not at every execution),
 // pg_advisory_xact_lock(key of the schema's name) and then, in a later
 // statement whose snapshot sees every batch committed before, the change
-// counter (meta.config_version) and the database's clock. Budgets, tokens
+// counter (meta.config_version) and the database's clock. An admission
+// batch takes three round trips (that one, the read-ahead of the windows
+// the last admission batch read, and the writes with COMMIT); a batch of
+// settlements and releases of this process's own reservations, which reads
+// nothing, sends all of it, COMMIT included, in one. Budgets, tokens
 // and prices are re-read only when the counter moved; every change to them
 // bumps it in its own transaction. Reservations are admitted first, each
 // by its Admitter over the batch's view, then settlements and releases; the

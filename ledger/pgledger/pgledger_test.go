@@ -366,3 +366,75 @@ func TestAdmissionExactWithCalendarRollingAndCostBudgets(t *testing.T) {
 		t.Fatalf("admitted %d, want exactly the calendar budget's 40", ok.Load())
 	}
 }
+
+// A batch of settlements leaves the windows the last admission batch read
+// for the next one to read ahead: with admissions and settlements
+// alternating (every request at one caller), admission batches would
+// otherwise read every window in a round trip of its own.
+func TestSettlementBatchKeepsTheWindowsToReadAhead(t *testing.T) {
+	ctx := context.Background()
+	s, _ := open(t, Options{})
+	b := budgets.Budget{Name: "day", Kind: budgets.KindRequests, Limit: 100, Window: budgets.Window{Rolling: 24 * time.Hour}}
+	if err := s.PutBudget(ctx, b.Record(), true); err != nil {
+		t.Fatal(err)
+	}
+	adm := budgets.NewAdmitter()
+	exp := time.Now().Add(time.Hour)
+	if err := s.Reserve(ctx, ledger.Reservation{RequestID: "r1", Expires: exp, Operation: "responses", Model: "m"}, adm); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(s.w.lastWindows); got != 1 {
+		t.Fatalf("after an admission batch: %d windows to read ahead, want 1", got)
+	}
+	if err := s.Settle(ctx, ledger.Settlement{RequestID: "r1", Model: "m", Status: 200, InputTokens: ledger.Known(1), OutputTokens: ledger.Known(1), TotalTokens: ledger.Known(2)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(s.w.lastWindows); got != 1 {
+		t.Fatalf("after a settlement batch: %d windows to read ahead, want the admission's 1", got)
+	}
+}
+
+// A settlement or release of this process's own reservation goes in one
+// round trip with its COMMIT; when its row is gone (deleted behind the
+// store's back), the guarded statement fails the batch, and each write is
+// retried alone and answered for itself.
+func TestOwnSettlementsInOneRoundTripFailAlone(t *testing.T) {
+	ctx := context.Background()
+	s, u := open(t, Options{})
+	exp := time.Now().Add(time.Hour)
+	for _, id := range []string{"gone", "kept", "released-gone"} {
+		if err := s.Reserve(ctx, ledger.Reservation{RequestID: id, Expires: exp, Operation: "responses", Model: "m"}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec(t, u, "DELETE FROM usage WHERE request_id IN ('gone', 'released-gone')")
+	var wg sync.WaitGroup
+	errs := map[string]error{}
+	var mu sync.Mutex
+	for _, id := range []string{"gone", "kept", "released-gone"} {
+		wg.Go(func() {
+			var err error
+			if id == "released-gone" {
+				err = s.Release(ctx, id)
+			} else {
+				err = s.Settle(ctx, ledger.Settlement{RequestID: id, Model: "m", Status: 200, InputTokens: ledger.Known(1), OutputTokens: ledger.Known(1), TotalTokens: ledger.Known(2)})
+			}
+			mu.Lock()
+			errs[id] = err
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	for id, want := range map[string]error{"gone": ledger.ErrNotFound, "released-gone": ledger.ErrNotFound, "kept": nil} {
+		if got := errs[id]; !errors.Is(got, want) || (want == nil && got != nil) {
+			t.Errorf("%s: %v, want %v", id, got, want)
+		}
+	}
+	rows, err := s.Rows(ctx, time.Time{}, time.Now().Add(2*time.Hour), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].RequestID != "kept" || !rows[0].Settled {
+		t.Fatalf("rows %+v, want kept, settled", rows)
+	}
+}

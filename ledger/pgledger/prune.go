@@ -94,7 +94,7 @@ func (s *Store) pruneChunk(ctx context.Context, req ledger.PruneRequest, first b
 				return &refusal{err}
 			}
 		}
-		until = floorTo(min(req.Before.UnixMilli(), now.UnixMilli()), hourMS)
+		until = ledger.FloorTo(min(req.Before.UnixMilli(), now.UnixMilli()), hourMS)
 		if first {
 			if _, err := tx.Exec(ctx, `INSERT INTO meta (key, value) VALUES ('pruned_until', $1)
 ON CONFLICT (key) DO UPDATE SET value = GREATEST(meta.value, excluded.value)`, until); err != nil {
@@ -114,16 +114,16 @@ ON CONFLICT (key) DO UPDATE SET value = GREATEST(meta.value, excluded.value)`, u
 // round moves a range [f, t) that starts or ends in pruned time out to
 // whole minutes there: only the rollups describe that time (prune.go).
 func (v *view) round(f, t int64) (int64, int64) {
-	p := ceilTo(v.prunedUntil, minuteMS)
+	p := ledger.CeilTo(v.prunedUntil, minuteMS)
 	if f < p {
-		f = floorTo(f, minuteMS)
+		f = ledger.FloorTo(f, minuteMS)
 	}
 	if t < p {
-		t = ceilTo(t, minuteMS)
+		t = ledger.CeilTo(t, minuteMS)
 	}
 	return f, t
 }
 
 // prunedMinute reports whether the raw range [lo, hi), inside one minute,
 // lies in pruned time: only the minute's rollup row describes its rows.
-func (v *view) prunedMinute(hi int64) bool { return hi <= ceilTo(v.prunedUntil, minuteMS) }
+func (v *view) prunedMinute(hi int64) bool { return hi <= ledger.CeilTo(v.prunedUntil, minuteMS) }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -78,12 +77,12 @@ FROM usage WHERE ts_ms >= $1 AND ts_ms < $2` + group
 	if err := tx.QueryRow(ctx, `SELECT `+qPrunedUntil).Scan(&prunedUntil); err != nil {
 		return nil, s.wrap("report", err)
 	}
-	p := ceilTo(prunedUntil, hourMS)
+	p := ledger.CeilTo(prunedUntil, hourMS)
 	if f < p {
-		f = floorTo(f, hourMS)
+		f = ledger.FloorTo(f, hourMS)
 	}
 	if t < p {
-		t = ceilTo(t, hourMS)
+		t = ledger.CeilTo(t, hourMS)
 	}
 	scan := func(query string, lo, hi int64) error {
 		if lo >= hi {
@@ -134,12 +133,12 @@ FROM usage WHERE ts_ms >= $1 AND ts_ms < $2` + group
 				if !ok {
 					return fmt.Errorf("column %d: unexpected %T", j, vs[len(q.By)+j])
 				}
-				g[j] = satAdd(g[j], x)
+				g[j] = ledger.SatAdd(g[j], x)
 			}
 		}
 		return rows.Err()
 	}
-	h1, h2 := ceilTo(f, hourMS), floorTo(t, hourMS)
+	h1, h2 := ledger.CeilTo(f, hourMS), ledger.FloorTo(t, hourMS)
 	if f < t {
 		if h1 >= h2 {
 			err = scan(rawQ, f, t)
@@ -161,15 +160,7 @@ FROM usage WHERE ts_ms >= $1 AND ts_ms < $2` + group
 			InputUnknown: g[8], OutputUnknown: g[9], CachedInputTokens: g[10], CachedUnknown: g[11], ReasoningTokens: g[12], ReasoningUnknown: g[13],
 		})
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i].Keys, out[j].Keys
-		for k := range a {
-			if a[k] != b[k] {
-				return a[k] < b[k]
-			}
-		}
-		return false
-	})
+	ledger.SortReport(out)
 	return out, nil
 }
 
@@ -203,22 +194,8 @@ func (s *Store) Rows(ctx context.Context, from, to time.Time, limit int) ([]ledg
 		return nil, s.wrap("rows", err)
 	}
 	defer rows.Close()
-	var out []ledger.Row
-	for rows.Next() {
-		var r ledger.Row
-		var ts, exp, lat int64
-		var state int16
-		var in, outT, tot, cost, cached, reasoning *int64
-		if err := rows.Scan(&r.RequestID, &ts, &state, &exp, &r.Operation, &r.Pool, &r.Model, &r.Credential, &r.Region, &r.Client,
-			&r.Attempts, &r.Status, &r.ErrorCode, &in, &outT, &tot, &cost, &lat, &cached, &reasoning); err != nil {
-			return nil, s.wrap("rows", err)
-		}
-		r.Time, r.Expires, r.Settled, r.Latency = time.UnixMilli(ts).UTC(), time.UnixMilli(exp).UTC(), state == 1, time.Duration(lat)*time.Millisecond
-		r.InputTokens, r.OutputTokens, r.TotalTokens, r.CostMicros = countOf(in), countOf(outT), countOf(tot), countOf(cost)
-		r.CachedInputTokens, r.ReasoningTokens = countOf(cached), countOf(reasoning)
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := ledger.ScanRows(rows)
+	if err != nil {
 		return nil, s.wrap("rows", err)
 	}
 	return out, nil
@@ -229,7 +206,7 @@ func (s *Store) Rows(ctx context.Context, from, to time.Time, limit int) ([]ledg
 func rowDeltaOf(r ledger.Row) (dims, delta) {
 	st := ledger.Settlement{Status: r.Status, ErrorCode: r.ErrorCode, InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, TotalTokens: r.TotalTokens,
 		CachedInputTokens: r.CachedInputTokens, ReasoningTokens: r.ReasoningTokens, CostMicros: r.CostMicros}
-	readableSettlement(&st)
+	st.ForgetUnreadable()
 	d := rowDelta(st)
 	if !r.Settled {
 		d.errors = 0

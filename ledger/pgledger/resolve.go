@@ -23,7 +23,7 @@ func (s *Store) Resolve(ctx context.Context, res ledger.Resolution) error {
 		return fmt.Errorf("ledger settle: cached input %d is more than input %d", res.CachedInput.V, res.Input.V)
 	}
 	for _, c := range []ledger.Count{res.Input, res.Output, res.CachedInput} {
-		if c.Known && !readableV(c.V) {
+		if c.Known && !ledger.Readable(c.V) {
 			return fmt.Errorf("ledger settle: %d tokens is outside 0..%d", c.V, int64(ledger.MaxUsage))
 		}
 	}
@@ -50,11 +50,11 @@ func (b *batch) resolveRow(i int, res ledger.Resolution) error {
 		return &dbError{err}
 	}
 	old.RequestID = res.RequestID
-	old.InputTokens, old.OutputTokens, old.TotalTokens, old.CostMicros = countOf(in), countOf(out), countOf(tot), countOf(cost)
-	old.CachedInputTokens, old.ReasoningTokens = countOf(cached), countOf(reasoning)
+	old.InputTokens, old.OutputTokens, old.TotalTokens, old.CostMicros = ledger.CountOf(in), ledger.CountOf(out), ledger.CountOf(tot), ledger.CountOf(cost)
+	old.CachedInputTokens, old.ReasoningTokens = ledger.CountOf(cached), ledger.CountOf(reasoning)
 	st := old
 	st.InputTokens, st.OutputTokens, st.CachedInputTokens = res.Input, res.Output, res.CachedInput
-	st.TotalTokens = ledger.Known(satAdd(res.Input.V, res.Output.V))
+	st.TotalTokens = ledger.Known(ledger.SatAdd(res.Input.V, res.Output.V))
 	st.CostMicros = ledger.Count{}
 	if state == 0 {
 		return b.settleRow(i, st)

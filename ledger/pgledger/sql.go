@@ -30,20 +30,6 @@ func addSat(a, b string) string {
 	return "LEAST(GREATEST(" + a + "::numeric + " + b + ", -" + capSQL + "), " + capSQL + ")::bigint"
 }
 
-// satAdd adds a and b, saturating at ±SumCap.
-func satAdd(a, b int64) int64 {
-	s := a + b
-	switch {
-	case b > 0 && s < a, s > ledger.SumCap:
-		return ledger.SumCap
-	case b < 0 && s > a, s < -ledger.SumCap:
-		return -ledger.SumCap
-	}
-	return s
-}
-
-func readableV(v int64) bool { return v >= 0 && v <= ledger.MaxUsage }
-
 var (
 	tokensR, costR, inputR, outputR = readable("total_tokens"), readable("cost_micros"), readable("input_tokens"), readable("output_tokens")
 	cachedR, reasoningR             = readable("cached_input_tokens"), readable("reasoning_tokens")
@@ -54,29 +40,6 @@ const (
 	hourMS   = 60 * minuteMS
 	dayMS    = 24 * hourMS
 )
-
-func floorTo(t, unit int64) int64 {
-	r := t % unit
-	if r < 0 {
-		r += unit
-	}
-	return t - r
-}
-
-func ceilTo(t, unit int64) int64 {
-	f := floorTo(t, unit)
-	if f == t {
-		return t
-	}
-	return f + unit
-}
-
-func countOf(p *int64) ledger.Count {
-	if p == nil {
-		return ledger.Count{}
-	}
-	return ledger.Known(*p)
-}
 
 func arg(c ledger.Count) any {
 	if !c.Known {

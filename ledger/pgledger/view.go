@@ -55,7 +55,7 @@ func (v *view) prepare() error {
 func (v *view) applyDelta(ts int64, d ledger.Totals) {
 	for k, t := range v.cache {
 		if ts >= k[0] && ts < k[1] {
-			addT(&t, d)
+			t.Add(d)
 			v.cache[k] = t
 		}
 	}
@@ -79,7 +79,7 @@ func parts(f, t, now int64) []part {
 	if f >= t {
 		return nil
 	}
-	m1, m2 := ceilTo(f, minuteMS), floorTo(t, minuteMS)
+	m1, m2 := ledger.CeilTo(f, minuteMS), ledger.FloorTo(t, minuteMS)
 	if m1 > m2 {
 		return edge(nil, f, t, now)
 	}
@@ -103,7 +103,7 @@ func edge(out []part, lo, hi, now int64) []part {
 	if lo >= hi {
 		return out
 	}
-	mb := floorTo(lo, minuteMS)
+	mb := ledger.FloorTo(lo, minuteMS)
 	me := mb + minuteMS
 	end := now + 1
 	past := func(a, b int64) int64 { return max(0, min(b, end)-a) }
@@ -164,7 +164,7 @@ func (v *view) Totals(w ledger.Window) (ledger.Totals, error) {
 		if err := v.q.QueryRow(v.ctx, q, args...).Scan(&db.Requests, &db.Tokens, &db.TokensUnknown, &db.CostMicros, &db.CostUnknown); err != nil {
 			return ledger.Totals{}, &dbError{fmt.Errorf("window totals: %w", err)}
 		}
-		addT(&sum, db)
+		sum.Add(db)
 	}
 	if v.cache != nil {
 		v.cache[key] = sum
@@ -183,7 +183,7 @@ func segments(f, t int64) []segment {
 	if f >= t {
 		return nil
 	}
-	m1, m2 := ceilTo(f, minuteMS), floorTo(t, minuteMS)
+	m1, m2 := ledger.CeilTo(f, minuteMS), ledger.FloorTo(t, minuteMS)
 	if m1 >= m2 {
 		return []segment{{"usage", f, t}}
 	}
@@ -196,11 +196,11 @@ func segments(f, t int64) []segment {
 // rolled splits [m1, m2), whole minutes, into whole days, the hours
 // around them and the minutes around those, in time order.
 func rolled(m1, m2 int64) []segment {
-	h1, h2 := ceilTo(m1, hourMS), floorTo(m2, hourMS)
+	h1, h2 := ledger.CeilTo(m1, hourMS), ledger.FloorTo(m2, hourMS)
 	if h1 >= h2 {
 		return nonEmpty([]segment{{"usage_minute", m1, m2}})
 	}
-	d1, d2 := ceilTo(h1, dayMS), floorTo(h2, dayMS)
+	d1, d2 := ledger.CeilTo(h1, dayMS), ledger.FloorTo(h2, dayMS)
 	if d1 >= d2 {
 		return nonEmpty([]segment{{"usage_minute", m1, h1}, {"usage_hour", h1, h2}, {"usage_minute", h2, m2}})
 	}
@@ -260,11 +260,11 @@ func (v *view) reachIn(s segment, m ledger.Measure, need int64, cum *int64) (tim
 		// Pruned: only the minute's rollup row is left; the measure is
 		// reached at the minute's last instant, never earlier.
 		var x int64
-		m0 := floorTo(s.lo, minuteMS)
+		m0 := ledger.FloorTo(s.lo, minuteMS)
 		if err := v.q.QueryRow(v.ctx, `SELECT COALESCE(SUM(`+measureCol[m]+`), 0)::bigint FROM usage_minute WHERE bucket = $1`, m0/minuteMS).Scan(&x); err != nil {
 			return time.Time{}, false, &dbError{err}
 		}
-		if *cum = satAdd(*cum, x); *cum >= need {
+		if *cum = ledger.SatAdd(*cum, x); *cum >= need {
 			return time.UnixMilli(m0 + minuteMS - 1).UTC(), true, nil
 		}
 		return time.Time{}, false, nil
@@ -288,7 +288,7 @@ func (v *view) reachIn(s segment, m ledger.Measure, need int64, cum *int64) (tim
 			return time.Time{}, false, &dbError{err}
 		}
 		if s.table == "usage" {
-			*cum = satAdd(*cum, it.x)
+			*cum = ledger.SatAdd(*cum, it.x)
 			if *cum >= need {
 				rows.Close()
 				return time.UnixMilli(it.k).UTC(), true, nil
@@ -302,10 +302,10 @@ func (v *view) reachIn(s segment, m ledger.Measure, need int64, cum *int64) (tim
 		return time.Time{}, false, &dbError{err}
 	}
 	for _, it := range items {
-		if satAdd(*cum, it.x) >= need {
+		if ledger.SatAdd(*cum, it.x) >= need {
 			return v.reachIn(segment{sub, it.k * unit, (it.k + 1) * unit}, m, need, cum)
 		}
-		*cum = satAdd(*cum, it.x)
+		*cum = ledger.SatAdd(*cum, it.x)
 	}
 	return time.Time{}, false, nil
 }
@@ -328,7 +328,7 @@ func (v *view) newestUnknownIn(s segment) (time.Time, bool, error) {
 	if s.table == "usage" && v.prunedMinute(s.hi) {
 		// Pruned: the minute's rollup row says whether it held a row of
 		// unknown cost; its last instant stands for that row's time.
-		m0 := floorTo(s.lo, minuteMS)
+		m0 := ledger.FloorTo(s.lo, minuteMS)
 		var n int64
 		if err := v.q.QueryRow(v.ctx, `SELECT COALESCE(SUM(cost_null), 0)::bigint FROM usage_minute WHERE bucket = $1`, m0/minuteMS).Scan(&n); err != nil {
 			return time.Time{}, false, &dbError{err}
