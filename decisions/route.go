@@ -158,6 +158,9 @@ type credential struct {
 // redirect: the key must not travel to another host.
 func NoRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
+// upstreamReadBuffer is the provider connections' read buffer.
+const upstreamReadBuffer = 32 << 10
+
 // NewHTTPClient returns the client rotor uses for providers: no redirects,
 // bounded dials and headers, many idle connections per host.
 func NewHTTPClient() *http.Client {
@@ -170,6 +173,10 @@ func NewHTTPClient() *http.Client {
 		MaxIdleConnsPerHost:   256,
 		IdleConnTimeout:       90 * time.Second,
 		ForceAttemptHTTP2:     true,
+		// A stream's events pass through this buffer: at the default
+		// 4 KiB a stream of many small chunks costs a read system call
+		// per 4 KiB however much the socket holds.
+		ReadBufferSize: upstreamReadBuffer,
 	}
 	return &http.Client{Transport: tr, CheckRedirect: NoRedirects}
 }

@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -117,7 +118,10 @@ func (rt *Route) streamAnswer(ctx context.Context, caller context.Context, k *Ki
 	defer stopIdle()
 	body := &activity{r: out.stream, clk: rt.cfg.Clock, last: &last}
 
-	sc := sse.NewScanner(body)
+	buf := streamBufs.Get().(*streamBuf)
+	defer buf.put()
+	sc := buf.sc
+	sc.Reset(body)
 	var chat *sse.ChatRewriter
 	if k == KindChat {
 		chat = sse.NewChatRewriter(injected)
@@ -127,7 +131,21 @@ func (rt *Route) streamAnswer(ctx context.Context, caller context.Context, k *Ki
 	ended := false // a Responses stream's final event was seen
 	respID := ""   // its response's id
 	writeErr := false
-	pending := false // bytes written and not flushed yet
+	pending := false // events taken and not flushed yet
+	// Events that pass are gathered and leave in one write at each
+	// flush: written one by one, ~250-byte events fill the server's 2 KiB
+	// and 4 KiB buffers, each a system call, several per upstream read.
+	gather := buf.out[:0]
+	defer func() { buf.out = gather }()
+	send := func() bool {
+		if len(gather) == 0 {
+			return true
+		}
+		_ = rc.SetWriteDeadline(time.Now().Add(window))
+		_, werr := w.Write(gather)
+		gather = gather[:0]
+		return werr == nil
+	}
 	var scanErr error
 	for {
 		ev, err := sc.Next()
@@ -157,12 +175,19 @@ func (rt *Route) streamAnswer(ctx context.Context, caller context.Context, k *Ki
 			break
 		}
 		if pass {
-			if !pending {
-				_ = rc.SetWriteDeadline(time.Now().Add(window))
-			}
-			if _, werr := w.Write(ev.Raw); werr != nil {
+			if len(gather)+len(ev.Raw) > maxGather && !send() {
 				writeErr = true
 				break
+			}
+			if len(ev.Raw) > maxGather {
+				// One large event: written as it is, not copied.
+				_ = rc.SetWriteDeadline(time.Now().Add(window))
+				if _, werr := w.Write(ev.Raw); werr != nil {
+					writeErr = true
+					break
+				}
+			} else {
+				gather = append(gather, ev.Raw...)
 			}
 			pending = true
 		}
@@ -171,7 +196,7 @@ func (rt *Route) streamAnswer(ctx context.Context, caller context.Context, k *Ki
 		// waits for an event still on its way.
 		if pending && (err != nil || !sc.EventReady()) {
 			pending = false
-			if rc.Flush() != nil {
+			if !send() || rc.Flush() != nil {
 				writeErr = true
 				break
 			}
@@ -181,7 +206,7 @@ func (rt *Route) streamAnswer(ctx context.Context, caller context.Context, k *Ki
 			break
 		}
 	}
-	if pending && !writeErr && rc.Flush() != nil {
+	if pending && !writeErr && (!send() || rc.Flush() != nil) {
 		writeErr = true
 	}
 	if chat != nil {
@@ -229,6 +254,28 @@ func (rt *Route) streamAnswer(ctx context.Context, caller context.Context, k *Ki
 			_ = rc.Flush()
 		}
 	}
+}
+
+// maxGather bounds the bytes of events gathered for one write; a larger
+// event is written on its own.
+const maxGather = 64 << 10
+
+// streamBuf is a stream's scanner and write buffer, pooled: without it
+// each stream allocates a 32 KiB read buffer and its event buffers.
+type streamBuf struct {
+	sc  *sse.Scanner
+	out []byte
+}
+
+var streamBufs = sync.Pool{New: func() any { return &streamBuf{sc: sse.NewScanner(nil)} }}
+
+func (b *streamBuf) put() {
+	b.sc.Reset(nil) // drops the provider's body and a large event's buffer
+	if cap(b.out) > maxGather {
+		b.out = nil
+	}
+	b.out = b.out[:0]
+	streamBufs.Put(b)
 }
 
 // watchIdle cancels the stream's provider call once last (on the route's

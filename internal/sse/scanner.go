@@ -63,6 +63,25 @@ func NewScanner(r io.Reader) *Scanner {
 	return &Scanner{br: bufio.NewReaderSize(r, 32<<10), first: true}
 }
 
+// keepRaw is the largest event buffer Reset keeps: one large event must
+// not pin its memory in a pool of idle scanners.
+const keepRaw = 64 << 10
+
+// Reset makes s read a new stream from r, as NewScanner(r) would, keeping
+// its buffers (so that a proxy can pool scanners: a stream then costs no
+// 32 KiB read buffer). Events returned before are no longer valid.
+func (s *Scanner) Reset(r io.Reader) {
+	s.br.Reset(r)
+	raw, data := s.raw[:0], s.data[:0]
+	if cap(raw) > keepRaw {
+		raw = nil
+	}
+	if cap(data) > keepRaw {
+		data = nil
+	}
+	*s = Scanner{br: s.br, raw: raw, data: data, first: true}
+}
+
 // Next returns the next event. At a clean end of the stream (after a
 // complete event) it returns io.EOF. When the stream ends inside a block or
 // a line, it returns the unfinished bytes as Raw (Kind KindEvent, Data and

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"reflect"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -35,8 +36,9 @@ func copyEvent(ev Event) got {
 }
 
 // scanAll reads r to its end and returns the events and the final error.
-func scanAll(r io.Reader) ([]got, error) {
-	s := NewScanner(r)
+func scanAll(r io.Reader) ([]got, error) { return scanWith(NewScanner(r)) }
+
+func scanWith(s *Scanner) ([]got, error) {
 	var out []got
 	for {
 		ev, err := s.Next()
@@ -292,6 +294,15 @@ func FuzzScanner(f *testing.F) {
 				t.Fatalf("raw concatenated = %q, want %q", b.Bytes(), in)
 			}
 		}
+		// A scanner reset after another stream (one that ends inside a
+		// "\r\n" and a block) reads the input as a new one does.
+		used := NewScanner(strings.NewReader("\xef\xbb\xbfdata: a\r"))
+		_, _ = scanWith(used)
+		used.Reset(bytes.NewReader(in))
+		reused, err3 := scanWith(used)
+		if err3 != err1 || !reflect.DeepEqual(reused, whole) {
+			t.Fatalf("after Reset = %v, %v; want %v, %v", reused, err3, whole, err1)
+		}
 		if d1, d2 := dataOf(whole), dataOf(bytewise); d1 != d2 {
 			t.Fatalf("data whole = %q, byte by byte = %q", d1, d2)
 		}
@@ -377,6 +388,33 @@ func TestEventReady(t *testing.T) {
 				if got := sc.EventReady(); got != want {
 					t.Errorf("EventReady after event %d = %v, want %v", i, got, want)
 				}
+			}
+		})
+	}
+}
+
+func TestScannerReset(t *testing.T) {
+	tests := []struct {
+		name, before string
+	}{
+		{"after a clean end", "data: a\n\n"},
+		{"after an error", "data: a"},
+		{"after a split crlf", "data: a\r"},
+		{"after a large event", "data: " + strings.Repeat("x", 2*keepRaw) + "\n\n"},
+	}
+	const stream = "\xef\xbb\xbfdata: b\ndata: c\n\nevent: e\ndata: d\n\n"
+	want, wantErr := scanAll(strings.NewReader(stream))
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := NewScanner(strings.NewReader(tt.before))
+			_, _ = scanWith(s)
+			s.Reset(strings.NewReader(stream))
+			got, err := scanWith(s)
+			if err != wantErr || !reflect.DeepEqual(got, want) {
+				t.Errorf("after Reset: %v, %v; want %v, %v", got, err, want, wantErr)
+			}
+			if cap(s.raw) > keepRaw {
+				t.Errorf("Reset kept a %d-byte event buffer, want at most %d", cap(s.raw), keepRaw)
 			}
 		})
 	}
