@@ -31,9 +31,29 @@ import (
 // qPrunedUntil reads the prune frontier: rows before it may be gone.
 const qPrunedUntil = `SELECT COALESCE((SELECT value FROM meta WHERE key = 'pruned_until'), 0)`
 
-// pruneChunk bounds the rows one transaction deletes, so that a bridge on
+// PruneChunk bounds the rows one transaction deletes, so that a bridge on
 // the same database waits for one short transaction at a time.
-const pruneChunk = 5000
+const PruneChunk = 5000
+
+// PruneInChunks calls chunk until it deletes fewer than PruneChunk rows
+// (first is true at the first call only) and sums what the chunks did:
+// chunk deletes at most PruneChunk rows in one transaction and returns how
+// many it deleted and the cut it applied (Unix milliseconds). Both engines
+// prune this way, so that no transaction holds the admission lock long.
+func PruneInChunks(chunk func(first bool) (deleted, until int64, err error)) (PruneResult, error) {
+	var res PruneResult
+	for first := true; ; first = false {
+		n, until, err := chunk(first)
+		if err != nil {
+			return res, err
+		}
+		res.Deleted += n
+		res.Until = time.UnixMilli(until).UTC()
+		if n < PruneChunk {
+			return res, nil
+		}
+	}
+}
 
 // PruneRequest asks Prune to delete the usage rows before Before.
 type PruneRequest struct {
@@ -73,20 +93,12 @@ var _ Pruner = (*Store)(nil)
 // hour (moved back to the fold frontier's hour when needed), keeping the
 // rollups; see the comment at the top of prune.go.
 func (s *Store) Prune(ctx context.Context, req PruneRequest) (PruneResult, error) {
-	var res PruneResult
 	if s.readOnly {
-		return res, ErrReadOnly
+		return PruneResult{}, ErrReadOnly
 	}
-	for first := true; ; first = false {
-		n, until, err := s.pruneChunk(ctx, req, first)
-		if err != nil {
-			return res, err
-		}
-		res.Deleted += n
-		res.Until = time.UnixMilli(until).UTC()
-		if n < pruneChunk {
-			break
-		}
+	res, err := PruneInChunks(func(first bool) (int64, int64, error) { return s.pruneChunk(ctx, req, first) })
+	if err != nil {
+		return res, err
 	}
 	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM usage WHERE ts_ms < ? AND state = 0`, res.Until.UnixMilli()).Scan(&res.KeptUnsettled); err != nil {
 		return res, fmt.Errorf("prune: %w", err)
@@ -95,7 +107,7 @@ func (s *Store) Prune(ctx context.Context, req PruneRequest) (PruneResult, error
 }
 
 // pruneChunk runs one immediate transaction: it checks the budgets, moves
-// pruned_until (first) and deletes at most pruneChunk rows. Running on its
+// pruned_until (first) and deletes at most PruneChunk rows. Running on its
 // own connection, it moves the writer's data_version, so the writer drops
 // its window cache and rereads the frontiers.
 func (s *Store) pruneChunk(ctx context.Context, req PruneRequest, first bool) (int64, int64, error) {
@@ -133,7 +145,7 @@ ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value)`, until); err
 			return 0, 0, fmt.Errorf("prune: %w", err)
 		}
 	}
-	r, err := conn.ExecContext(ctx, `DELETE FROM usage WHERE (ts_ms, request_id) IN (SELECT ts_ms, request_id FROM usage WHERE ts_ms < ? AND state = 1 LIMIT ?)`, until, pruneChunk)
+	r, err := conn.ExecContext(ctx, `DELETE FROM usage WHERE (ts_ms, request_id) IN (SELECT ts_ms, request_id FROM usage WHERE ts_ms < ? AND state = 1 LIMIT ?)`, until, PruneChunk)
 	if err != nil {
 		return 0, 0, fmt.Errorf("prune: %w", err)
 	}

@@ -33,10 +33,6 @@ import (
 // gone.
 const qPrunedUntil = `COALESCE((SELECT value FROM meta WHERE key = 'pruned_until'), 0)`
 
-// pruneChunk bounds the rows one transaction deletes, so that bridges on
-// the database wait for one short transaction at a time.
-const pruneChunk = 5000
-
 var _ ledger.Pruner = (*Store)(nil)
 
 // Prune deletes the settled usage rows before the start of the hour of
@@ -44,20 +40,12 @@ var _ ledger.Pruner = (*Store)(nil)
 // prune.go. Each chunk is one transaction under the admission lock that
 // first calls req.Check with the stored budgets and the ledger's clock.
 func (s *Store) Prune(ctx context.Context, req ledger.PruneRequest) (ledger.PruneResult, error) {
-	var res ledger.PruneResult
 	if err := s.checkOpen(); err != nil {
-		return res, err
+		return ledger.PruneResult{}, err
 	}
-	for first := true; ; first = false {
-		n, until, err := s.pruneChunk(ctx, req, first)
-		if err != nil {
-			return res, err
-		}
-		res.Deleted += n
-		res.Until = time.UnixMilli(until).UTC()
-		if n < pruneChunk {
-			break
-		}
+	res, err := ledger.PruneInChunks(func(first bool) (int64, int64, error) { return s.pruneChunk(ctx, req, first) })
+	if err != nil {
+		return res, err
 	}
 	rctx, cancel := readCtx(ctx)
 	defer cancel()
@@ -69,7 +57,7 @@ func (s *Store) Prune(ctx context.Context, req ledger.PruneRequest) (ledger.Prun
 
 // pruneChunk runs one transaction: the admission lock (so that a batch
 // reads the frontier and the rows of one state), the budgets' check, the
-// frontier (first) and at most pruneChunk deletions. A batch that begins
+// frontier (first) and at most ledger.PruneChunk deletions. A batch that begins
 // after it reads the new frontier in its first statement after the lock.
 func (s *Store) pruneChunk(ctx context.Context, req ledger.PruneRequest, first bool) (int64, int64, error) {
 	var n, until int64
@@ -101,7 +89,7 @@ ON CONFLICT (key) DO UPDATE SET value = GREATEST(meta.value, excluded.value)`, u
 				return err
 			}
 		}
-		tag, err := tx.Exec(ctx, `DELETE FROM usage WHERE request_id IN (SELECT request_id FROM usage WHERE ts_ms < $1 AND state = 1 LIMIT $2)`, until, pruneChunk)
+		tag, err := tx.Exec(ctx, `DELETE FROM usage WHERE request_id IN (SELECT request_id FROM usage WHERE ts_ms < $1 AND state = 1 LIMIT $2)`, until, ledger.PruneChunk)
 		if err != nil {
 			return err
 		}
