@@ -29,13 +29,11 @@ package learned
 //     the wait of a long spell remembered from the last time one ended):
 //     a few refusals find a reset that grew, where the existing cooldown
 //     spends one per minute.
-//
 //   - Retries on the existing cooldown's beat. A wait less than an eighth
 //     above a multiple of the existing cooldown goes at that multiple, the
 //     retry fixed would have allowed: a proven wait of 61 s, where the
 //     reset is 60 s, no longer idles a second per episode, and one of
-//     125 s tries 120 s (a refusal there costs one retry at the
-//     learned wait's growth, never a later release than fixed's next).
+//     125 s tries 120 s; a refusal there grows the wait as any other.
 //
 // Every other bound stays: trusted advice is a hard minimum, the model
 // cooldown cap bounds every wait, no request is added, and the state is
