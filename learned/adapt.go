@@ -29,11 +29,6 @@ package learned
 //     the wait of a long spell remembered from the last time one ended):
 //     a few refusals find a reset that grew, where the existing cooldown
 //     spends one per minute.
-//   - Retries on the existing cooldown's beat. A wait less than an eighth
-//     above a multiple of the existing cooldown goes at that multiple, the
-//     retry fixed would have allowed: a proven wait of 61 s, where the
-//     reset is 60 s, no longer idles a second per episode, and one of
-//     125 s tries 120 s; a refusal there grows the wait as any other.
 //
 // Every other bound stays: trusted advice is a hard minimum, the model
 // cooldown cap bounds every wait, no request is added, and the state is
@@ -188,7 +183,7 @@ func (s *state) adaptTarget(o observation) (target int64, trial, ok bool) {
 		}
 		due := int(s.hold) >= every || s.push > 0
 		if !due || s.steps >= MaxTrialSteps || s.hintUntil != 0 {
-			return snapDown(s.good, o.existing), false, true
+			return s.good, false, true
 		}
 		fresh := s.floor != 0 && int(s.fage) < adaptAgeEpisodes<<s.backoff
 		var w int64
@@ -212,7 +207,7 @@ func (s *state) adaptTarget(o observation) (target int64, trial, ok bool) {
 				w = s.good - s.good>>3<<min(s.push, 2)
 			}
 		}
-		w = max(snapDown(w, o.existing), minBoundMS)
+		w = max(w, minBoundMS)
 		if w >= s.good {
 			return s.good, false, true
 		}
@@ -240,16 +235,4 @@ func (s *state) adaptTarget(o observation) (target int64, trial, ok bool) {
 	}
 	grow := e >> 3 << min(max(k-1, 0), 3)
 	return e + max(grow, resolvedMS), false, true
-}
-
-// snapDown returns the multiple of the existing cooldown x just below w
-// when w is less than an eighth above it, else w: the retry the existing
-// cooldown would have allowed, rather than one a little later.
-func snapDown(w, x int64) int64 {
-	if x > 0 {
-		if g := w / x * x; g > 0 && w-g < w/8 {
-			return g
-		}
-	}
-	return w
 }

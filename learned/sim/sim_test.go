@@ -44,14 +44,14 @@ type cellBound struct {
 // rows).
 var bounds12h = map[string]cellBound{
 	"steady 30/0.2": {0, 0.5, true}, "steady 30/1": {0, 0.5, true}, "steady 30/5": {0, 0.5, true},
-	"steady 60/0.2": {0, 0.5, false}, "steady 60/1": {0, 0.5, false}, "steady 60/5": {0, 0.5, true},
+	"steady 60/0.2": {-0.71, 0.5, false}, "steady 60/1": {-0.57, 0.5, false}, "steady 60/5": {0, 0.5, true},
 	"steady 150/0.2": {0, 0.5, true}, "steady 150/1": {0, 0.5, true}, "steady 150/5": {0, 0.5, true},
-	"steady 600/0.2": {0, 0.5, true}, "steady 600/1": {0, 0.5, true}, "steady 600/5": {0, 0.5, true},
-	"drifting/0.2": {-1.79, 0.5, true}, "drifting/1": {-2, 0.5, true}, "drifting/5": {-0.87, 0.5, true},
-	"bursty/0.2": {-2.23, 0.5, true}, "bursty/1": {0, 0.5, true}, "bursty/5": {0, 0.62, true},
-	"noisy/0.2": {-1.67, 0.5, true}, "noisy/1": {-2.07, 0.5, true}, "noisy/5": {-0.79, 0.5, true},
-	"step 300->60/0.2": {0, 0.5, true}, "step 300->60/1": {-0.92, 0.5, true}, "step 300->60/5": {-0.73, 0.5, true},
-	"step 60->300/0.2": {0, 0.5, true}, "step 60->300/1": {-0.69, 0.5, true}, "step 60->300/5": {-0.56, 0.5, true},
+	"steady 600/0.2": {0, 0.5, true}, "steady 600/1": {0, 0.5, true}, "steady 600/5": {-0.51, 0.5, true},
+	"drifting/0.2": {-3, 0.5, true}, "drifting/1": {-2.05, 0.5, true}, "drifting/5": {-0.89, 0.5, true},
+	"bursty/0.2": {-2.38, 0.5, false}, "bursty/1": {0, 0.5, true}, "bursty/5": {0, 0.62, true},
+	"noisy/0.2": {-3.1, 0.5, true}, "noisy/1": {-3.25, 0.5, true}, "noisy/5": {-1.15, 0.5, true},
+	"step 300->60/0.2": {0, 0.5, true}, "step 300->60/1": {-1.5, 0.5, true}, "step 300->60/5": {-0.73, 0.5, true},
+	"step 60->300/0.2": {-1.66, 0.5, true}, "step 60->300/1": {-0.92, 0.5, true}, "step 60->300/5": {-0.61, 0.5, true},
 }
 
 var bounds2h = map[string]cellBound{
@@ -59,11 +59,11 @@ var bounds2h = map[string]cellBound{
 	"steady 60/0.2": {0, 0.5, true}, "steady 60/1": {0, 0.5, false}, "steady 60/5": {0, 0.5, true},
 	"steady 150/0.2": {0, 0.5, true}, "steady 150/1": {0, 0.5, true}, "steady 150/5": {0, 0.5, true},
 	"steady 600/0.2": {0, 0.5, true}, "steady 600/1": {0, 0.5, true}, "steady 600/5": {0, 0.5, true},
-	"drifting/0.2": {-2.64, 0.5, true}, "drifting/1": {-1.61, 0.5, true}, "drifting/5": {-0.61, 0.5, true},
-	"bursty/0.2": {0, 0.5, true}, "bursty/1": {0, 0.69, true}, "bursty/5": {0, 0.88, true},
-	"noisy/0.2": {-3.61, 0.5, true}, "noisy/1": {-3.56, 0.5, true}, "noisy/5": {-1, 0.5, true},
-	"step 300->60/0.2": {-0.57, 0.5, true}, "step 300->60/1": {-6.11, 0.5, true}, "step 300->60/5": {-1.89, 0.5, true},
-	"step 60->300/0.2": {-0.85, 0.5, true}, "step 60->300/1": {-2.48, 0.5, true}, "step 60->300/5": {-0.83, 0.5, true},
+	"drifting/0.2": {-2.78, 0.5, true}, "drifting/1": {-1.61, 0.5, true}, "drifting/5": {-0.61, 0.5, true},
+	"bursty/0.2": {0, 0.5, true}, "bursty/1": {0, 0.71, true}, "bursty/5": {0, 0.88, true},
+	"noisy/0.2": {-4.64, 0.5, true}, "noisy/1": {-3.84, 0.5, true}, "noisy/5": {-1.22, 0.5, true},
+	"step 300->60/0.2": {-5.06, 0.5, false}, "step 300->60/1": {-10.1, 0.5, false}, "step 300->60/5": {-2.92, 0.5, true},
+	"step 60->300/0.2": {-0.85, 0.5, true}, "step 60->300/1": {-3.09, 0.5, false}, "step 60->300/5": {-1, 0.5, false},
 }
 
 // TestAdaptCells runs every scenario at every rate through the real pool
