@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rotorhq/rotor/internal/quotasim"
 	"github.com/rotorhq/rotor/pool"
 )
 
@@ -111,12 +112,12 @@ func TestAtMost12TrialSteps(t *testing.T) {
 	h := newHarness(t, ModeApply)
 	rng := rand.New(rand.NewPCG(7, 7))
 	reset := 1000 * sec
-	p := newFakeProvider(1, func(time.Time) time.Duration { return reset })
+	p := quotasim.New(1, func(time.Time) time.Duration { return reset })
 	run := func(episodes int) {
 		for range episodes {
 			var free time.Duration
 			for now := h.clk.Now().Sub(epoch) + 5*time.Minute; ; now = max(now+sec, free) {
-				if p.call(h.at(now)) {
+				if p.Call(h.at(now)) {
 					h.success(now)
 					break
 				}
@@ -406,15 +407,15 @@ func TestConvergesToIntervalHoldingTrueResetWithin12Steps(t *testing.T) {
 	for _, reset := range []time.Duration{3 * sec, 45 * sec, 150 * sec, 1234567 * time.Millisecond, 3000 * sec} {
 		t.Run(reset.String(), func(t *testing.T) {
 			h := newHarness(t, ModeApply)
-			p := newFakeProvider(5, func(time.Time) time.Duration { return reset })
+			p := quotasim.New(5, func(time.Time) time.Duration { return reset })
 			const span = 2 * 24 * time.Hour
 			var free time.Duration
 			wastedBeforeLastDay := -1
 			for now := time.Duration(0); now < span; now = max(now+250*time.Millisecond, free) {
 				if wastedBeforeLastDay < 0 && now >= span-24*time.Hour {
-					wastedBeforeLastDay = p.wasted
+					wastedBeforeLastDay = p.Wasted
 				}
-				if p.call(h.at(now)) {
+				if p.Call(h.at(now)) {
 					h.success(now)
 					continue
 				}
@@ -439,10 +440,10 @@ func TestConvergesToIntervalHoldingTrueResetWithin12Steps(t *testing.T) {
 			}
 			// Converged, a scope wastes at most the refresh of a learned wait
 			// longer than the existing cooldown: one throttle per window.
-			if late, most := p.wasted-wastedBeforeLastDay, int(24*time.Hour/(refreshMS*time.Millisecond)); late > most {
+			if late, most := p.Wasted-wastedBeforeLastDay, int(24*time.Hour/(refreshMS*time.Millisecond)); late > most {
 				t.Errorf("%d wasted throttles on the last day, after convergence; want at most %d", late, most)
 			}
-			t.Logf("R=%v: (%d, %d] ms after %d steps, %d wasted throttles", reset, st.lo, st.hi, st.steps, p.wasted)
+			t.Logf("R=%v: (%d, %d] ms after %d steps, %d wasted throttles", reset, st.lo, st.hi, st.steps, p.Wasted)
 		})
 	}
 }
@@ -486,12 +487,12 @@ func TestObserveAndSuggestOrderDoesNotMatter(t *testing.T) {
 	run := func(observeFirst bool) []time.Duration {
 		h := newHarness(t, ModeApply)
 		var out []time.Duration
-		p := newFakeProvider(3, func(time.Time) time.Duration { return 150 * sec })
+		p := quotasim.New(3, func(time.Time) time.Duration { return 150 * sec })
 		now, free := time.Duration(0), time.Duration(0)
 		for now < 6*time.Hour {
 			now = max(now+sec, free)
 			ev := h.event(pool.OutcomeSuccess, now)
-			if p.call(ev.At) {
+			if p.Call(ev.At) {
 				h.l.Observe(ev)
 				continue
 			}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/internal/quotasim"
 	"github.com/rotorhq/rotor/pool"
 )
 
@@ -143,11 +144,11 @@ func simulate(c simCase, rate float64, seed uint64, newPolicy func(clock.Clock) 
 	pol := newPolicy(clk)
 	rng := rand.New(rand.NewPCG(seed, uint64(rate*1000)))
 	noise := rand.New(rand.NewPCG(seed, 1))
-	var provs [simCredentials]*fakeProvider
+	var provs [simCredentials]*quotasim.Provider
 	var release [simCredentials]time.Time
 	var res simResult
 	for i := range provs {
-		provs[i] = newFakeProvider(simQuota, func(now time.Time) time.Duration { return c.reset(now.Sub(epoch), noise) })
+		provs[i] = quotasim.New(simQuota, func(now time.Time) time.Duration { return c.reset(now.Sub(epoch), noise) })
 	}
 	end := epoch.Add(simSpan)
 	for now := epoch; ; {
@@ -168,18 +169,18 @@ func simulate(c simCase, rate float64, seed uint64, newPolicy func(clock.Clock) 
 			continue // every credential is cooling: answered locally
 		}
 		p := provs[cred]
-		if p.call(now) {
+		if p.Call(now) {
 			res.served++
 			pol.succeeded(cred, now)
 			continue
 		}
 		release[cred] = now.Add(pol.throttled(cred, now))
-		p.release = release[cred]
+		p.Release = release[cred]
 	}
 	for _, p := range provs {
-		p.finish(end)
-		res.wasted += p.wasted
-		res.idle += p.idle
+		p.Finish(end)
+		res.wasted += p.Wasted
+		res.idle += p.Idle
 	}
 	return res
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/internal/quotasim"
 	"github.com/rotorhq/rotor/internal/secret"
 	"github.com/rotorhq/rotor/learned"
 	"github.com/rotorhq/rotor/pool"
@@ -273,12 +274,12 @@ func Run(sc Scenario, rate float64, pol Policy, opt Options) Result {
 	scope := pool.Scope{Model: model}
 	arrivals := rand.New(rand.NewPCG(opt.Seed, uint64(rate*1000)))
 	noise := rand.New(rand.NewPCG(opt.Seed, 1))
-	provs := make([]*provider, Credentials)
+	provs := make([]*quotasim.Provider, Credentials)
 	byName := map[string]int{}
 	for i := range provs {
-		provs[i] = &provider{tokens: Quota, reset: func(now time.Time) time.Duration {
+		provs[i] = quotasim.New(Quota, func(now time.Time) time.Duration {
 			return sc.Reset(now.Sub(epoch), span, noise)
-		}}
+		})
 		byName[names[i]] = i
 	}
 	var res Result
@@ -302,14 +303,14 @@ func Run(sc Scenario, rate float64, pol Policy, opt Options) Result {
 			res.Calls++
 			calls++
 			res.MaxCalls = max(res.MaxCalls, calls)
-			if pr.call(now) {
+			if pr.Call(now) {
 				p.Record(c.Name, pool.Observation{Scope: scope, Status: 200})
 				res.Served++
 				break
 			}
 			p.Record(c.Name, pool.Observation{Scope: scope, Status: 429})
 			d, _ := p.NextRelease(scope, []string{c.Name})
-			pr.release = now.Add(d)
+			pr.Release = now.Add(d)
 			if !opt.Failover {
 				break
 			}
@@ -317,9 +318,9 @@ func Run(sc Scenario, rate float64, pol Policy, opt Options) Result {
 		}
 	}
 	for _, pr := range provs {
-		pr.finish(end)
-		res.Wasted += pr.wasted
-		res.Idle += pr.idle
+		pr.Finish(end)
+		res.Wasted += pr.Wasted
+		res.Idle += pr.Idle
 	}
 	return res
 }
@@ -331,55 +332,6 @@ func remove(names []string, name string) []string {
 		}
 	}
 	return names
-}
-
-// provider is one credential's quota at a provider whose reset is hidden:
-// tokens requests succeed, then every request is refused until reset(t)
-// after the first refusal.
-type provider struct {
-	tokens  int
-	reset   func(now time.Time) time.Duration
-	resetAt time.Time // zero while serving
-
-	wasted  int
-	idle    time.Duration
-	release time.Time // the pool's latest release of this credential
-}
-
-func (p *provider) call(now time.Time) bool {
-	if !p.resetAt.IsZero() {
-		if now.Before(p.resetAt) {
-			p.wasted++
-			return false
-		}
-		p.settle()
-	}
-	if p.tokens > 0 {
-		p.tokens--
-		return true
-	}
-	p.resetAt = now.Add(p.reset(now))
-	return false
-}
-
-// settle ends an episode: the credential was idle from the real reset to
-// its release.
-func (p *provider) settle() {
-	if p.release.After(p.resetAt) {
-		p.idle += p.release.Sub(p.resetAt)
-	}
-	p.resetAt = time.Time{}
-	p.tokens = Quota
-}
-
-// finish settles an episode whose reset happened before end.
-func (p *provider) finish(end time.Time) {
-	if !p.resetAt.IsZero() && !p.resetAt.After(end) {
-		if p.release.After(end) {
-			p.release = end
-		}
-		p.settle()
-	}
 }
 
 // Cell is one scenario at one rate, every policy's result in the order of

@@ -1,0 +1,70 @@
+// Package quotasim models one credential's quota at a provider whose reset
+// time is hidden from the caller: the provider both cooldown simulations
+// (learned/sim through the real pool, and learned's own tests of the
+// learner alone) send their requests to.
+package quotasim
+
+import "time"
+
+// Provider is one credential's quota: quota requests succeed, then every
+// request is refused until reset(t) after the first refusal, t being the
+// time of that refusal; later refusals do not move the reset. The fields
+// measure what a cooldown policy cost.
+type Provider struct {
+	quota   int
+	reset   func(now time.Time) time.Duration
+	tokens  int
+	resetAt time.Time // zero while serving
+
+	// Wasted counts the refusals after the first of an episode.
+	Wasted int
+	// Idle sums the cooldown left after each real reset: the time from
+	// the reset to Release.
+	Idle time.Duration
+	// Release is the caller's latest release of this credential (when its
+	// cooldown ends); the caller keeps it current.
+	Release time.Time
+}
+
+// New returns a Provider with a full quota.
+func New(quota int, reset func(now time.Time) time.Duration) *Provider {
+	return &Provider{quota: quota, reset: reset, tokens: quota}
+}
+
+// Call serves one request at now and reports whether it succeeded.
+func (p *Provider) Call(now time.Time) bool {
+	if !p.resetAt.IsZero() {
+		if now.Before(p.resetAt) {
+			p.Wasted++
+			return false
+		}
+		p.settle()
+	}
+	if p.tokens > 0 {
+		p.tokens--
+		return true
+	}
+	p.resetAt = now.Add(p.reset(now))
+	return false
+}
+
+// Finish ends the measurement at end: an episode whose reset came before
+// end counts its idle time up to end at most.
+func (p *Provider) Finish(end time.Time) {
+	if !p.resetAt.IsZero() && !p.resetAt.After(end) {
+		if p.Release.After(end) {
+			p.Release = end
+		}
+		p.settle()
+	}
+}
+
+// settle ends an episode: the credential was idle from the real reset to
+// its release, and its quota is full again.
+func (p *Provider) settle() {
+	if p.Release.After(p.resetAt) {
+		p.Idle += p.Release.Sub(p.resetAt)
+	}
+	p.resetAt = time.Time{}
+	p.tokens = p.quota
+}
