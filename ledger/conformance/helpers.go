@@ -152,3 +152,19 @@ func describeRow(r ledger.Row) string {
 	return fmt.Sprintf("%s@%s settled=%v in=%v out=%v total=%v cost=%v", r.RequestID, r.Time.Format(time.RFC3339Nano), r.Settled,
 		r.InputTokens, r.OutputTokens, r.TotalTokens, r.CostMicros)
 }
+
+// capability is l's optional interface T (ledger.Pruner, ledger.Importer,
+// OnSettle), which every engine must have: a handle without it fails the
+// test, naming T.
+func capability[T any](t *testing.T, l ledger.Ledger) T {
+	t.Helper()
+	if c, ok := l.(*closeOnce); ok {
+		l = c.Ledger
+	}
+	x, ok := l.(T)
+	if !ok {
+		var zero *T
+		t.Fatalf("%T does not implement %T: every engine must (prune, ledger copy and the token and cost metrics use it)", l, zero)
+	}
+	return x
+}

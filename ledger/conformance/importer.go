@@ -11,19 +11,6 @@ import (
 	"github.com/rotorhq/rotor/ledger"
 )
 
-// importer is the ledger.Importer of a handle (`rotor ledger copy`).
-func importer(t *testing.T, l ledger.Ledger) ledger.Importer {
-	t.Helper()
-	if c, ok := l.(*closeOnce); ok {
-		l = c.Ledger
-	}
-	imp, ok := l.(ledger.Importer)
-	if !ok {
-		t.Fatalf("%T does not implement ledger.Importer", l)
-	}
-	return imp
-}
-
 // `rotor ledger copy`: rows imported into a ledger that already has rows
 // of its own, behind its rollups, keep every field; importing again adds
 // nothing; windows, reports and the next admission count them; learned
@@ -77,7 +64,7 @@ func testImport(t *testing.T, e Engine) {
 	}
 	ownWhole, ownPart := totals(t, d, whole), totals(t, d, part)
 
-	imp := importer(t, d)
+	imp := capability[ledger.Importer](t, d)
 	if n, err := imp.ImportRows(ctx, srcRows[:10]); err != nil || n != 10 {
 		t.Fatalf("ImportRows of 10 rows = %d, %v", n, err)
 	}
@@ -148,7 +135,7 @@ func testImport(t *testing.T, e Engine) {
 		t.Errorf("admission after the copy filled the requests budget = %v, want ErrExceeded", err)
 	}
 
-	recs, err := importer(t, s).LearnedRecords(ctx)
+	recs, err := capability[ledger.Importer](t, s).LearnedRecords(ctx)
 	if err != nil || len(recs) != 1 {
 		t.Fatalf("LearnedRecords = %+v, %v; want one", recs, err)
 	}

@@ -16,19 +16,6 @@ import (
 // before the cut go, the rollups stay, so that reports and budget windows
 // over pruned time answer as before, on both engines.
 
-// pruner is l's ledger.Pruner: every engine prunes.
-func pruner(t *testing.T, l ledger.Ledger) ledger.Pruner {
-	t.Helper()
-	if c, ok := l.(*closeOnce); ok {
-		l = c.Ledger
-	}
-	p, ok := l.(ledger.Pruner)
-	if !ok {
-		t.Fatalf("%T does not implement ledger.Pruner: this engine does not prune", l)
-	}
-	return p
-}
-
 // pruneTraffic writes five days of traffic from day0 (operations, models
 // priced and not, credentials, clients, statuses, unknown tokens, one
 // reservation never settled, r7), then moves the clock to day 6 and writes
@@ -153,7 +140,7 @@ func testPruneKeepsReads(t *testing.T, e Engine) {
 		}
 	}
 
-	res, err := pruner(t, l).Prune(ctx, ledger.PruneRequest{Before: cut})
+	res, err := capability[ledger.Pruner](t, l).Prune(ctx, ledger.PruneRequest{Before: cut})
 	if err != nil {
 		t.Fatalf("Prune: %v", err)
 	}
@@ -231,7 +218,7 @@ func testPruneReach(t *testing.T, e Engine) {
 		return reach, newest
 	}
 	wantReach, wantNewest := read()
-	if _, err := pruner(t, l).Prune(ctx, ledger.PruneRequest{Before: day0.Add(3 * 24 * time.Hour)}); err != nil {
+	if _, err := capability[ledger.Pruner](t, l).Prune(ctx, ledger.PruneRequest{Before: day0.Add(3 * 24 * time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	gotReach, gotNewest := read()
@@ -263,7 +250,7 @@ func testPruneRefused(t *testing.T, e Engine) {
 	}
 	refuse := errors.New("inside weekly")
 	var saw []ledger.BudgetRecord
-	_, err = pruner(t, l).Prune(ctx, ledger.PruneRequest{Before: day0.Add(3 * 24 * time.Hour), Check: func(now time.Time, bs []ledger.BudgetRecord) error {
+	_, err = capability[ledger.Pruner](t, l).Prune(ctx, ledger.PruneRequest{Before: day0.Add(3 * 24 * time.Hour), Check: func(now time.Time, bs []ledger.BudgetRecord) error {
 		saw = bs
 		if !now.Equal(d.clk.Now()) {
 			t.Errorf("Check called at %v, want the ledger's clock %v", now, d.clk.Now())
@@ -286,7 +273,7 @@ func testPruneRefused(t *testing.T, e Engine) {
 // subtracts or adds rows that are gone.
 func testPruneAdmissionWindowSlides(t *testing.T, e Engine) {
 	d, l, day0 := pruneTraffic(t, e)
-	if _, err := pruner(t, l).Prune(ctx, ledger.PruneRequest{Before: day0.Add(3 * 24 * time.Hour)}); err != nil {
+	if _, err := capability[ledger.Pruner](t, l).Prune(ctx, ledger.PruneRequest{Before: day0.Add(3 * 24 * time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	span := d.clk.Now().Sub(day0.Add(36*time.Hour + 17*time.Second))
@@ -551,7 +538,7 @@ func pruneMidHour(t *testing.T, e Engine, off time.Duration) {
 		}
 	}
 
-	res, err := pruner(t, l).Prune(ctx, ledger.PruneRequest{Before: cut})
+	res, err := capability[ledger.Pruner](t, l).Prune(ctx, ledger.PruneRequest{Before: cut})
 	if err != nil {
 		t.Fatalf("Prune: %v", err)
 	}

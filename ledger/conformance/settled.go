@@ -14,18 +14,6 @@ type settleNotifier interface {
 	OnSettle(fn func(ledger.Settled))
 }
 
-func notifier(t *testing.T, l ledger.Ledger) settleNotifier {
-	t.Helper()
-	if c, ok := l.(*closeOnce); ok {
-		l = c.Ledger
-	}
-	n, ok := l.(settleNotifier)
-	if !ok {
-		t.Fatalf("%T has no OnSettle: metrics of tokens and cost would stay empty on this engine", l)
-	}
-	return n
-}
-
 // OnSettle tells each settlement a handle commits once, as its row holds
 // it (operation, tokens, the cost the ledger computed, unknown where it
 // is), and nothing of a settlement that failed or that another handle
@@ -35,7 +23,7 @@ func testOnSettle(t *testing.T, e Engine) {
 	setPrice(t, l, gptPrice)
 	var mu sync.Mutex
 	told := map[string][]ledger.Settled{}
-	notifier(t, l).OnSettle(func(x ledger.Settled) {
+	capability[settleNotifier](t, l).OnSettle(func(x ledger.Settled) {
 		mu.Lock()
 		told[x.RequestID] = append(told[x.RequestID], x)
 		mu.Unlock()
