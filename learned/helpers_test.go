@@ -202,3 +202,21 @@ func (c *countingStore) ops() (int, int) {
 	defer c.mu.Unlock()
 	return c.gets, c.puts
 }
+
+// checkRoundTripAndFlips checks that st's encoding decodes to st and that
+// flipping any one bit of it is caught as corrupt.
+func checkRoundTripAndFlips(t *testing.T, st state) {
+	t.Helper()
+	b := st.encode()
+	got, err := decodeState(b)
+	if err != nil || got != st {
+		t.Fatalf("decode(encode(%+v)) = %+v, %v", st, got, err)
+	}
+	for i := range b {
+		c := append([]byte(nil), b...)
+		c[i] ^= 0x01
+		if _, err := decodeState(c); err == nil {
+			t.Errorf("a flipped bit in byte %d went unnoticed", i)
+		}
+	}
+}
