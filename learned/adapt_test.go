@@ -115,14 +115,7 @@ func TestAdaptStepBudgetRenewsHourly(t *testing.T) {
 // records, seven days from creation, opaque digests only.
 func TestAdaptKeepsStorageBounds(t *testing.T) {
 	h := newHarness(t, ModeApply, withAdapt())
-	for i := range StoreCapacity + 1 {
-		ev := h.event(pool.OutcomeThrottled, 0)
-		ev.Identity = identity("k", "api", "decide-mini", string(rune(i)))
-		h.l.Observe(ev)
-	}
-	if n := h.store.(*MemoryStore).Len(h.clk.Now()); n != StoreCapacity {
-		t.Errorf("memory store holds %d records, want %d", n, StoreCapacity)
-	}
+	checkStoreHoldsAtMostCapacity(t, h)
 	h2 := newHarness(t, ModeApply, withAdapt())
 	h2.provenEpisode(0)
 	h2.throttle(Retention - time.Hour)

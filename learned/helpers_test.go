@@ -220,3 +220,18 @@ func checkRoundTripAndFlips(t *testing.T, st state) {
 		}
 	}
 }
+
+// checkStoreHoldsAtMostCapacity throttles one identity more than the
+// memory store holds and checks that it keeps exactly StoreCapacity
+// records.
+func checkStoreHoldsAtMostCapacity(t *testing.T, h *harness) {
+	t.Helper()
+	for i := range StoreCapacity + 1 {
+		ev := h.event(pool.OutcomeThrottled, 0)
+		ev.Identity = identity("k", "api", "decide-mini", string(rune(i)))
+		h.l.Observe(ev)
+	}
+	if n := h.store.(*MemoryStore).Len(h.clk.Now()); n != StoreCapacity {
+		t.Errorf("memory store holds %d records, want %d", n, StoreCapacity)
+	}
+}

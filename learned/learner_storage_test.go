@@ -16,14 +16,7 @@ import (
 
 func TestProcessLocalStateBoundedTo1024(t *testing.T) {
 	h := newHarness(t, ModeApply)
-	for i := range StoreCapacity + 1 {
-		ev := h.event(pool.OutcomeThrottled, 0)
-		ev.Identity = identity("k", "api", "decide-mini", string(rune(i)))
-		h.l.Observe(ev)
-	}
-	if n := h.store.(*MemoryStore).Len(h.clk.Now()); n != StoreCapacity {
-		t.Errorf("memory store holds %d records, want %d", n, StoreCapacity)
-	}
+	checkStoreHoldsAtMostCapacity(t, h)
 }
 
 func TestFullStoreRefusesNewScopesButKeepsServing(t *testing.T) {
