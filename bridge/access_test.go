@@ -72,7 +72,7 @@ func TestStandaloneRuntimeRecordReachesTheAccessLine(t *testing.T) {
 		if v := resp.Header.Get(httpx.AccessHeader) + resp.Trailer.Get(httpx.AccessHeader) + resp.Header.Get("Trailer"); v != "" {
 			t.Errorf("%s: the caller got the runtime's record: %q", path, v)
 		}
-		line := logs.String()[seen:]
+		line := logs.WaitFor(t, seen, "status=")
 		for _, want := range []string{"client=ci", "operation=chat.completions", "pool=api", "model=gpt-x", "credential=team-a", "attempts=2",
 			"code=upstream_stream_cut", "input_tokens=7", "output_tokens=3", "total_tokens=unknown", "status=200"} {
 			if !strings.Contains(line, want) {

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/rotorhq/rotor/internal/httpx"
 	"github.com/rotorhq/rotor/internal/secret"
+	"github.com/rotorhq/rotor/internal/testutil"
 )
 
 const runtimeToken = "rtr_runtime-0123456789abcdefghijklmnopqrstuv"
@@ -58,12 +58,12 @@ type rig struct {
 	srv    *httptest.Server
 	route  *fakeRoute
 	openAI *fakeRoute
-	logs   *bytes.Buffer
+	logs   *testutil.SyncBuffer
 }
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
-	logs := &bytes.Buffer{}
+	logs := &testutil.SyncBuffer{}
 	r := &rig{route: &fakeRoute{}, openAI: &fakeRoute{}, logs: logs}
 	var s *Server
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { s.Handler().ServeHTTP(w, req) }))
@@ -125,7 +125,7 @@ func TestAccessLogLineHasNoSecrets(t *testing.T) {
 	r := newRig(t)
 	r.post(t, runtimeToken, "X-Rotor-Client", "ci")
 	var line map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(r.logs.String()), "\n") {
+	for _, l := range strings.Split(strings.TrimSpace(r.logs.WaitFor(t, 0, `"msg":"request"`)), "\n") {
 		if strings.Contains(l, `"msg":"request"`) {
 			json.Unmarshal([]byte(l), &line)
 		}

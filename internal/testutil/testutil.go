@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // SyncBuffer is a log sink safe for concurrent writers.
@@ -43,6 +44,25 @@ func (s *SyncBuffer) Lines(substr string) []string {
 		}
 	}
 	return out
+}
+
+// WaitFor waits until what was written after the first from bytes holds
+// substr, and returns that part. A server writes its access line after the
+// handler returns, which can be after the client has read the whole
+// answer, so a test reads the line by waiting for it, never at once.
+func (s *SyncBuffer) WaitFor(t testing.TB, from int, substr string) string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out := s.String()[from:]
+		if strings.Contains(out, substr) {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q written within 10s; written:\n%s", substr, out)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // HoldWriteLock takes SQLite's write lock (BEGIN IMMEDIATE) on db's
