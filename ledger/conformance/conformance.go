@@ -73,6 +73,7 @@ func Run(t *testing.T, e Engine) {
 		{"EndedRequestContextWritesNothing", testCancelledReservation},
 		{"CloseCommitsQueuedWrites", testCloseCommits},
 		{"TwoHandlesAdmitExactlyTheRequestsBudget", testExactAdmission},
+		{"AdmissionSeesAnotherHandlesRows", testAdmissionSeesAnotherHandlesRows},
 		// Windows.
 		{"RowLeavesRollingWindowExactlyItsLengthLater", testRollingEdge},
 		{"CalendarWindowsStartAtUTCBoundaries", testCalendarEdges},

@@ -231,3 +231,53 @@ func testExactAdmission(t *testing.T, e Engine) {
 		t.Errorf("budget = used %d, %s; want 50, exhausted", st.Used, st.State)
 	}
 }
+
+// A handle's next admission counts what another handle wrote since its
+// own last batch (reservations, settled tokens), also when its own
+// batches came just before and after: no window a handle keeps from batch
+// to batch may hide another's rows.
+func testAdmissionSeesAnotherHandlesRows(t *testing.T, e Engine) {
+	d, a := fresh(t, e)
+	b := d.open()
+	addBudget(t, a, budgets.Budget{Name: "three", Kind: budgets.KindRequests, Limit: 3, Window: budgets.Window{Rolling: 30 * time.Minute}})
+	addBudget(t, a, budgets.Budget{Name: "tokens", Kind: budgets.KindTokens, Limit: 250, Window: calendar("day")})
+	adm := budgets.NewAdmitter()
+	admit := func(l ledger.Ledger, id string) error {
+		t.Helper()
+		d.clk.Advance(time.Second)
+		return d.admit(l, adm, id, opChat, "m")
+	}
+	for _, step := range []struct {
+		l      ledger.Ledger
+		id     string
+		tokens int64 // settled after admission; 0: left open
+		want   error
+	}{
+		{a, "a1", 100, nil},
+		{b, "b1", 100, nil},
+		// 200 tokens and two requests: a sees b's row.
+		{a, "a2", 0, nil},
+		// Three requests in 30 minutes: a refuses b's third as b refuses a's.
+		{b, "b2", 0, budgets.ErrExceeded},
+		{a, "a3", 0, budgets.ErrExceeded},
+	} {
+		err := admit(step.l, step.id)
+		if !errors.Is(err, step.want) || (err == nil) != (step.want == nil) {
+			t.Fatalf("admit %s = %v, want %v", step.id, err, step.want)
+		}
+		if err == nil && step.tokens > 0 {
+			settle(t, step.l, usage(step.id, "m", step.tokens, 0))
+		}
+	}
+	// Half an hour on, a1 and b1 left the rolling window; the tokens
+	// budget still holds their 200 tokens, and b settles a2's 60 more
+	// through its own handle's view: a must see 260 and refuse.
+	d.clk.Advance(30 * time.Minute)
+	settle(t, b, usage("a2", "m", 60, 0))
+	if err := admit(a, "a4"); !errors.Is(err, budgets.ErrExceeded) {
+		t.Fatalf("admit a4 over 260 tokens = %v, want ErrExceeded", err)
+	}
+	if st := status(t, a, "three"); st.Used != 0 {
+		t.Errorf("requests in the last 30 minutes = %d, want 0 (a1..a3 left, a4 refused)", st.Used)
+	}
+}

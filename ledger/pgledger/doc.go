@@ -11,6 +11,7 @@
 //	              Migrate (numbered migrations/NNNN_*.sql in one transaction
 //	              under an advisory lock), error mapping to ErrUnavailable
 //	writer.go     the group commit and a batch's writes
+//	carry.go      the windows a lone process carries from batch to batch
 //	view.go       ledger.WindowReader over a transaction; View
 //	config.go     budgets, client tokens, prices (the change counter)
 //	report.go     Report, Rows, ImportRows
@@ -30,11 +31,17 @@
 // statements are planned once, not at every execution),
 // pg_advisory_xact_lock(key of the schema's name) and then, in a later
 // statement whose snapshot sees every batch committed before, the change
-// counter (meta.config_version) and the database's clock. An admission
-// batch takes three round trips (that one, the read-ahead of the windows
-// the last admission batch read, and the writes with COMMIT); a batch of
-// settlements and releases of this process's own reservations, which reads
-// nothing, sends all of it, COMMIT included, in one. Budgets, tokens
+// counter (meta.config_version), the usage version (meta.usage_version,
+// bumped by every transaction that writes rows or rollups), the
+// database's clock and the rows that left the windows this process
+// carries (carry.go). When no other process wrote since this process's
+// last commit, an admission batch takes two round trips (that one, and
+// the writes with COMMIT): its windows are the ones its last admission
+// batch read, kept exact by its own writes since. Otherwise it takes
+// three: the second reads ahead the windows the last admission batch
+// read. A batch of settlements and releases of this process's own
+// reservations, which reads nothing, sends all of it, COMMIT included, in
+// one. Budgets, tokens
 // and prices are re-read only when the counter moved; every change to them
 // bumps it in its own transaction. Reservations are admitted first, each
 // by its Admitter over the batch's view, then settlements and releases; the

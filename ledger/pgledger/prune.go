@@ -93,6 +93,9 @@ ON CONFLICT (key) DO UPDATE SET value = GREATEST(meta.value, excluded.value)`, u
 		if err != nil {
 			return err
 		}
+		if _, err := tx.Exec(ctx, bumpUsageVersion); err != nil {
+			return err
+		}
 		n = tag.RowsAffected()
 		return nil
 	})

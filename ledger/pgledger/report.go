@@ -263,6 +263,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $
 		}
 		pb = &pgx.Batch{}
 		b.queueRollups(pb)
+		pb.Queue(bumpUsageVersion)
 		return tx.SendBatch(ctx, pb).Close()
 	})
 	return added, err

@@ -67,10 +67,16 @@ type writer struct {
 	prices  map[string]ledger.Price
 	open    map[string]openRow
 	// lastWindows are the windows ending at lastNow+1ms that the last
-	// batch's admissions read: the next batch reads their likely
-	// successors in one round trip (see prefetch).
+	// batch's admissions read, with their totals kept exact by every
+	// later write of this process: the next batch carries them (carry.go)
+	// while lastVer is the ledger's usage version, or else reads their
+	// likely successors in one round trip (prefetch). lastPruned is the
+	// prune frontier that batch saw; lastAt its local time.
 	lastWindows []lastWindow
 	lastNow     int64
+	lastVer     int64
+	lastPruned  int64
+	lastAt      time.Time
 }
 
 func newWriter(s *Store, maxBatch int, onCommit func(int, time.Duration)) *writer {
@@ -198,6 +204,8 @@ type batch struct {
 	committed bool
 	// settled are the rows settled by this batch, for Store.OnSettle.
 	settled []ledger.Settled
+	// readVer is the usage version the batch's first statement read.
+	readVer int64
 }
 
 // pendingStmt is a row statement queued for the next flush. Its effect
@@ -256,17 +264,29 @@ func (w *writer) runBatch(ops []*op) ([]error, error) {
 	}
 	// One round trip: begin, take the admission lock, then (a statement
 	// after the lock, so its snapshot sees every batch committed before)
-	// read the change counter and the time.
-	pb.Queue("SELECT value, " + msNow + ", " + qPrunedUntil + " FROM meta WHERE key = 'config_version'")
+	// read the change counter, the usage version, the time and the rows
+	// that left the carried rolling windows (headSQL).
+	var testNow *int64
+	var nowT time.Time
+	estNow := w.lastNow + time.Since(w.lastAt).Milliseconds()
+	if w.s.clk != nil {
+		nowT = w.s.clk.Now()
+		ms := nowT.UnixMilli()
+		testNow, estNow = &ms, ms
+	}
+	slide := w.queueHead(pb, testNow, estNow)
 	br := conn.SendBatch(ctx, pb)
-	var cv, prunedUntil int64
 	for range 3 { // BEGIN, SET LOCAL, the lock
 		if _, err = br.Exec(); err != nil {
 			break
 		}
 	}
+	var h head
 	if err == nil {
-		err = br.QueryRow().Scan(&cv, &b.now, &prunedUntil)
+		var rows pgx.Rows
+		if rows, err = br.Query(); err == nil {
+			h, err = readHead(rows, len(slide))
+		}
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
@@ -274,10 +294,10 @@ func (w *writer) runBatch(ops []*op) ([]error, error) {
 	if err != nil {
 		return nil, err
 	}
-	nowT := time.UnixMilli(b.now).UTC()
-	if w.s.clk != nil {
-		nowT = w.s.clk.Now()
-		b.now = nowT.UnixMilli()
+	cv, prunedUntil := h.cfgVer, h.prunedUntil
+	b.now, b.readVer = h.now, h.usageVer
+	if w.s.clk == nil {
+		nowT = time.UnixMilli(b.now).UTC()
 	}
 	if cv != w.cfgVer {
 		if err := w.loadConfig(ctx, conn); err != nil {
@@ -300,7 +320,7 @@ func (w *writer) runBatch(ops []*op) ([]error, error) {
 			order = append(order, i)
 		}
 	}
-	if len(order) > 0 && ops[order[0]].kind == opReserve && ops[order[0]].admit != nil {
+	if len(order) > 0 && ops[order[0]].kind == opReserve && ops[order[0]].admit != nil && !b.carry(h, slide) {
 		if err := b.prefetch(); err != nil {
 			return nil, err
 		}
@@ -328,13 +348,16 @@ func (b *batch) commit(pb *pgx.Batch, ops []*op, began time.Time, admitted bool)
 	w := b.w
 	b.queueRows(pb)
 	b.queueRollups(pb)
+	pb.Queue(bumpUsageVersion)
 	pb.Queue("COMMIT")
-	if err := b.conn.SendBatch(b.ctx, pb).Close(); err != nil {
+	ver, err := sendCommit(b.ctx, b.conn, pb)
+	if err != nil {
 		return nil, err
 	}
 	b.committed = true
+	b.keepCarry(ver, b.readVer, admitted)
 	if admitted {
-		w.lastWindows, w.lastNow = b.lastWindows(), b.now
+		w.lastAt = time.Now()
 	}
 	if w.onCommit != nil {
 		w.onCommit(len(ops), time.Since(began))
@@ -438,10 +461,12 @@ const (
 	eitherKind = rolling | calendar
 )
 
-// lastWindow is a window an admission read, ending at the batch's now.
+// lastWindow is a window an admission read, ending at the batch's now,
+// with its totals as the batch committed them.
 type lastWindow struct {
-	from int64
-	kind windowKind
+	from   int64
+	kind   windowKind
+	totals ledger.Totals
 }
 
 // lastWindows returns the windows this batch's admissions read, each with
@@ -459,7 +484,7 @@ func (b *batch) lastWindows() []lastWindow {
 		if !ok {
 			kind = eitherKind
 		}
-		out = append(out, lastWindow{from: k[0], kind: kind})
+		out = append(out, lastWindow{from: k[0], kind: kind, totals: b.view.cache[k]})
 	}
 	return out
 }
