@@ -27,8 +27,10 @@
 // finds no batch running leads and commits everything queued, batch after
 // batch (ledger.GroupCommit, the SQLite engine's too). A batch is one
 // transaction on a pooled connection, and its first round trip is BEGIN,
-// SET LOCAL plan_cache_mode = force_generic_plan (the batch's prepared
-// statements are planned once, not at every execution),
+// the batch's own settings (plan_cache_mode force_generic_plan: its
+// prepared statements are planned once, not at every execution;
+// enable_seqscan off: each of those plans uses its index, even one made
+// while the tables were small),
 // pg_advisory_xact_lock(key of the schema's name) and then, in a later
 // statement whose snapshot sees every batch committed before, the change
 // counter (meta.config_version), the usage version (meta.usage_version,
