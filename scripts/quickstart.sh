@@ -100,7 +100,12 @@ step rotor ledger report --by operation,model
 "$rotor" ledger report --by operation,model
 
 step "stop the bridge and the fake provider"
-kill "$(cat "$ROTOR_HOME/bridge.pid")"
+# The pid file goes with the kill: the exit trap must not signal that pid
+# again once the bridge is gone (the system may have given it to another
+# process by then).
+bridge_pid=$(cat "$ROTOR_HOME/bridge.pid")
+rm -f "$ROTOR_HOME/bridge.pid"
+kill "$bridge_pid"
 kill "$fake_pid"
 rc=0
 wait "$fake_pid" || rc=$?

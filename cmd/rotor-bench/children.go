@@ -149,6 +149,7 @@ func waitForEnd(ctx context.Context) {
 // child is a process that prints its URL as its first stdout line.
 type child struct {
 	name  string
+	log   string // its stderr
 	cmd   *exec.Cmd
 	url   string
 	stdin io.WriteCloser
@@ -179,7 +180,7 @@ func startChild(ctx context.Context, name string, cmd *exec.Cmd, logPath string)
 		logf.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	c := &child{name: name, cmd: cmd, stdin: in, done: make(chan struct{})}
+	c := &child{name: name, log: logPath, cmd: cmd, stdin: in, done: make(chan struct{})}
 	lines := make(chan string, 1)
 	go func() {
 		br := bufio.NewReader(out)
@@ -236,7 +237,7 @@ func (c *child) stop() error {
 
 func (c *child) exitErr() error {
 	if c.err != nil {
-		return fmt.Errorf("%s: %w", c.name, c.err)
+		return fmt.Errorf("%s: %w%s", c.name, c.err, logTail(c.log))
 	}
 	return nil
 }
