@@ -14,10 +14,8 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -176,7 +174,7 @@ func startChild(ctx context.Context, name string, cmd *exec.Cmd, logPath string)
 		logf.Close()
 		return nil, err
 	}
-	if err := startFromSpawner(cmd); err != nil {
+	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
@@ -273,35 +271,4 @@ func childEnv(extra ...string) []string {
 		env = append(env, kv)
 	}
 	return append(env, extra...)
-}
-
-// The children are started from one goroutine locked to its OS thread for
-// the life of the process. Linux sends a child its Pdeathsig (childAttr)
-// when the thread that started it exits, not the process, and Go may end
-// a thread; a child started from an ordinary goroutine was now and then
-// killed by SIGTERM in the middle of a run ("bare proxy: signal:
-// terminated", seen once in a loaded go test -race -count=2).
-var (
-	spawnOnce sync.Once
-	spawns    chan spawn
-)
-
-type spawn struct {
-	cmd  *exec.Cmd
-	done chan error
-}
-
-func startFromSpawner(cmd *exec.Cmd) error {
-	spawnOnce.Do(func() {
-		spawns = make(chan spawn)
-		go func() {
-			runtime.LockOSThread() // never unlocked: the thread lives as long as the process
-			for s := range spawns {
-				s.done <- s.cmd.Start()
-			}
-		}()
-	})
-	s := spawn{cmd: cmd, done: make(chan error, 1)}
-	spawns <- s
-	return <-s.done
 }
