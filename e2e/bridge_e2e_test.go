@@ -361,7 +361,14 @@ func TestBridgeUpAndDecideScripts(t *testing.T) {
 	pidb, _ := os.ReadFile(filepath.Join(e.home, "bridge.pid"))
 	var pid int
 	fmt.Sscan(string(pidb), &pid)
-	defer syscall.Kill(pid, syscall.SIGTERM)
+	// Signal the bridge only while that pid is still rotor's: a pid
+	// outlives its process, and the system hands it on.
+	defer func() {
+		cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if _, noProc := os.Stat("/proc/self"); noProc != nil || err == nil && strings.Contains(string(cmd), "bridge") {
+			syscall.Kill(pid, syscall.SIGTERM)
+		}
+	}()
 	d := script("decide.sh", "api/decide-mini", `Is "this" a test?`)
 	if d.code != 0 || !strings.Contains(d.stdout, `"usage"`) {
 		t.Errorf("decide.sh: exit %d\n%s%s", d.code, d.stdout, d.stderr)
