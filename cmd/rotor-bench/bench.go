@@ -132,6 +132,8 @@ func runBench(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout)
 		fmt.Fprintf(stdout, "rotor with %d stalled streams in flight (each past its first event): RSS %.1f MiB (VmRSS), %d goroutines; peak over the whole run %.1f MiB (VmHWM); target < %d MiB\n",
 			held.n, mib(held.rss), held.goroutines, mib(held.hwm), streamRSSTargetMiB)
+		fmt.Fprintf(stdout, "of which Go's heap in use %.1f MiB, goroutine stacks %.1f MiB, freed heap not yet returned to the OS %.1f MiB\n",
+			mib(held.heapInuse), mib(held.stackInuse), mib(held.heapHeld))
 	}
 	if ledgerLine != "" {
 		fmt.Fprintln(stdout)

@@ -54,6 +54,11 @@ func TestBenchStreamCells(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
 	}
+	// The held streams' memory is broken down from rotor's own metrics.
+	mem := regexp.MustCompile(`of which Go's heap in use ([0-9.]+) MiB, goroutine stacks ([0-9.]+) MiB`).FindStringSubmatch(out)
+	if mem == nil || mem[1] == "0.0" || mem[2] == "0.0" {
+		t.Errorf("report lacks the held streams' heap and stacks (got %q):\n%s", mem, out)
+	}
 	if strings.Contains(out, "MISMATCH") {
 		t.Errorf("ledger rows do not match rotor's answers:\n%s", out)
 	}

@@ -13,6 +13,9 @@ type heldStreams struct {
 	n          int
 	rss, hwm   int64 // bytes, /proc/PID/status VmRSS and VmHWM
 	goroutines int64
+	// heap and stacks in use, and heap the runtime holds unused and has
+	// not returned to the OS (bytes, from rotor's go_memstats_* metrics)
+	heapInuse, stackInuse, heapHeld int64
 }
 
 // holdTimeout bounds how long n stalled streams may take to open.
@@ -67,6 +70,9 @@ func holdStreams(ctx context.Context, r *rig, n int) (*heldStreams, error) {
 		mc := &http.Client{Timeout: 5 * time.Second}
 		if m, err := scrapeMetrics(ctx, mc, r.bridge.url, r.token); err == nil {
 			h.goroutines = int64(m["go_goroutines"])
+			h.heapInuse = int64(m["go_memstats_heap_inuse_bytes"])
+			h.stackInuse = int64(m["go_memstats_stack_inuse_bytes"])
+			h.heapHeld = int64(m["go_memstats_heap_idle_bytes"] - m["go_memstats_heap_released_bytes"])
 		}
 	}
 	cancel()
