@@ -13,7 +13,8 @@
 // machine drift hits all of them alike, and medians across rounds. After
 // the Decisions cells come chat-stream cells measured the same way (200
 // events per stream; the bare proxy reads the request body first and
-// flushes every write), then rotor's RSS with 256 stalled streams open.
+// flushes every write), then rotor's RSS with 256 stalled streams open
+// (and, from its metrics, how much of it is Go's heap and goroutine stacks).
 //
 // The last line of a benchmark run is, exactly:
 //
