@@ -12,7 +12,8 @@
 # streams of 200 events (POST /v1/chat/completions, "stream": true) the same
 # way at 1 and 16 clients, the bare proxy reading the request body first and
 # flushing every write (FlushInterval -1); then rotor's RSS with 256 stalled
-# streams in flight, with its Go heap and goroutine stacks. The last line of a benchmark run is:
+# streams in flight, with its Go heap and goroutine stacks. The last line of
+# a benchmark run is:
 #
 #   throughput_ratio_c16=R throughput_ratio_c64=R added_p50_ratio_c1=R stream_throughput_ratio_c16=R stream_ttfb_ratio_c1=R stream_rss_mib_256=M
 #
