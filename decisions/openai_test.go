@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,6 +30,8 @@ type upstream struct {
 	catFail  bool
 	steps    map[string][]upReply // key+path
 	sent     []upRequest
+	// conns counts the connections rotor opened to it.
+	conns atomic.Int64
 }
 
 type upReply struct {
@@ -42,6 +46,10 @@ type upReply struct {
 	gone       chan struct{}
 	// every spaces the events in wall time.
 	every time.Duration
+	// release, when set, holds the end of a complete event stream (the
+	// chunked encoding's last chunk) until it is closed or the request is
+	// cancelled.
+	release chan struct{}
 }
 
 type upRequest struct {
@@ -52,7 +60,13 @@ type upRequest struct {
 
 func newUpstream(t *testing.T) *upstream {
 	u := &upstream{t: t, catalogs: map[string][]string{}, steps: map[string][]upReply{}}
-	u.srv = httptest.NewServer(http.HandlerFunc(u.serve))
+	u.srv = httptest.NewUnstartedServer(http.HandlerFunc(u.serve))
+	u.srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			u.conns.Add(1)
+		}
+	}
+	u.srv.Start()
 	t.Cleanup(u.srv.Close)
 	return u
 }
@@ -112,6 +126,15 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 		if rep.stallAfter > 0 {
 			<-r.Context().Done()
 			close(rep.gone)
+		}
+		if rep.release != nil {
+			select {
+			case <-rep.release:
+			case <-r.Context().Done():
+				if rep.gone != nil {
+					close(rep.gone)
+				}
+			}
 		}
 		return
 	}

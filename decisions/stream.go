@@ -253,7 +253,44 @@ func (rt *Route) streamAnswer(ctx context.Context, caller context.Context, k *Ki
 		if _, err := w.Write(terminal); err == nil {
 			_ = rc.Flush()
 		}
+		if !body.eof {
+			rt.finishBody(out)
+		}
 	}
+}
+
+// drainWait and maxDrain bound what finishBody reads after a stream's
+// terminal event.
+const (
+	drainWait = 250 * time.Millisecond
+	maxDrain  = 64 << 10
+)
+
+// errDrainWait is the cause a provider call is cancelled with when its
+// stream did not end within drainWait of its terminal event.
+var errDrainWait = errors.New("provider stream did not end after its terminal event")
+
+// finishBody reads a complete stream's body to its end, so that the
+// provider connection goes back to the pool: the pump stops at the
+// terminal event, and a body closed before its end (the chunked encoding's
+// last chunk usually arrives just after that event) closes the connection,
+// so that the next request dials anew (on a real provider, a TLS
+// handshake before its first byte). A provider that sends more than
+// maxDrain bytes, or does not end the stream within drainWait, loses the
+// connection instead.
+func (rt *Route) finishBody(out *answer) {
+	t := rt.cfg.Clock.NewTimer(drainWait)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-t.C():
+			out.cancel(errDrainWait)
+		case <-done:
+			t.Stop()
+		}
+	}()
+	_, _ = io.CopyN(io.Discard, out.stream, maxDrain)
+	close(done)
 }
 
 // maxGather bounds the bytes of events gathered for one write; a larger
@@ -305,17 +342,21 @@ func (rt *Route) watchIdle(cancel context.CancelCauseFunc, last *atomic.Int64) (
 }
 
 // activity notes, on the route's clock, when the provider last sent
-// bytes (SSE comments too).
+// bytes (SSE comments too), and whether its body reached its end.
 type activity struct {
 	r    io.Reader
 	clk  clock.Clock
 	last *atomic.Int64
+	eof  bool
 }
 
 func (a *activity) Read(p []byte) (int, error) {
 	n, err := a.r.Read(p)
 	if n > 0 {
 		a.last.Store(a.clk.Now().UnixNano())
+	}
+	if err == io.EOF {
+		a.eof = true
 	}
 	return n, err
 }

@@ -285,3 +285,82 @@ func TestStreamCutAtShutdownRecordsServerShutdown(t *testing.T) {
 		t.Errorf("Serve = %v, want the requests-cut-off error", err)
 	}
 }
+
+// readThrough reads the caller's stream through the end of the event that
+// holds want.
+func readThrough(t *testing.T, br *bufio.Reader, want string) string {
+	t.Helper()
+	var got strings.Builder
+	for !strings.Contains(got.String(), want) || !strings.HasSuffix(got.String(), "\n\n") {
+		line, err := br.ReadString('\n')
+		got.WriteString(line)
+		if err != nil {
+			t.Fatalf("stream ended before %q: %v\n%s", want, err, got.String())
+		}
+	}
+	return got.String()
+}
+
+// A complete stream's provider connection goes back to the pool: rotor
+// reads the body to its end (the last chunk, which the provider here sends
+// only once the caller holds the terminal event) instead of closing it at
+// the terminal event, which would make the next request dial again.
+func TestStreamProviderConnectionIsReused(t *testing.T) {
+	for _, c := range []struct {
+		path, body, terminal string
+		events               []string
+	}{
+		{KindChat.Path, `{"model":"api/gpt-test","stream":true,"stream_options":{"include_usage":true},"messages":[]}`, "[DONE]", chatEvents},
+		{KindResponses.Path, `{"model":"api/gpt-test","stream":true,"input":"x"}`, "response.completed", responsesEvents},
+	} {
+		h, u := newOpenAIHarness(t, opts{})
+		var conns []int64
+		for range 3 {
+			release := make(chan struct{})
+			u.script(keyA, c.path, upReply{status: 200, events: c.events, release: release})
+			resp := h.open(context.Background(), c.path, c.body)
+			br := bufio.NewReader(resp.Body)
+			readThrough(t, br, c.terminal)
+			close(release)
+			if rest, err := io.ReadAll(br); err != nil || len(rest) != 0 {
+				t.Errorf("%s: after the terminal event the caller read %q, %v", c.path, rest, err)
+			}
+			resp.Body.Close()
+			if row := h.settled(resp.Header.Get("X-Request-ID")); row.ErrorCode != "" {
+				t.Errorf("%s: row %+v, want a complete stream", c.path, row)
+			}
+			conns = append(conns, u.conns.Load())
+		}
+		if conns[2] != conns[0] {
+			t.Errorf("%s: connections to the provider after each of three streams: %v, want no new one", c.path, conns)
+		}
+	}
+}
+
+// A provider that keeps a stream open after its terminal event does not
+// hold the caller: rotor gives up on the connection drainWait later.
+func TestStreamEndsWhenTheProviderLingersAfterTheTerminalEvent(t *testing.T) {
+	h, u := newOpenAIHarness(t, opts{})
+	gone := make(chan struct{})
+	u.script(keyA, KindChat.Path, upReply{status: 200, events: chatEvents, release: make(chan struct{}), gone: gone})
+	// Bounded: without rotor's own bound the caller would wait for good.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp := h.open(ctx, KindChat.Path, `{"model":"api/gpt-test","stream":true,"stream_options":{"include_usage":true},"messages":[]}`)
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	got := readThrough(t, br, "[DONE]")
+	h.waitTimers(2) // the idle watch and the wait for the stream's end
+	h.clk.Advance(drainWait)
+	rest, err := io.ReadAll(br)
+	if err != nil || len(rest) != 0 {
+		t.Errorf("after the terminal event the caller read %q, %v", rest, err)
+	}
+	if want := strings.Join(chatEvents, ""); got != want {
+		t.Errorf("caller saw\n%q\nwant\n%q", got, want)
+	}
+	<-gone // the provider call was cancelled
+	if row := h.row(resp.Header.Get("X-Request-ID")); row.ErrorCode != "" || row.Status != 200 {
+		t.Errorf("row %+v, want a complete stream", row)
+	}
+}
