@@ -12,6 +12,13 @@ import (
 // Admitter decides, inside the writer's transaction, whether a reservation
 // may be written. Returning an error refuses it; the error reaches the
 // caller of Reserve unchanged.
+//
+// Admit may run more than once for one reservation, and only its last run
+// decides: a batch that failed is retried one write at a time, and the
+// PostgreSQL engine may first decide against windows that still hold rows
+// that left them (pgledger, carry.go). So Admit has no effect but its
+// answer, and it is monotone: what it admits against a view it admits
+// against any view of no larger totals (budgets.Admitter is both).
 type Admitter interface {
 	Admit(r WindowReader, res Reservation) error
 }

@@ -86,14 +86,17 @@ func testRefusedAdmission(t *testing.T, e Engine) {
 	d, l := fresh(t, e)
 	setPrice(t, l, gptPrice)
 	addBudget(t, l, budgets.Budget{Name: "req", Kind: budgets.KindRequests, Limit: 10, Window: calendar("day")})
-	var seen []string
-	var priced []bool
+	// By request: Admit may run more than once for one reservation
+	// (ledger.Admitter); the last run decides.
+	seen := map[string][]string{}
+	priced := map[string]bool{}
 	var now time.Time
 	refuse := admitFunc(func(r ledger.WindowReader, res ledger.Reservation) error {
+		seen[res.RequestID] = nil
 		for _, b := range r.Budgets() {
-			seen = append(seen, b.Name)
+			seen[res.RequestID] = append(seen[res.RequestID], b.Name)
 		}
-		priced, now = append(priced, res.Priced), r.Now()
+		priced[res.RequestID], now = res.Priced, r.Now()
 		return fmt.Errorf("request %s: %w", res.RequestID, errNo)
 	})
 	for _, r := range []ledger.Reservation{
@@ -106,10 +109,10 @@ func testRefusedAdmission(t *testing.T, e Engine) {
 			t.Errorf("Reserve(%s) with a refusing admitter = %v, want its error", r.RequestID, err)
 		}
 	}
-	if !slices.Equal(seen, []string{"req", "req", "req"}) {
+	if want := []string{"req"}; len(seen) != 3 || !slices.Equal(seen["chat"], want) || !slices.Equal(seen["dec"], want) || !slices.Equal(seen["unpriced"], want) {
 		t.Errorf("the admitter saw budgets %v, want req at each admission", seen)
 	}
-	if !slices.Equal(priced, []bool{true, false, false}) {
+	if !maps.Equal(priced, map[string]bool{"chat": true, "dec": false, "unpriced": false}) {
 		t.Errorf("Priced at admission = %v, want true for a priced chat model, false for Decisions and an unpriced model", priced)
 	}
 	if !now.Equal(t0) {

@@ -2,10 +2,14 @@ package pgledger
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rotorhq/rotor/ledger"
@@ -50,11 +54,24 @@ func leaveSQL(idx, fromParam, spanParam int) string {
 // rows that left each carried rolling window as rows 0..n-1. One statement
 // is one snapshot, taken after the lock: it sees every batch committed
 // before.
-func headSQL(n int) string {
+//
+// guarded, for a one-round-trip batch, makes the statement fail (division
+// by zero, 22012) unless the usage version, the change counter and the
+// prune frontier are parameters 2+2n, 3+2n and 4+2n, and, unless parameter
+// 5+2n is true (a test clock), the server's clock is at most
+// maxEstimateSkew ms ahead of now ($1) and not behind it.
+func headSQL(n int, guarded bool) string {
 	var b strings.Builder
+	last := "0::bigint"
+	if guarded {
+		k := 2 + 2*n
+		last = fmt.Sprintf(`(1 / (CASE WHEN COALESCE((SELECT value FROM meta WHERE key = 'usage_version'), 0) = $%d
+  AND (SELECT value FROM meta WHERE key = 'config_version') = $%d AND %s = $%d
+  AND ($%d::bool OR %s - n.now BETWEEN 0 AND %d) THEN 1 ELSE 0 END))::bigint`, k, k+1, qPrunedUntil, k+2, k+3, msNow, maxEstimateSkew)
+	}
 	b.WriteString(`WITH n AS MATERIALIZED (SELECT COALESCE($1::bigint, ` + msNow + `) AS now)
 SELECT -1, (SELECT value FROM meta WHERE key = 'config_version'), COALESCE((SELECT value FROM meta WHERE key = 'usage_version'), 0), n.now, ` +
-		qPrunedUntil + `, 0::bigint FROM n`)
+		qPrunedUntil + `, ` + last + ` FROM n`)
 	for i := range n {
 		b.WriteString("\nUNION ALL\n")
 		b.WriteString(leaveSQL(i, 2+2*i, 3+2*i))
@@ -74,17 +91,33 @@ type head struct {
 // and returns their indexes in w.lastWindows.
 func (w *writer) queueHead(pb *pgx.Batch, testNow *int64, estNow int64) []int {
 	var slide []int
-	args := []any{testNow}
 	if w.lastVer > 0 && estNow-w.lastNow <= maxCarrySlide {
-		for i, lw := range w.lastWindows {
-			if lw.kind&rolling != 0 && lw.from >= ledger.CeilTo(w.lastPruned, minuteMS) {
-				slide = append(slide, i)
-				args = append(args, lw.from, w.lastNow+1-lw.from)
-			}
+		slide = w.slidable()
+	}
+	pb.Queue(headSQL(len(slide), false), w.headArgs(testNow, slide)...)
+	return slide
+}
+
+// slidable returns the indexes in lastWindows of the windows a batch
+// slides: rolling (or of unknown kind) and not in pruned time.
+func (w *writer) slidable() []int {
+	var slide []int
+	for i, lw := range w.lastWindows {
+		if lw.kind&rolling != 0 && lw.from >= ledger.CeilTo(w.lastPruned, minuteMS) {
+			slide = append(slide, i)
 		}
 	}
-	pb.Queue(headSQL(len(slide)), args...)
 	return slide
+}
+
+// headArgs are headSQL's parameters before the guard's.
+func (w *writer) headArgs(now *int64, slide []int) []any {
+	args := []any{now}
+	for _, i := range slide {
+		lw := w.lastWindows[i]
+		args = append(args, lw.from, w.lastNow+1-lw.from)
+	}
+	return args
 }
 
 // readHead reads the first statement's rows.
@@ -117,6 +150,17 @@ func (b *batch) carry(h head, slide []int) bool {
 	if w.lastVer <= 0 || h.usageVer != w.lastVer || b.now < w.lastNow || b.now-w.lastNow > maxCarrySlide || h.prunedUntil != w.lastPruned {
 		return false
 	}
+	b.carryWindows(slide, h.left)
+	return true
+}
+
+// carryWindows puts the carried windows, moved to the batch's now, in its
+// cache: a calendar window as carried, a rolling one (index slide[j] of
+// lastWindows) less left[j], the rows that left it. With left nil, a
+// rolling window keeps the rows that left it: its totals are then at
+// least the window's (each row adds a non-negative amount).
+func (b *batch) carryWindows(slide []int, left []ledger.Totals) {
+	w := b.w
 	t := b.now + 1
 	b.prefetched = map[int64]windowKind{}
 	put := func(f int64, kind windowKind, x ledger.Totals) {
@@ -128,19 +172,22 @@ func (b *batch) carry(h head, slide []int) bool {
 	}
 	slid := map[int]ledger.Totals{}
 	for j, i := range slide {
-		slid[i] = h.left[j]
+		if left != nil {
+			slid[i] = left[j]
+		} else {
+			slid[i] = ledger.Totals{}
+		}
 	}
 	for i, lw := range w.lastWindows {
 		if lw.kind&calendar != 0 {
 			put(lw.from, calendar, lw.totals)
 		}
-		if left, ok := slid[i]; ok {
+		if l, ok := slid[i]; ok {
 			x := lw.totals
-			x.Add(left.Neg())
+			x.Add(l.Neg())
 			put(lw.from+(b.now-w.lastNow), rolling, x)
 		}
 	}
-	return true
 }
 
 // keepCarry records, after a commit that produced usage version ver, the
@@ -175,11 +222,20 @@ func (b *batch) keepCarry(ver, read int64, admitted bool) {
 
 // sendCommit sends pb, whose last two statements are bumpUsageVersion and
 // COMMIT, in one round trip, and returns the usage version the batch
-// produced.
-func sendCommit(ctx context.Context, conn *pgxpool.Conn, pb *pgx.Batch) (int64, error) {
+// produced. lead, when set, reads the results of pb's first statements
+// and returns how many it read.
+func sendCommit(ctx context.Context, conn *pgxpool.Conn, pb *pgx.Batch, lead func(pgx.BatchResults) (int, error)) (int64, error) {
 	n := pb.Len()
 	br := conn.SendBatch(ctx, pb)
 	var err error
+	if lead != nil {
+		var k int
+		if k, err = lead(br); err != nil {
+			br.Close()
+			return 0, err
+		}
+		n -= k
+	}
 	for range n - 2 {
 		if _, err = br.Exec(); err != nil {
 			break
@@ -196,4 +252,134 @@ func sendCommit(ctx context.Context, conn *pgxpool.Conn, pb *pgx.Batch) (int64, 
 		err = cerr
 	}
 	return ver, err
+}
+
+// The one-round-trip admission batch. When the carry holds, an admission
+// batch needs nothing from the database to decide: the windows are the
+// carried ones, and the rows that left a rolling window only lower it. So
+// the batch decides first, against the carried windows with those rows
+// still in (never below the window's totals: whatever it admits, the exact
+// windows admit too), and then sends BEGIN, the lock, a guarded first
+// statement, its writes and COMMIT in one round trip. The guard fails the
+// transaction unless nothing moved since this process's last commit: the
+// usage version (no other process's rows, no prune, no import), the change
+// counter (budgets, tokens, prices) and the prune frontier, and the
+// server's clock is not behind the batch's estimate of it (rows are
+// written at that estimate, never after the server's now) nor more than
+// maxEstimateSkew ahead. The same statement reads the rows that left the
+// rolling windows, which make the carried windows exact again for the
+// next batch. A batch that would refuse anything, reads a window it does
+// not carry, settles another process's row or resolves one takes the two
+// round trips instead; so does one whose guard failed (rolled back, then
+// retried as usual), and the batches after it, for a while that doubles
+// while guards keep failing (another process writes too).
+
+// maxEstimateSkew is how far (ms) the server's clock may be ahead of a
+// one-round-trip batch's estimate of it.
+const maxEstimateSkew = 1000
+
+// maxCarriedWait bounds the admission batches that go the usual way after
+// a failed guard.
+const maxCarriedWait = 64
+
+// errStale is a one-round-trip batch whose guard failed: its transaction
+// is aborted.
+var errStale = errors.New("ledger: the carried windows moved")
+
+// errNotCarried is a read in a one-round-trip batch's view: it needs the
+// usual batch.
+var errNotCarried = errors.New("ledger: window not carried")
+
+// noReads is a one-round-trip batch's querier: it reads nothing.
+type noReads struct{}
+
+func (noReads) Query(context.Context, string, ...any) (pgx.Rows, error) { return nil, errNotCarried }
+func (noReads) QueryRow(context.Context, string, ...any) pgx.Row        { return noRow{} }
+
+type noRow struct{}
+
+func (noRow) Scan(...any) error { return errNotCarried }
+
+// carriedBatch decides ops as a one-round-trip admission batch on conn and
+// returns it with its first statements in pb (which holds BEGIN, the
+// settings and the lock), or nil when they need the usual batch.
+func (w *writer) carriedBatch(ctx context.Context, conn *pgxpool.Conn, ops []*op, pb *pgx.Batch) *batch {
+	if w.lastVer <= 0 || !w.needNoRead(ops, true) {
+		return nil
+	}
+	if w.carriedWait > 0 {
+		w.carriedWait--
+		return nil
+	}
+	at := time.Now()
+	est := w.lastNow + at.Sub(w.lastAt).Milliseconds()
+	nowT := time.UnixMilli(est).UTC()
+	if w.s.clk != nil {
+		nowT = w.s.clk.Now()
+		est = nowT.UnixMilli()
+	}
+	if est < w.lastNow || est-w.lastNow > maxCarrySlide {
+		return nil
+	}
+	b := newBatch(w, ctx, conn, len(ops))
+	b.now, b.nowAt, b.readVer = est, at, w.lastVer
+	b.view = &view{ctx: ctx, q: noReads{}, now: nowT, budgets: w.budgets, pending: b.pendingIn, cache: map[[2]int64]ledger.Totals{}, prunedUntil: w.lastPruned}
+	slide := w.slidable()
+	b.carryWindows(slide, nil)
+	for _, i := range reservesFirst(ops) {
+		if err := b.apply(i, ops[i]); err != nil {
+			return nil
+		}
+	}
+	args := append(w.headArgs(&est, slide), w.lastVer, w.cfgVer, w.lastPruned, w.s.clk != nil)
+	pb.Queue(headSQL(len(slide), true), args...)
+	lastNow := w.lastNow
+	b.lead = func(br pgx.BatchResults) (int, error) {
+		for range 3 { // BEGIN, the settings, the lock
+			if _, err := br.Exec(); err != nil {
+				return 0, err
+			}
+		}
+		rows, err := br.Query()
+		var h head
+		if err == nil {
+			h, err = readHead(rows, len(slide))
+		}
+		if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == "22012" {
+			return 0, errStale
+		}
+		if err != nil {
+			return 0, err
+		}
+		// The rolling windows were decided with the rows that left them;
+		// the next batch carries them exact.
+		for j, i := range slide {
+			k := [2]int64{w.lastWindows[i].from + (est - lastNow), est + 1}
+			if x, ok := b.view.cache[k]; ok {
+				x.Add(h.left[j].Neg())
+				b.view.cache[k] = x
+			}
+		}
+		return 4, nil
+	}
+	return b
+}
+
+// reservesFirst returns the indexes of ops, reservations first: they are
+// admitted against the ledger as the batch found it plus the batch's
+// earlier reservations (all of the batch's ops are concurrent, so any
+// order is one they could have had).
+func reservesFirst(ops []*op) []int {
+	order := make([]int, 0, len(ops))
+	for i, o := range ops {
+		if o.kind == opReserve {
+			order = append(order, i)
+		}
+	}
+	for i, o := range ops {
+		if o.kind != opReserve {
+			order = append(order, i)
+		}
+	}
+	return order
 }

@@ -468,7 +468,7 @@ func TestBatchPlansKeepTheirIndexAsTheLedgerGrows(t *testing.T) {
 		{fill, []any{"small-", now, 50}},
 		{"ANALYZE usage", nil},
 		{batchSettings, nil},
-		{"PREPARE head AS " + headSQL(1), nil},
+		{"PREPARE head AS " + headSQL(1, false), nil},
 		// The first execution makes the generic plan, on the small table.
 		{fmt.Sprintf("EXECUTE head(NULL, %d, %d)", now-30*86_400_000, 30*86_400_000), nil},
 		{fill, []any{"grown-", now - 1000, 50_000}},

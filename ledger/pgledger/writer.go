@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -77,6 +78,12 @@ type writer struct {
 	lastVer     int64
 	lastPruned  int64
 	lastAt      time.Time
+	// carriedWait is how many admission batches go the usual way before
+	// the next one-round-trip one; carriedBackoff what the next failed
+	// guard sets it to (carry.go).
+	carriedWait, carriedBackoff int
+	// carried counts the batches committed in one round trip.
+	carried atomic.Int64
 }
 
 func newWriter(s *Store, maxBatch int, onCommit func(int, time.Duration)) *writer {
@@ -210,6 +217,38 @@ type batch struct {
 	settled []ledger.Settled
 	// readVer is the usage version the batch's first statement read.
 	readVer int64
+	// nowAt is the local time when the server's clock read now.
+	nowAt time.Time
+	// lead, when set, reads the results of the batch's first statements
+	// in its commit's round trip (a one-round-trip batch, carry.go).
+	lead func(pgx.BatchResults) (int, error)
+}
+
+func newBatch(w *writer, ctx context.Context, conn *pgxpool.Conn, n int) *batch {
+	return &batch{w: w, ctx: ctx, conn: conn, minute: map[int64]ledger.Totals{}, hour: map[int64]ledger.Totals{}, day: map[int64]ledger.Totals{},
+		dims: map[dimKey]delta{}, opened: map[string]openRow{}, errs: make([]error, n)}
+}
+
+// beginBatch returns a pipeline that begins a batch's transaction: BEGIN,
+// its settings, the admission lock.
+func (w *writer) beginBatch() *pgx.Batch {
+	pb := &pgx.Batch{}
+	pb.Queue("BEGIN")
+	// The batch's statements are prepared once per connection; left to
+	// itself the server plans the window reads anew at every execution
+	// (their generic plan looks dearer than it is), which cost more than
+	// running them: 0.4-0.9 ms against 0.2 ms each for a 30-day window
+	// over 10k rows. The batch's statements all look rows up by key or by
+	// time range, where the generic plan is the custom one, provided it
+	// uses the index: a generic plan is made once per connection, and one
+	// made while a table was small (a new ledger) chose a sequential scan
+	// and kept it as the table grew, each batch reading every row (the
+	// end-to-end benchmark on PostgreSQL fell from 1,300 to 420 requests a
+	// second over 60,000 requests). enable_seqscan off, for the batch's own
+	// transaction, keeps every plan on its index.
+	pb.Queue(batchSettings)
+	pb.Queue("SELECT pg_advisory_xact_lock($1)", w.s.lockKey)
+	return pb
 }
 
 // pendingStmt is a row statement queued for the next flush. Its effect
@@ -237,25 +276,9 @@ func (w *writer) runBatch(ops []*op) ([]error, error) {
 		}
 		conn.Release()
 	}()
-	b = &batch{w: w, ctx: ctx, conn: conn, minute: map[int64]ledger.Totals{}, hour: map[int64]ledger.Totals{}, day: map[int64]ledger.Totals{},
-		dims: map[dimKey]delta{}, opened: map[string]openRow{}, errs: make([]error, len(ops))}
-	pb := &pgx.Batch{}
-	pb.Queue("BEGIN")
-	// The batch's statements are prepared once per connection; left to
-	// itself the server plans the window reads anew at every execution
-	// (their generic plan looks dearer than it is), which cost more than
-	// running them: 0.4-0.9 ms against 0.2 ms each for a 30-day window
-	// over 10k rows. The batch's statements all look rows up by key or by
-	// time range, where the generic plan is the custom one, provided it
-	// uses the index: a generic plan is made once per connection, and one
-	// made while a table was small (a new ledger) chose a sequential scan
-	// and kept it as the table grew, each batch reading every row (the
-	// end-to-end benchmark on PostgreSQL fell from 1,300 to 420 requests a
-	// second over 60,000 requests). enable_seqscan off, for the batch's own
-	// transaction, keeps every plan on its index.
-	pb.Queue(batchSettings)
-	pb.Queue("SELECT pg_advisory_xact_lock($1)", w.s.lockKey)
-	if w.ownSettles(ops) {
+	b = newBatch(w, ctx, conn, len(ops))
+	pb := w.beginBatch()
+	if w.needNoRead(ops, false) {
 		// Settlements and releases of this process's own reservations
 		// need nothing from the database (the reservation's time, dims and
 		// price are in memory): begin, lock, write and commit in one
@@ -271,6 +294,26 @@ func (w *writer) runBatch(ops []*op) ([]error, error) {
 			}
 		}
 		return b.commit(pb, ops, began, false)
+	}
+	if cb := w.carriedBatch(ctx, conn, ops, pb); cb != nil {
+		b = cb
+		errs, err := b.commit(pb, ops, began, true)
+		if !errors.Is(err, errStale) {
+			if err == nil {
+				w.carriedBackoff = 0
+				w.carried.Add(1)
+			}
+			return errs, err
+		}
+		// Something moved since this process's last commit: roll back
+		// and take the usual two round trips, this time and for a while.
+		w.carriedWait = w.carriedBackoff
+		w.carriedBackoff = min(max(1, 2*w.carriedBackoff), maxCarriedWait)
+		if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil {
+			return nil, err
+		}
+		b = newBatch(w, ctx, conn, len(ops))
+		pb = w.beginBatch()
 	}
 	// One round trip: begin, take the admission lock, then (a statement
 	// after the lock, so its snapshot sees every batch committed before)
@@ -305,7 +348,7 @@ func (w *writer) runBatch(ops []*op) ([]error, error) {
 		return nil, err
 	}
 	cv, prunedUntil := h.cfgVer, h.prunedUntil
-	b.now, b.readVer = h.now, h.usageVer
+	b.now, b.readVer, b.nowAt = h.now, h.usageVer, time.Now()
 	if w.s.clk == nil {
 		nowT = time.UnixMilli(b.now).UTC()
 	}
@@ -316,20 +359,7 @@ func (w *writer) runBatch(ops []*op) ([]error, error) {
 		w.cfgVer = cv
 	}
 	b.view = &view{ctx: ctx, q: conn, now: nowT, budgets: w.budgets, flush: b.flushAll, pending: b.pendingIn, cache: map[[2]int64]ledger.Totals{}, prunedUntil: prunedUntil}
-	// Reservations first: they are admitted against the ledger as the batch
-	// found it plus the batch's earlier reservations (all of the batch's
-	// ops are concurrent, so any order is one they could have had).
-	order := make([]int, 0, len(ops))
-	for i, o := range ops {
-		if o.kind == opReserve {
-			order = append(order, i)
-		}
-	}
-	for i, o := range ops {
-		if o.kind != opReserve {
-			order = append(order, i)
-		}
-	}
+	order := reservesFirst(ops)
 	if len(order) > 0 && ops[order[0]].kind == opReserve && ops[order[0]].admit != nil && !b.carry(h, slide) {
 		if err := b.prefetch(); err != nil {
 			return nil, err
@@ -360,14 +390,14 @@ func (b *batch) commit(pb *pgx.Batch, ops []*op, began time.Time, admitted bool)
 	b.queueRollups(pb)
 	pb.Queue(bumpUsageVersion)
 	pb.Queue("COMMIT")
-	ver, err := sendCommit(b.ctx, b.conn, pb)
+	ver, err := sendCommit(b.ctx, b.conn, pb, b.lead)
 	if err != nil {
 		return nil, err
 	}
 	b.committed = true
 	b.keepCarry(ver, b.readVer, admitted)
 	if admitted {
-		w.lastAt = time.Now()
+		w.lastAt = b.nowAt
 	}
 	if w.onCommit != nil {
 		w.onCommit(len(ops), time.Since(began))
@@ -386,10 +416,11 @@ func (b *batch) commit(pb *pgx.Batch, ops []*op, began time.Time, admitted bool)
 	return b.errs, nil
 }
 
-// ownSettles reports whether ops are all settlements and releases of
-// reservations this process wrote (each at most once), which a batch
-// commits without reading anything.
-func (w *writer) ownSettles(ops []*op) bool {
+// needNoRead reports whether ops are all settlements and releases of
+// reservations this process wrote (each at most once), and, with
+// reserves, reservations, so that a batch can apply them without reading
+// anything.
+func (w *writer) needNoRead(ops []*op, reserves bool) bool {
 	seen := make(map[string]bool, len(ops))
 	for _, o := range ops {
 		var id string
@@ -398,6 +429,11 @@ func (w *writer) ownSettles(ops []*op) bool {
 			id = o.settle.RequestID
 		case opRelease:
 			id = o.id
+		case opReserve:
+			if reserves {
+				continue
+			}
+			return false
 		default:
 			return false
 		}
