@@ -85,10 +85,11 @@ var specRules = []spectest.Rule{
 	// learned_cooldown.adapt (off by default; issue 19): departures taken
 	// only with it on, each in the README's Cooldowns section, and the
 	// spec's bounds it keeps.
-	spectest.R("(rotor, adapt) Apply uses the last wait a recovery proved, from the first recovery on.", []string{"TestAdaptAppliesProvenWait"}, "learned/sim: TestAdaptCells"),
-	spectest.R("(rotor, adapt) Once a learned wait has held, a natural request goes earlier (a shorter cooldown, never an extra request); a refusal sends the next at the proven wait.", []string{"TestAdaptShorterNaturalRetryAfterHold"}, "learned/sim: TestAdaptAddsNoRequests"),
+	spectest.R("(rotor, adapt) Each episode that ends in a recovery is interval evidence on the reset (longest refused wait, wait that ran out before the recovery]; the state keeps the last eight, so evidence ages.", []string{"TestAdaptBisectsToTheExactReset", "TestAdaptRefusedTrialReturnsToTheHeldWait"}, "learned/sim: TestAdaptCells"),
+	spectest.R("(rotor, adapt) While the evidence agrees, natural retries bisect it to the roundest wait it leaves open, then hold it; the existing cooldown is matched exactly when it fits.", []string{"TestAdaptBisectsToTheExactReset", "TestAdaptMatchesExistingCooldownWhenItFits"}, "learned/sim: TestAdaptCells (steady 60)"),
+	spectest.R("(rotor, adapt) While a wait holds, credit worth a share of the existing cooldown's refusals lets a natural request go earlier (a shorter cooldown, never an extra request), so a shorter reset is seen; a refusal sends the next at the held wait.", []string{"TestAdaptSeesAShorterReset", "TestAdaptRefusedTrialReturnsToTheHeldWait"}, "learned/sim: TestAdaptAddsNoRequests"),
+	spectest.R("(rotor, adapt) When the evidence disagrees, retries minimise expected idle time within a share of the existing cooldown's refusals; beyond all evidence the wait grows by steps.", []string{"TestAdaptSpreadWithinHalfTheExistingRefusals", "TestAdaptGrowsAfterALongerReset"}, "learned/sim: TestAdaptCells (noisy, bursty, drifting)"),
 	spectest.R("(rotor, adapt) The 12 trial steps renew hourly.", []string{"TestAdaptStepBudgetRenewsHourly"}, "learned: FuzzAdaptTransitions checks the 12-step bound"),
-	spectest.R("(rotor, adapt) A refusal's evidence ages after a few episodes.", nil, "learned/sim: TestAdaptCells (the step and bursty cells need it)"),
 	spectest.R("(rotor, adapt) Trusted hints stay a hard minimum and the model cooldown cap bounds every wait.", []string{"TestAdaptNeverBelowTrustedHint", "TestAdaptBoundedByModelCooldownCap"}, "learned: FuzzAdaptTransitions also"),
 	spectest.R("(rotor, adapt) Storage bounds stay: 1,024 records, seven-day expiry, HMAC digests only; adapt off stores the version-1 record.", []string{"TestAdaptKeepsStorageBounds", "TestAdaptOffStoresVersion1"}, ""),
 }

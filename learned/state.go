@@ -57,21 +57,25 @@ type state struct {
 	// The adapt evidence (adapt.go); all zero with adapt off, and then
 	// the state encodes as version 1, byte for byte what it always was.
 	//
-	// good is the last wait (ms after the episode's first throttle) whose
-	// cooldown ran out before a recovery (0: none); floor the longest
-	// refused wait while its evidence was fresh (0: none).
-	good, floor int64
-	// high is the wait of a long spell that ended (0: none), tried first
-	// when a short wait is refused again.
-	high int64
+	// ring holds the R-intervals of the latest episodes that ended in a
+	// recovery, rn of them, the newest at ring[(rhead+adaptRing-1)%adaptRing].
+	ring      [adaptRing]span
+	rn, rhead uint8
+	// elo is the open episode's longest refused wait (ms after its first
+	// throttle, 0: none); fails counts its refused retries.
+	elo   int64
+	fails uint8
+	// aflags holds the open episode's flag* bits; lam the log2 of the
+	// idle-seconds a refusal is worth in its plan (adapt.go).
+	aflags, lam uint8
+	// credit is the exploration budget in sixteenths of a refusal;
+	// explores counts explorations (their depth cycles).
+	credit, explores uint8
+	// late is the recent delay of natural retries after their cooldown
+	// ran out, in seconds (adapt.go, noteLate).
+	late uint8
 	// budgetAt is when the step budget last renewed (unix ms, 0: never).
 	budgetAt int64
-	// fails counts the open episode's refused retries; hold the episodes
-	// the proven wait held since the last shorter retry; push the shorter
-	// retries in a row that worked; aflags the episode's flag* bits; fage
-	// the episodes since floor was last refused; backoff doubles the
-	// episodes between shorter retries while they are refused.
-	fails, hold, push, aflags, fage, backoff uint8
 }
 
 func newState() state { return state{lo: minBoundMS, hi: maxBoundMS} }
@@ -220,14 +224,17 @@ func (s *state) target() (ms int64, trial bool) {
 // hintUntil, decidedAt, refused (int64), big-endian, then the CRC-32 (IEEE)
 // of everything before it.
 //
-// Version 2 (adapt evidence present) appends good, floor,
-// high (uint32), budgetAt (int64), fails, hold, push, aflags, fage,
-// backoff before the CRC.
+// Version 3 (adapt evidence present) appends the ring (adaptRing pairs
+// of uint32 lo, hi), rn, rhead, elo (uint32), fails, aflags, lam, credit,
+// explores, late, then budgetAt (int64) before the CRC.
 const (
 	stateVersion = 1
 	stateSize    = 1 + 4 + 4 + 1 + 1 + 6*8 + 4
-	adaptVersion = 2
-	adaptSize    = stateSize + 3*4 + 8 + 6
+	adaptVersion = 3
+	// retiredAdaptVersion is the adapt layout of issue 19's first
+	// attempt; such a record is replaced, like a corrupt one.
+	retiredAdaptVersion = 2
+	adaptSize           = stateSize + adaptRing*8 + 2 + 4 + 6 + 8
 )
 
 var (
@@ -236,8 +243,7 @@ var (
 )
 
 func (s *state) encode() []byte {
-	adapt := s.good != 0 || s.floor != 0 || s.high != 0 || s.budgetAt != 0 ||
-		s.fails != 0 || s.hold != 0 || s.push != 0 || s.aflags != 0 || s.fage != 0 || s.backoff != 0
+	adapt := s.hasAdapt()
 	b := make([]byte, 0, adaptSize)
 	if adapt {
 		b = append(b, adaptVersion)
@@ -251,11 +257,14 @@ func (s *state) encode() []byte {
 		b = binary.BigEndian.AppendUint64(b, uint64(v))
 	}
 	if adapt {
-		b = binary.BigEndian.AppendUint32(b, uint32(s.good))
-		b = binary.BigEndian.AppendUint32(b, uint32(s.floor))
-		b = binary.BigEndian.AppendUint32(b, uint32(s.high))
+		for _, sp := range s.ring {
+			b = binary.BigEndian.AppendUint32(b, uint32(sp.lo))
+			b = binary.BigEndian.AppendUint32(b, uint32(sp.hi))
+		}
+		b = append(b, s.rn, s.rhead)
+		b = binary.BigEndian.AppendUint32(b, uint32(s.elo))
+		b = append(b, s.fails, s.aflags, s.lam, s.credit, s.explores, s.late)
 		b = binary.BigEndian.AppendUint64(b, uint64(s.budgetAt))
-		b = append(b, s.fails, s.hold, s.push, s.aflags, s.fage, s.backoff)
 	}
 	return binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
 }
@@ -273,6 +282,8 @@ func decodeState(b []byte) (state, error) {
 	case stateVersion:
 	case adaptVersion:
 		size = adaptSize
+	case retiredAdaptVersion:
+		return state{}, errStateCorrupt
 	default:
 		return state{}, errStateVersion
 	}
@@ -294,11 +305,15 @@ func decodeState(b []byte) (state, error) {
 	}
 	if b[0] == adaptVersion {
 		a := b[stateSize-4:]
-		s.good = int64(binary.BigEndian.Uint32(a))
-		s.floor = int64(binary.BigEndian.Uint32(a[4:]))
-		s.high = int64(binary.BigEndian.Uint32(a[8:]))
+		for i := range s.ring {
+			s.ring[i].lo = int64(binary.BigEndian.Uint32(a[8*i:]))
+			s.ring[i].hi = int64(binary.BigEndian.Uint32(a[8*i+4:]))
+		}
+		a = a[8*adaptRing:]
+		s.rn, s.rhead = a[0], a[1]
+		s.elo = int64(binary.BigEndian.Uint32(a[2:]))
+		s.fails, s.aflags, s.lam, s.credit, s.explores, s.late = a[6], a[7], a[8], a[9], a[10], a[11]
 		s.budgetAt = int64(binary.BigEndian.Uint64(a[12:]))
-		s.fails, s.hold, s.push, s.aflags, s.fage, s.backoff = a[20], a[21], a[22], a[23], a[24], a[25]
 		if s.budgetAt < 0 {
 			return state{}, errStateCorrupt
 		}
@@ -316,8 +331,7 @@ func (s *state) valid() bool {
 		return false
 	case s.steps > MaxTrialSteps:
 		return false
-	case s.good > maxBoundMS || s.floor > maxBoundMS || s.high > maxBoundMS ||
-		s.push > 8 || s.backoff > adaptMaxBackoff || s.aflags&^(episodeFlags|flagLastReturn) != 0:
+	case !s.adaptValid():
 		return false
 	case s.anchor == 0:
 		return s.until == 0 && s.hintUntil == 0 && s.decidedAt == 0

@@ -26,14 +26,14 @@ func testSpan() time.Duration {
 // cellBound is what learned adapt must achieve in one cell against fixed
 // 60 s (margin, waste ratio) and the ladder (idle).
 type cellBound struct {
-	// margin is the least served margin in points. 0 in every cell where
-	// adapt wins today: a change that makes it lose there fails. Where it
-	// still loses (issue 19 is not done there; the README's table says
-	// so), the measured margin less half a point: a change that makes it
-	// lose by more fails.
+	// margin is the least served margin in points: 0 in every cell of the
+	// 12 h table (issue 19). In the 2 h runs (-short, -race) a few cells
+	// still lose: there it is the measured margin less a tenth of a point,
+	// so that a change that makes adapt lose by more fails.
 	margin float64
-	// ratio is the largest waste ratio: 0.5, or the measured one plus a
-	// tenth where it is above that today.
+	// ratio is the largest waste ratio: 0.5, or, in the cells where adapt
+	// still wastes more than half of fixed's throttles (the README's table
+	// says which), the measured ratio plus 0.02.
 	ratio float64
 	// idle: learned idles less than the ladder (or neither idles).
 	idle bool
@@ -41,29 +41,29 @@ type cellBound struct {
 
 // bounds12h and bounds2h hold learned adapt, cell by cell, for the two
 // spans (go test -run TestAdaptCells -sim.print -v prints the measured
-// rows).
+// rows; add -short for the 2 h ones).
 var bounds12h = map[string]cellBound{
 	"steady 30/0.2": {0, 0.5, true}, "steady 30/1": {0, 0.5, true}, "steady 30/5": {0, 0.5, true},
-	"steady 60/0.2": {-0.71, 0.5, false}, "steady 60/1": {-0.57, 0.5, false}, "steady 60/5": {0, 0.5, true},
+	"steady 60/0.2": {0, 0.5, true}, "steady 60/1": {0, 0.5, true}, "steady 60/5": {0, 0.5, true},
 	"steady 150/0.2": {0, 0.5, true}, "steady 150/1": {0, 0.5, true}, "steady 150/5": {0, 0.5, true},
-	"steady 600/0.2": {0, 0.5, true}, "steady 600/1": {0, 0.5, true}, "steady 600/5": {-0.51, 0.5, true},
-	"drifting/0.2": {-3, 0.5, true}, "drifting/1": {-2.05, 0.5, true}, "drifting/5": {-0.89, 0.5, true},
-	"bursty/0.2": {-2.38, 0.5, false}, "bursty/1": {0, 0.5, true}, "bursty/5": {0, 0.62, true},
-	"noisy/0.2": {-3.1, 0.5, true}, "noisy/1": {-3.25, 0.5, true}, "noisy/5": {-1.15, 0.5, true},
-	"step 300->60/0.2": {0, 0.5, true}, "step 300->60/1": {-1.5, 0.5, true}, "step 300->60/5": {-0.73, 0.5, true},
-	"step 60->300/0.2": {-1.66, 0.5, true}, "step 60->300/1": {-0.92, 0.5, true}, "step 60->300/5": {-0.61, 0.5, true},
+	"steady 600/0.2": {0, 0.5, true}, "steady 600/1": {0, 0.5, true}, "steady 600/5": {0, 0.5, true},
+	"drifting/0.2": {0, 0.61, true}, "drifting/1": {0, 0.5, true}, "drifting/5": {0, 0.5, true},
+	"bursty/0.2": {0, 0.5, true}, "bursty/1": {0, 0.5, true}, "bursty/5": {0, 0.57, true},
+	"noisy/0.2": {0, 0.54, true}, "noisy/1": {0, 0.5, true}, "noisy/5": {0, 0.5, true},
+	"step 300->60/0.2": {0, 0.53, true}, "step 300->60/1": {0, 0.5, true}, "step 300->60/5": {0, 0.5, true},
+	"step 60->300/0.2": {0, 0.5, true}, "step 60->300/1": {0, 0.5, true}, "step 60->300/5": {0, 0.5, true},
 }
 
 var bounds2h = map[string]cellBound{
 	"steady 30/0.2": {0, 0.5, true}, "steady 30/1": {0, 0.5, true}, "steady 30/5": {0, 0.5, true},
-	"steady 60/0.2": {0, 0.5, true}, "steady 60/1": {0, 0.5, false}, "steady 60/5": {0, 0.5, true},
+	"steady 60/0.2": {0, 0.5, true}, "steady 60/1": {0, 0.5, true}, "steady 60/5": {0, 0.5, true},
 	"steady 150/0.2": {0, 0.5, true}, "steady 150/1": {0, 0.5, true}, "steady 150/5": {0, 0.5, true},
 	"steady 600/0.2": {0, 0.5, true}, "steady 600/1": {0, 0.5, true}, "steady 600/5": {0, 0.5, true},
-	"drifting/0.2": {-2.78, 0.5, true}, "drifting/1": {-1.61, 0.5, true}, "drifting/5": {-0.61, 0.5, true},
-	"bursty/0.2": {0, 0.5, true}, "bursty/1": {0, 0.71, true}, "bursty/5": {0, 0.88, true},
-	"noisy/0.2": {-4.64, 0.5, true}, "noisy/1": {-3.84, 0.5, true}, "noisy/5": {-1.22, 0.5, true},
-	"step 300->60/0.2": {-5.06, 0.5, false}, "step 300->60/1": {-10.1, 0.5, false}, "step 300->60/5": {-2.92, 0.5, true},
-	"step 60->300/0.2": {-0.85, 0.5, true}, "step 60->300/1": {-3.09, 0.5, false}, "step 60->300/5": {-1, 0.5, false},
+	"drifting/0.2": {0, 0.55, true}, "drifting/1": {-0.38, 0.62, true}, "drifting/5": {-0.16, 0.6, true},
+	"bursty/0.2": {0, 0.54, true}, "bursty/1": {0, 0.64, true}, "bursty/5": {0, 0.65, true},
+	"noisy/0.2": {0, 0.59, true}, "noisy/1": {-1.22, 0.5, true}, "noisy/5": {-0.38, 0.5, true},
+	"step 300->60/0.2": {0, 0.6, true}, "step 300->60/1": {-0.38, 0.53, true}, "step 300->60/5": {0, 0.5, true},
+	"step 60->300/0.2": {-1.34, 0.5, true}, "step 60->300/1": {-0.18, 0.5, true}, "step 60->300/5": {0, 0.5, true},
 }
 
 // TestAdaptCells runs every scenario at every rate through the real pool
@@ -104,11 +104,16 @@ func TestAdaptCells(t *testing.T) {
 
 // TestAdaptOnUntunedSchedules: random schedules the learner was not tuned
 // on (a reset of 20-900 s that changes every 10-120 min). Learned adapt
-// wastes at most half of fixed's throttles. Its served margin and idle
-// against the ladder are logged, not asserted: on these it still loses
-// (the README's Cooldowns section gives the figures; issue 19 is not done).
+// wastes at most half of fixed's throttles and idles less than the
+// ladder. Its served margin is logged, not asserted: on these it still
+// loses to fixed 60 s (the README's Cooldowns section gives the figures;
+// issue 19 is not done there).
+//
+// It runs the table's 12 h even under -short and the race detector: a
+// random schedule changes every 10-120 min, so 2 h show one or two of its
+// resets and mostly the learner's cold start.
 func TestAdaptOnUntunedSchedules(t *testing.T) {
-	span := testSpan()
+	span := DefaultSpan
 	var scs []Scenario
 	for seed := uint64(1); seed <= 3; seed++ {
 		scs = append(scs, RandomSchedule(seed, span))
@@ -119,6 +124,9 @@ func TestAdaptOnUntunedSchedules(t *testing.T) {
 		t.Logf("%s at %g req/s: margin %+.2f pp, waste ratio %.3f, idle below ladder %v", c.Scenario, c.Rate, v.MarginPP, v.WasteRatio, v.IdleOK)
 		if !math.IsNaN(v.WasteRatio) && v.WasteRatio > 0.5 {
 			t.Errorf("%s at %g req/s: waste ratio %.3f, want at most 0.5", c.Scenario, c.Rate, v.WasteRatio)
+		}
+		if !v.IdleOK {
+			t.Errorf("%s at %g req/s: learned adapt idled %v, the ladder %v", c.Scenario, c.Rate, c.Results[2].Idle, c.Results[1].Idle)
 		}
 	}
 }
