@@ -2,46 +2,24 @@ package pgledger_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
-	"sync/atomic"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/rotorhq/rotor/budgets"
+	"github.com/rotorhq/rotor/internal/testutil/ledgerbench"
 	"github.com/rotorhq/rotor/internal/testutil/pgtest"
-	"github.com/rotorhq/rotor/ledger"
 	"github.com/rotorhq/rotor/ledger/pgledger"
 )
 
-// Benchmarks of the PostgreSQL ledger as it grows, of the same shape and
-// names as ledger/bench_test.go's (scripts/bench-ledger.sh runs both
-// engines side by side). Each size is a fresh schema filled with bulk SQL
+// Benchmarks of the PostgreSQL ledger as it grows: ledger/bench_test.go's,
+// the same harness (internal/testutil/ledgerbench) and names, so that
+// scripts/bench-ledger.sh runs both engines side by side. Each size is a fresh schema filled with bulk SQL
 // (rows over the last 90 days, with their rollups); -short skips every
 // size above 10k. Times come from the database's clock, as in production;
 // the server commits as it is configured (synchronous_commit is never
 // turned off here).
 
-var benchSizes = []struct {
-	name string
-	rows int
-}{
-	{"10k", 10_000},
-	{"1M", 1_000_000},
-}
-
-// benchBudgets are ledger/bench_test.go's: two rolling 30d windows, a
-// rolling 24h and a calendar month, never reached.
-var benchBudgets = []budgets.Budget{
-	{Name: "requests-30d", Kind: budgets.KindRequests, Limit: 1 << 50, Window: budgets.Window{Rolling: 30 * 24 * time.Hour}},
-	{Name: "tokens-30d", Kind: budgets.KindTokens, Limit: 1 << 60, Window: budgets.Window{Rolling: 30 * 24 * time.Hour}},
-	{Name: "requests-24h", Kind: budgets.KindRequests, Limit: 1 << 50, Window: budgets.Window{Rolling: 24 * time.Hour}},
-	{Name: "tokens-month", Kind: budgets.KindTokens, Limit: 1 << 60, Window: budgets.Window{Calendar: budgets.CalendarMonth}},
-}
+var benchSizes = []ledgerbench.Size{{Name: "10k", Rows: 10_000}, {Name: "1M", Rows: 1_000_000}}
 
 // fixture fills a migrated schema with rows settled rows spread evenly
 // over the 90 days before the database's now, and their rollups.
@@ -78,64 +56,10 @@ FROM generate_series(0, $1 - 1) AS i, (SELECT (floor(extract(epoch from clock_ti
 	}
 }
 
-func cpuTime() (time.Duration, bool) {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0, false
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), true
-}
-
-type cpuMeter struct {
-	start time.Duration
-	ok    bool
-}
-
-func startCPU() cpuMeter {
-	t, ok := cpuTime()
-	return cpuMeter{t, ok}
-}
-
-// report gives this process's CPU time per op (the server's is not in
-// it).
-func (m cpuMeter) report(b *testing.B) {
-	b.StopTimer()
-	if t, ok := cpuTime(); ok && m.ok && b.N > 0 {
-		b.ReportMetric(float64(t-m.start)/float64(b.N), "cpu-ns/op")
-	}
-}
-
-func requestID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-var benchSeq atomic.Int64
-
-func reserveSettle(s *pgledger.Store, adm ledger.Admitter) error {
-	ctx := context.Background()
-	id := requestID()
-	n := benchSeq.Add(1)
-	err := s.Reserve(ctx, ledger.Reservation{RequestID: id, Expires: time.Now().Add(time.Hour), Operation: budgets.OperationDecisions,
-		Pool: "api", Model: "gpt-4o-mini", Client: "default"}, adm)
-	if err != nil {
-		return fmt.Errorf("reserve: %w", err)
-	}
-	in, out := 100+n%900, 20+n%300
-	err = s.Settle(ctx, ledger.Settlement{RequestID: id, Model: "gpt-4o-mini", Credential: "team-1", Attempts: 1, Status: 200,
-		InputTokens: ledger.Known(in), OutputTokens: ledger.Known(out), TotalTokens: ledger.Known(in + out), Latency: 300 * time.Millisecond})
-	if err != nil {
-		return fmt.Errorf("settle: %w", err)
-	}
-	return nil
-}
-
-func warmBench(b *testing.B, rows int, withBudgets bool) (*pgledger.Store, ledger.Admitter) {
+// openBench migrates a fresh schema, fills it with rows rows and opens
+// it; withBudgets adds ledgerbench.Budgets.
+func openBench(b *testing.B, rows int, withBudgets bool) ledgerbench.Writer {
 	b.Helper()
-	if testing.Short() && rows > 10_000 {
-		b.Skip("-short")
-	}
 	u, _ := pgtest.Schema(b)
 	if _, _, err := pgledger.Migrate(context.Background(), u, pgledger.Options{}); err != nil {
 		b.Fatal(err)
@@ -146,68 +70,26 @@ func warmBench(b *testing.B, rows int, withBudgets bool) (*pgledger.Store, ledge
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { s.Close() })
-	var adm ledger.Admitter
 	if withBudgets {
-		for _, bg := range benchBudgets {
+		for _, bg := range ledgerbench.Budgets {
 			if err := s.PutBudget(context.Background(), bg.Record(), true); err != nil {
 				b.Fatal(err)
 			}
 		}
-		adm = budgets.NewAdmitter()
 	}
-	for range 20 {
-		if err := reserveSettle(s, adm); err != nil {
-			b.Fatal(err)
-		}
-	}
-	return s, adm
-}
-
-func benchSequential(b *testing.B, withBudgets bool) {
-	for _, size := range benchSizes {
-		b.Run("rows="+size.name, func(b *testing.B) {
-			s, adm := warmBench(b, size.rows, withBudgets)
-			cpu := startCPU()
-			for b.Loop() {
-				if err := reserveSettle(s, adm); err != nil {
-					b.Fatal(err)
-				}
-			}
-			cpu.report(b)
-		})
-	}
-}
-
-func benchParallel(b *testing.B, withBudgets bool) {
-	for _, size := range benchSizes {
-		b.Run("rows="+size.name, func(b *testing.B) {
-			s, adm := warmBench(b, size.rows, withBudgets)
-			b.SetParallelism(8) // 16 callers on 2 cores
-			b.ResetTimer()
-			cpu := startCPU()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if err := reserveSettle(s, adm); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-			cpu.report(b)
-		})
-	}
+	return s
 }
 
 // BenchmarkAdmission: one request's reserve (admitted by a budgets.Admitter
-// evaluating benchBudgets inside the batch transaction) and settle.
-func BenchmarkAdmission(b *testing.B) { benchSequential(b, true) }
+// evaluating ledgerbench.Budgets inside the batch transaction) and settle.
+func BenchmarkAdmission(b *testing.B) { ledgerbench.Sequential(b, benchSizes, openBench, true) }
 
 // BenchmarkAppend: reserve and settle without budgets.
-func BenchmarkAppend(b *testing.B) { benchSequential(b, false) }
+func BenchmarkAppend(b *testing.B) { ledgerbench.Sequential(b, benchSizes, openBench, false) }
 
 // BenchmarkAdmissionParallel is BenchmarkAdmission with 16 callers; ns/op
 // is the inverse of the throughput.
-func BenchmarkAdmissionParallel(b *testing.B) { benchParallel(b, true) }
+func BenchmarkAdmissionParallel(b *testing.B) { ledgerbench.Parallel(b, benchSizes, openBench, true) }
 
 // BenchmarkAppendParallel is BenchmarkAppend with 16 callers.
-func BenchmarkAppendParallel(b *testing.B) { benchParallel(b, false) }
+func BenchmarkAppendParallel(b *testing.B) { ledgerbench.Parallel(b, benchSizes, openBench, false) }

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package ledger_test
+package ledgerbench
 
 import "time"
 
