@@ -279,18 +279,9 @@ var errDrainWait = errors.New("provider stream did not end after its terminal ev
 // maxDrain bytes, or does not end the stream within drainWait, loses the
 // connection instead.
 func (rt *Route) finishBody(out *answer) {
-	t := rt.cfg.Clock.NewTimer(drainWait)
-	done := make(chan struct{})
-	go func() {
-		select {
-		case <-t.C():
-			out.cancel(errDrainWait)
-		case <-done:
-			t.Stop()
-		}
-	}()
+	stop := clock.AfterFunc(rt.cfg.Clock, drainWait, func() { out.cancel(errDrainWait) })
 	_, _ = io.CopyN(io.Discard, out.stream, maxDrain)
-	close(done)
+	stop()
 }
 
 // maxGather bounds the bytes of events gathered for one write; a larger
@@ -316,29 +307,38 @@ func (b *streamBuf) put() {
 }
 
 // watchIdle cancels the stream's provider call once last (on the route's
-// clock) is StreamIdleTimeout old. stop ends the watch.
+// clock) is StreamIdleTimeout old. stop ends the watch. It holds a timer,
+// not a goroutine: each stream in flight has one.
 func (rt *Route) watchIdle(cancel context.CancelCauseFunc, last *atomic.Int64) (stop func()) {
-	done := make(chan struct{})
 	idle := rt.cfg.StreamIdleTimeout
-	go func() {
-		wait := idle
-		for {
-			t := rt.cfg.Clock.NewTimer(wait)
-			select {
-			case <-done:
-				t.Stop()
-				return
-			case <-t.C():
-			}
-			since := rt.cfg.Clock.Now().Sub(time.Unix(0, last.Load()))
-			if since >= idle {
-				cancel(errStreamIdle)
-				return
-			}
-			wait = idle - since
+	var (
+		mu      sync.Mutex
+		stopped bool
+		stopT   func() bool
+		check   func()
+	)
+	check = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
 		}
-	}()
-	return func() { close(done) }
+		since := rt.cfg.Clock.Now().Sub(time.Unix(0, last.Load()))
+		if since >= idle {
+			cancel(errStreamIdle)
+			return
+		}
+		stopT = clock.AfterFunc(rt.cfg.Clock, idle-since, check)
+	}
+	mu.Lock()
+	stopT = clock.AfterFunc(rt.cfg.Clock, idle, check)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		stopT()
+	}
 }
 
 // activity notes, on the route's clock, when the provider last sent

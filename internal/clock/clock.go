@@ -7,6 +7,7 @@ package clock
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -40,6 +41,33 @@ type realTimer struct{ t *time.Timer }
 
 func (t realTimer) C() <-chan time.Time { return t.t.C }
 func (t realTimer) Stop() bool          { return t.t.Stop() }
+
+// AfterFunc calls f in its own goroutine once d has passed on c, unless
+// stop is called first; stop reports whether it prevented the call, as
+// (*time.Timer).Stop does. On the real clock it is time.AfterFunc: nothing
+// waits meanwhile, which matters where every stream in flight holds one.
+// On another clock a goroutine waits on c's timer, which exists (and a
+// Fake counts it) when AfterFunc returns.
+func AfterFunc(c Clock, d time.Duration, f func()) (stop func() bool) {
+	if _, ok := c.(realClock); ok {
+		return time.AfterFunc(d, f).Stop
+	}
+	t := c.NewTimer(d)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-t.C():
+			f()
+		case <-done:
+		}
+	}()
+	var once sync.Once
+	return func() bool {
+		stopped := t.Stop()
+		once.Do(func() { close(done) })
+		return stopped
+	}
+}
 
 // Sleep waits for d on c, or until ctx is done, whichever comes first. It
 // returns ctx.Err() when the context ended the wait.

@@ -64,3 +64,59 @@ func TestSleepWakesOnAdvance(t *testing.T) {
 		t.Errorf("Sleep = %v, want nil", err)
 	}
 }
+
+func TestAfterFunc(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		clk  func() Clock
+	}{
+		{"real", Real},
+		{"fake", func() Clock { return NewFake(time.Unix(0, 0)) }},
+	} {
+		t.Run(c.name+"/fires", func(t *testing.T) {
+			clk := c.clk()
+			called := make(chan struct{})
+			start := time.Now()
+			stop := AfterFunc(clk, 20*time.Millisecond, func() { close(called) })
+			if f, ok := clk.(*Fake); ok {
+				if n := f.Timers(); n != 1 {
+					t.Fatalf("Timers() = %d when AfterFunc returned, want 1", n)
+				}
+				f.Advance(20 * time.Millisecond)
+			}
+			select {
+			case <-called:
+			case <-time.After(10 * time.Second):
+				t.Fatal("f was not called")
+			}
+			if _, ok := clk.(realClock); ok && time.Since(start) < 20*time.Millisecond {
+				t.Errorf("f called after %v, before d", time.Since(start))
+			}
+			if stop() {
+				t.Error("stop() = true after f ran")
+			}
+		})
+		t.Run(c.name+"/stopped", func(t *testing.T) {
+			clk := c.clk()
+			called := make(chan struct{})
+			stop := AfterFunc(clk, time.Hour, func() { close(called) })
+			if !stop() {
+				t.Fatal("stop() = false for a pending call")
+			}
+			if stop() {
+				t.Error("a second stop() = true")
+			}
+			if f, ok := clk.(*Fake); ok {
+				if n := f.Timers(); n != 0 {
+					t.Errorf("Timers() = %d after stop, want 0", n)
+				}
+				f.Advance(2 * time.Hour)
+				select {
+				case <-called:
+					t.Error("f called after stop")
+				default:
+				}
+			}
+		})
+	}
+}
