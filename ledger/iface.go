@@ -76,4 +76,8 @@ type Importer interface {
 	LearnedRecords(ctx context.Context) ([]LearnedRecord, error)
 	// ImportLearned writes the records whose id is not stored yet.
 	ImportLearned(ctx context.Context, recs []LearnedRecord) (added int, err error)
+	// ImportClientTokens writes the tokens whose label is not stored yet,
+	// with their creation and last-use times, and returns how many it
+	// added; they bind every runtime at its next admission.
+	ImportClientTokens(ctx context.Context, toks []ClientToken) (added int, err error)
 }

@@ -135,6 +135,42 @@ ON CONFLICT (id) DO NOTHING`, r.ID, r.State, max(r.Revision, 1), r.CreatedAt.Uni
 	return added, nil
 }
 
+// ImportClientTokens writes the tokens whose label is not stored yet, as
+// they are (hash, creation and last use), and returns how many it added.
+func (s *Store) ImportClientTokens(ctx context.Context, toks []ClientToken) (int, error) {
+	added := 0
+	err := s.execConfig(ctx, func(ctx context.Context, q execQuerier) error {
+		added = 0
+		for _, t := range toks {
+			res, err := q.ExecContext(ctx, `INSERT INTO client_tokens (label, hash, created_ms, last_used_ms) VALUES (?, ?, ?, ?)
+ON CONFLICT (label) DO NOTHING`, t.Label, t.Hash[:], t.CreatedAt.UnixMilli(), lastUsedMS(t))
+			if err != nil {
+				return err
+			}
+			if n, _ := res.RowsAffected(); n > 0 {
+				added++
+			}
+		}
+		if added == 0 {
+			return nil
+		}
+		return bumpConfig(ctx, q)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("import tokens: %w", err)
+	}
+	return added, nil
+}
+
+// lastUsedMS is t's last use in ms, or nil when it was never used.
+func lastUsedMS(t ClientToken) *int64 {
+	if t.LastUsed.IsZero() {
+		return nil
+	}
+	ms := t.LastUsed.UnixMilli()
+	return &ms
+}
+
 // SchemaVersion returns the schema version of the open database.
 func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 	var v int

@@ -233,9 +233,9 @@ func copyRun(ctx context.Context, opts *copyOptions) error {
 			return maskErr(fmt.Errorf("copy budget %s: %w", b.Name, err), opts.URL)
 		}
 	}
-	for _, t := range plan.tokens {
-		if err := dst.AddClientToken(ctx, t.Label, t.Hash, false); err != nil {
-			return maskErr(fmt.Errorf("copy token %s: %w", t.Label, err), opts.URL)
+	if len(plan.tokens) > 0 {
+		if _, err := dstImp.ImportClientTokens(ctx, plan.tokens); err != nil {
+			return maskErr(fmt.Errorf("copy tokens: %w", err), opts.URL)
 		}
 	}
 	if len(plan.prices) > 0 {

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rotorhq/rotor/budgets"
+	"github.com/rotorhq/rotor/internal/clock"
 	"github.com/rotorhq/rotor/internal/testutil/pgtest"
 	"github.com/rotorhq/rotor/internal/tokenfile"
 	"github.com/rotorhq/rotor/ledger"
@@ -149,6 +150,7 @@ func TestLedgerCopyRun(t *testing.T) {
 	ctx := context.Background()
 	f, out, _ := fakeFactory(t, nil, nil)
 	src := fillLedger(t, f, 25)
+	f.Clock.(*clock.Fake).Advance(time.Hour) // the copy comes later: tokens keep their times
 	target := filepath.Join(t.TempDir(), "team.db")
 	opts := &copyOptions{IO: f.IO, From: f.Ledger, To: f.openCopyTarget, Source: f.DBPath, URL: target, PageRows: 4}
 	if err := copyRun(ctx, opts); err != nil {
@@ -172,6 +174,9 @@ func TestLedgerCopyRun(t *testing.T) {
 		if label, ok, _ := dst.LookupToken(ctx, tok.Hash); !ok || label != tok.Label {
 			t.Errorf("token %s does not work on the target (%q %v)", tok.Label, label, ok)
 		}
+	}
+	if dt, err := dst.ClientTokens(ctx); err != nil || fmt.Sprint(dt) != fmt.Sprint(st) {
+		t.Errorf("target tokens %+v (%v), want the source's, times included: %+v", dt, err, st)
 	}
 	dst.Close()
 

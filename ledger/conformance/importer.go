@@ -135,6 +135,34 @@ func testImport(t *testing.T, e Engine) {
 		t.Errorf("admission after the copy filled the requests budget = %v, want ErrExceeded", err)
 	}
 
+	// Client tokens copy with their creation and last-use times, once, and
+	// bind at the next read of the tokens.
+	toks := []ledger.ClientToken{
+		{Label: "ci", CreatedAt: t0.Add(-48 * time.Hour), LastUsed: t0.Add(-time.Hour), Hash: [32]byte{1, 2, 3}},
+		{Label: "laptop", CreatedAt: t0.Add(-24 * time.Hour), Hash: [32]byte{4, 5, 6}},
+	}
+	for i, want := range []int{2, 0} {
+		if n, err := imp.ImportClientTokens(ctx, toks); err != nil || n != want {
+			t.Errorf("ImportClientTokens, time %d = %d, %v; want %d", i+1, n, err, want)
+		}
+	}
+	gotToks, err := d.ClientTokens(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gotToks) != len(toks) {
+		t.Fatalf("tokens after the copy: %+v, want %+v", gotToks, toks)
+	}
+	for i, w := range toks {
+		g := gotToks[i]
+		if g.Label != w.Label || g.Hash != w.Hash || !g.CreatedAt.Equal(w.CreatedAt) || !g.LastUsed.Equal(w.LastUsed) {
+			t.Errorf("token %d after the copy: %+v, want %+v", i, g, w)
+		}
+	}
+	if label, ok, err := d.LookupToken(ctx, toks[0].Hash); err != nil || !ok || label != "ci" {
+		t.Errorf("LookupToken of a copied token = %q, %v, %v; want ci", label, ok, err)
+	}
+
 	recs, err := capability[ledger.Importer](t, s).LearnedRecords(ctx)
 	if err != nil || len(recs) != 1 {
 		t.Fatalf("LearnedRecords = %+v, %v; want one", recs, err)

@@ -148,6 +148,30 @@ func (s *Store) AddClientToken(ctx context.Context, label string, hash [32]byte,
 	})
 }
 
+// ImportClientTokens writes the tokens whose label is not stored yet, as
+// they are (hash, creation and last use), and returns how many it added.
+func (s *Store) ImportClientTokens(ctx context.Context, toks []ledger.ClientToken) (int, error) {
+	added := 0
+	err := s.change(ctx, "import tokens", true, func(ctx context.Context, tx pgx.Tx) error {
+		added = 0
+		for _, t := range toks {
+			var last *int64
+			if !t.LastUsed.IsZero() {
+				ms := t.LastUsed.UnixMilli()
+				last = &ms
+			}
+			tag, err := tx.Exec(ctx, `INSERT INTO client_tokens (label, hash, created_ms, last_used_ms) VALUES ($1, $2, $3, $4) ON CONFLICT (label) DO NOTHING`,
+				t.Label, t.Hash[:], t.CreatedAt.UnixMilli(), last)
+			if err != nil {
+				return err
+			}
+			added += int(tag.RowsAffected())
+		}
+		return nil
+	})
+	return added, err
+}
+
 // RevokeClientToken deletes the token stored under label; ErrNotFound when
 // there is none.
 func (s *Store) RevokeClientToken(ctx context.Context, label string) error {
