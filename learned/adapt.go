@@ -31,8 +31,8 @@ import "math"
 //     adaptWasteShare of the refusals the existing cooldown would spend
 //     at it; a whole refusal's worth lets one natural retry go earlier
 //     (7/8 or 3/4 of the wait; for a wait over three existing cooldowns
-//     the existing cooldown's first retry, then every other time 7/8 or
-//     3/4), so that a reset that got shorter is seen.
+//     the existing cooldown's first retry, then, while credit lasts, 7/8
+//     or 3/4), so that a reset that got shorter is seen.
 //   - Spread: with two or more breaks (noise, bursts, drift), each
 //     interval is taken as R spread evenly over it, recent ones weighing
 //     more, and the retry minimises the expected idle time plus lambda per
@@ -246,7 +246,7 @@ func (s *state) adaptTarget(o observation) (target int64, trial, ok bool) {
 		// Explore: a natural retry before the held wait, so that a reset
 		// that got shorter is seen. A wait of several existing cooldowns
 		// tries the existing cooldown's first retry, and after its
-		// refusal, every other time, 7/8 or 3/4 of the wait; a shorter
+		// refusal, while credit lasts, 7/8 or 3/4 of the wait; a shorter
 		// one 7/8 or 3/4 of it.
 		s.credit -= 16
 		s.explores++
@@ -325,10 +325,11 @@ func (s *state) planNext(e, existing int64) int64 {
 	switch {
 	case s.aflags&flagLong != 0:
 		// The existing cooldown's retry before a long wait was refused:
-		// every other time, while credit lasts, 7/8 or 3/4 of the wait;
-		// else on with the plan.
+		// while credit lasts, 7/8 or 3/4 of the wait (the credit alone
+		// paces it, so a reset that fell part of the way is seen in the
+		// next episode); else on with the plan.
 		h := s.hold(e, existing)
-		if s.explores%2 == 0 && s.credit >= 16 && s.aflags&flagSpread == 0 {
+		if s.credit >= 16 && s.aflags&flagSpread == 0 {
 			if t := s.explorePoint(h); t > e && t < h {
 				s.credit -= 16
 				s.aflags = s.aflags&^flagLong | flagTrial

@@ -236,6 +236,46 @@ func TestAdaptStepBudgetRenewsHourly(t *testing.T) {
 	}
 }
 
+// TestAdaptLongWaitExploresWheneverCreditCovers: before a long held wait
+// the existing cooldown's retry goes first; after its refusal the next
+// natural retry goes at 7/8 or 3/4 of the wait (the roundest wait within a
+// sixteenth below) whenever the credit covers
+// a refusal, not only every other exploration (which left a reset that
+// fell part of the way idle for a whole held wait in every second
+// episode: issue 19's random schedules); without credit, at the held
+// wait.
+func TestAdaptLongWaitExploresWheneverCreditCovers(t *testing.T) {
+	const t0 = int64(1_767_225_600_000)
+	for _, explores := range []uint8{0, 1, 2, 3} {
+		for _, credit := range []bool{true, false} {
+			st := newState()
+			for range 4 {
+				st.push(span{lo: 590_000, hi: 600_000})
+			}
+			st.explores, st.budgetAt = explores, t0
+			o := observation{throttle: true, at: t0 + 60_000, hint: -1, existing: 60_000}
+			st.anchor = o.at
+			if w, trial, ok := st.adaptTarget(o); !ok || !trial || w != 60_000 || st.aflags&flagLong == 0 {
+				t.Fatalf("explores %d: first retry %d, trial %v, %v, flags %b; want the existing 60000 before the held 600000", explores, w, trial, ok, st.aflags)
+			}
+			if !credit {
+				st.credit = 0
+			}
+			before := st.credit
+			o.at += 60_000 // the existing cooldown's retry, refused
+			w, _, ok := st.adaptTarget(o)
+			switch {
+			case !ok:
+				t.Errorf("explores %d, credit %v: no wait after the refused retry", explores, credit)
+			case credit && (w <= 60_000 || w >= 600_000 || w < 600_000*11/16 || st.credit != before-16 || st.aflags&flagTrial == 0):
+				t.Errorf("explores %d: after the refused retry %d (credit %d -> %d, flags %b); want 7/8 or 3/4 of 600000, one refusal's credit spent", explores, w, before, st.credit, st.aflags)
+			case !credit && w != 600_000:
+				t.Errorf("explores %d, no credit: after the refused retry %d; want the held 600000", explores, w)
+			}
+		}
+	}
+}
+
 // TestAdaptKeepsStorageBounds: adapt changes no storage bound: 1,024
 // records, seven days from creation, opaque digests only.
 func TestAdaptKeepsStorageBounds(t *testing.T) {

@@ -47,9 +47,9 @@ var bounds12h = map[string]cellBound{
 	"steady 60/0.2": {0, 0.5, true}, "steady 60/1": {0, 0.5, true}, "steady 60/5": {0, 0.5, true},
 	"steady 150/0.2": {0, 0.5, true}, "steady 150/1": {0, 0.5, true}, "steady 150/5": {0, 0.5, true},
 	"steady 600/0.2": {0, 0.5, true}, "steady 600/1": {0, 0.5, true}, "steady 600/5": {0, 0.5, true},
-	"drifting/0.2": {0, 0.61, true}, "drifting/1": {0, 0.5, true}, "drifting/5": {0, 0.5, true},
+	"drifting/0.2": {0, 0.59, true}, "drifting/1": {0, 0.5, true}, "drifting/5": {0, 0.5, true},
 	"bursty/0.2": {0, 0.5, true}, "bursty/1": {0, 0.5, true}, "bursty/5": {0, 0.57, true},
-	"noisy/0.2": {0, 0.54, true}, "noisy/1": {0, 0.5, true}, "noisy/5": {0, 0.5, true},
+	"noisy/0.2": {0, 0.5, true}, "noisy/1": {0, 0.5, true}, "noisy/5": {0, 0.5, true},
 	"step 300->60/0.2": {0, 0.53, true}, "step 300->60/1": {0, 0.5, true}, "step 300->60/5": {0, 0.5, true},
 	"step 60->300/0.2": {0, 0.5, true}, "step 60->300/1": {0, 0.5, true}, "step 60->300/5": {0, 0.5, true},
 }
@@ -59,10 +59,10 @@ var bounds2h = map[string]cellBound{
 	"steady 60/0.2": {0, 0.5, true}, "steady 60/1": {0, 0.5, true}, "steady 60/5": {0, 0.5, true},
 	"steady 150/0.2": {0, 0.5, true}, "steady 150/1": {0, 0.5, true}, "steady 150/5": {0, 0.5, true},
 	"steady 600/0.2": {0, 0.5, true}, "steady 600/1": {0, 0.5, true}, "steady 600/5": {0, 0.5, true},
-	"drifting/0.2": {0, 0.55, true}, "drifting/1": {-0.38, 0.62, true}, "drifting/5": {-0.16, 0.6, true},
-	"bursty/0.2": {0, 0.54, true}, "bursty/1": {0, 0.64, true}, "bursty/5": {0, 0.65, true},
-	"noisy/0.2": {0, 0.59, true}, "noisy/1": {-1.22, 0.5, true}, "noisy/5": {-0.38, 0.5, true},
-	"step 300->60/0.2": {0, 0.6, true}, "step 300->60/1": {-0.38, 0.53, true}, "step 300->60/5": {0, 0.5, true},
+	"drifting/0.2": {-2.17, 0.59, true}, "drifting/1": {0, 0.63, true}, "drifting/5": {0, 0.59, true},
+	"bursty/0.2": {0, 0.54, true}, "bursty/1": {0, 0.62, true}, "bursty/5": {0, 0.65, true},
+	"noisy/0.2": {-1.76, 0.56, true}, "noisy/1": {-0.94, 0.5, true}, "noisy/5": {-0.27, 0.5, true},
+	"step 300->60/0.2": {0, 0.61, true}, "step 300->60/1": {-0.38, 0.57, true}, "step 300->60/5": {0, 0.5, true},
 	"step 60->300/0.2": {-1.34, 0.5, true}, "step 60->300/1": {-0.18, 0.5, true}, "step 60->300/5": {0, 0.5, true},
 }
 
