@@ -143,7 +143,7 @@ func (s *Store) ImportClientTokens(ctx context.Context, toks []ClientToken) (int
 		added = 0
 		for _, t := range toks {
 			res, err := q.ExecContext(ctx, `INSERT INTO client_tokens (label, hash, created_ms, last_used_ms) VALUES (?, ?, ?, ?)
-ON CONFLICT (label) DO NOTHING`, t.Label, t.Hash[:], t.CreatedAt.UnixMilli(), lastUsedMS(t))
+ON CONFLICT (label) DO NOTHING`, t.Label, t.Hash[:], t.CreatedAt.UnixMilli(), t.LastUsedMS())
 			if err != nil {
 				return err
 			}
@@ -160,15 +160,6 @@ ON CONFLICT (label) DO NOTHING`, t.Label, t.Hash[:], t.CreatedAt.UnixMilli(), la
 		return 0, fmt.Errorf("import tokens: %w", err)
 	}
 	return added, nil
-}
-
-// lastUsedMS is t's last use in ms, or nil when it was never used.
-func lastUsedMS(t ClientToken) *int64 {
-	if t.LastUsed.IsZero() {
-		return nil
-	}
-	ms := t.LastUsed.UnixMilli()
-	return &ms
 }
 
 // SchemaVersion returns the schema version of the open database.

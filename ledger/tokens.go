@@ -15,6 +15,16 @@ type ClientToken struct {
 	Hash      [32]byte
 }
 
+// LastUsedMS is the token's last use in Unix ms as stored, or nil when it
+// was never used.
+func (t ClientToken) LastUsedMS() *int64 {
+	if t.LastUsed.IsZero() {
+		return nil
+	}
+	ms := t.LastUsed.UnixMilli()
+	return &ms
+}
+
 // AddClientToken stores the hash of a new client token under label. With
 // replace, an existing label gets the new hash; without it, ErrExists.
 func (s *Store) AddClientToken(ctx context.Context, label string, hash [32]byte, replace bool) error {

@@ -155,13 +155,8 @@ func (s *Store) ImportClientTokens(ctx context.Context, toks []ledger.ClientToke
 	err := s.change(ctx, "import tokens", true, func(ctx context.Context, tx pgx.Tx) error {
 		added = 0
 		for _, t := range toks {
-			var last *int64
-			if !t.LastUsed.IsZero() {
-				ms := t.LastUsed.UnixMilli()
-				last = &ms
-			}
 			tag, err := tx.Exec(ctx, `INSERT INTO client_tokens (label, hash, created_ms, last_used_ms) VALUES ($1, $2, $3, $4) ON CONFLICT (label) DO NOTHING`,
-				t.Label, t.Hash[:], t.CreatedAt.UnixMilli(), last)
+				t.Label, t.Hash[:], t.CreatedAt.UnixMilli(), t.LastUsedMS())
 			if err != nil {
 				return err
 			}
