@@ -2,7 +2,6 @@ package pgledger
 
 import (
 	"net/url"
-	"regexp"
 	"strings"
 )
 
@@ -12,9 +11,6 @@ func IsURL(target string) bool {
 	l := strings.ToLower(target)
 	return strings.HasPrefix(l, "postgres://") || strings.HasPrefix(l, "postgresql://")
 }
-
-// passwordParam matches a password= query parameter's value.
-var passwordParam = regexp.MustCompile(`(?i)((?:^|[?&])password=)[^&#]*`)
 
 // MaskURL returns target with every password it holds replaced by "xxxxx":
 // the user info's and any password= parameter's. It is what rotor prints of
@@ -39,10 +35,24 @@ func MaskURL(target string) string {
 		}
 	}
 	u.Fragment, u.RawFragment = "", ""
-	s := u.String()
-	if u.RawQuery != "" {
-		i := strings.IndexByte(s, '?')
-		s = s[:i] + passwordParam.ReplaceAllString(s[i:], "${1}xxxxx")
+	u.RawQuery = maskQuery(u.RawQuery)
+	return u.String()
+}
+
+// maskQuery replaces the value of every password parameter in a raw query,
+// however its key is written: any case, percent-encoded or not. A key that
+// does not decode has its value masked too, since it might be one.
+func maskQuery(raw string) string {
+	if raw == "" {
+		return raw
 	}
-	return s
+	parts := strings.Split(raw, "&")
+	for i, part := range parts {
+		key, _, hasValue := strings.Cut(part, "=")
+		k, err := url.QueryUnescape(key)
+		if hasValue && (err != nil || strings.EqualFold(k, "password")) {
+			parts[i] = key + "=xxxxx"
+		}
+	}
+	return strings.Join(parts, "&")
 }
