@@ -41,7 +41,9 @@ func (t *tracer) Suggest(ev pool.LearnEvent) (time.Duration, bool) {
 
 // TestTrace prints one credential's cooldowns under learned adapt, for
 // whoever tunes the learner: SIM_TRACE="step 300->60" SIM_RATE=1
-// SIM_SPAN=2h go test ./learned/sim -run TestTrace -v.
+// SIM_SPAN=2h go test ./learned/sim -run TestTrace -v ("random 1" to
+// "random 9" name the random schedules, which the trace's first lines
+// print).
 func TestTrace(t *testing.T) {
 	name := os.Getenv("SIM_TRACE")
 	if name == "" {
@@ -55,8 +57,13 @@ func TestTrace(t *testing.T) {
 	if err != nil {
 		span = DefaultSpan
 	}
-	for _, sc := range Scenarios() {
+	scs := Scenarios()
+	for i := uint64(1); i <= 9; i++ {
+		scs = append(scs, RandomSchedule(i, span))
+	}
+	for _, sc := range scs {
 		if sc.Name == name {
+			t.Log(sc.About)
 			pol := LearnedAdapt
 			inner := pol.Learner
 			pol.Learner = func(clk clock.Clock) pool.Learner { return &tracer{Learner: inner(clk)} }
