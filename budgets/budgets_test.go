@@ -258,6 +258,41 @@ func TestRequestsBudgetExhaustedFreesWhenOldestRowLeaves(t *testing.T) {
 	}
 }
 
+// With several budgets used up, the answer's Retry-After is the longest
+// wait: a retry sooner would meet the budget that is still used up.
+func TestSeveralExceededBudgetsWaitForTheLast(t *testing.T) {
+	clk := clock.NewFake(t0)
+	s, _ := openStore(t, clk)
+	add(t, s, Budget{Name: "b-day", Kind: KindRequests, Limit: 1, Window: Window{Rolling: 24 * time.Hour}})
+	add(t, s, Budget{Name: "c-hour", Kind: KindRequests, Limit: 1, Window: Window{Rolling: time.Hour}})
+	add(t, s, Budget{Name: "a-minute", Kind: KindRequests, Limit: 1, Window: Window{Rolling: time.Minute}})
+	a := NewAdmitter()
+	if err := admit(s, a, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(10 * time.Second)
+	err := admit(s, a, "r2")
+	var ee *ExceededError
+	if !errors.As(err, &ee) || ee.Budget.Name != "b-day" || ee.RetryAfter != 24*time.Hour-10*time.Second {
+		t.Fatalf("admission = %v, want the day budget's wait of 23h59m50s", err)
+	}
+}
+
+// Decisions has no price, whatever the ledger knows of its model: the
+// Admitter refuses it under a cost budget even for a reservation marked
+// priced.
+func TestCostBudgetRefusesDecisionsMarkedPriced(t *testing.T) {
+	s, _ := openStore(t, clock.NewFake(t0))
+	add(t, s, Budget{Name: "spend", Kind: KindCost, Limit: 1_000, Window: Window{Rolling: time.Hour}})
+	err := s.View(ctx, func(r ledger.WindowReader) error {
+		return NewAdmitter().Admit(r, ledger.Reservation{RequestID: "d", Operation: OperationDecisions, Model: "gpt", Priced: true})
+	})
+	var pe *PolicyBlockedError
+	if !errors.As(err, &pe) || pe.Unpriced {
+		t.Fatalf("admission = %v, want the Decisions policy block", err)
+	}
+}
+
 // Tokens budgets skip rows of unknown tokens and stop admitting once
 // recorded tokens reach the limit.
 func TestTokensBudgetSkipsUnknownAndStopsAtLimit(t *testing.T) {
