@@ -64,6 +64,8 @@ func TestChatRewriter(t *testing.T) {
 			chunkText[:len(chunkText)-2] + "\n\n" + `data: {"choices":[{"delta":{"content":"\"choices\":[],\"usage\":{}"}}],"usage":null}` + "\n\n", "", false},
 		{"spaces in the usage chunk", "data: { \"choices\" : [ ] , \"usage\" : {\"total_tokens\":1} }\n\n", true, "", `{"total_tokens":1}`, false},
 		{"invalid JSON is not dropped", `data: {"choices":[],"usage":{"total_tokens":1}` + "\n\n", true, `data: {"choices":[],"usage":{"total_tokens":1}` + "\n\n", "", false},
+		{"invalid usage value is not dropped", `data: {"choices":[],"usage":{"total_tokens":1,}}` + "\n\n", true, `data: {"choices":[],"usage":{"total_tokens":1,}}` + "\n\n", "", false},
+		{"invalid number is not dropped", `data: {"choices":[],"usage":{"total_tokens":01}}` + "\n\n", true, `data: {"choices":[],"usage":{"total_tokens":01}}` + "\n\n", "", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
