@@ -57,6 +57,29 @@ func TestLearnerConsultedOnlyForInference(t *testing.T) {
 	}
 }
 
+// The cap bounds the rest itself, not only the Retry-After read from it:
+// a suggestion past MODEL_COOLDOWN_MAX_SECONDS leaves the credential
+// serving again once the cap has passed.
+func TestLearnerSuggestionPastTheCapRestsOnlyTheCap(t *testing.T) {
+	for _, path := range []struct {
+		name  string
+		mod   func(*Config)
+		scope Scope
+	}{{"scoped", func(*Config) {}, modelA}, {"legacy", disabled, modelB}} {
+		t.Run(path.name, func(t *testing.T) {
+			l := &fakeLearner{suggest: func(LearnEvent) (time.Duration, bool) { return 5000 * time.Second, true }}
+			f := newFixture(t, func(c *Config) { c.Credentials = testCreds[:1] }, withLearner(l), path.mod)
+			f.record("a", Observation{Scope: modelA, Status: 429})
+			f.clk.Advance(3600*time.Second - time.Millisecond)
+			if _, err := f.pool.Select(path.scope, nil); err == nil {
+				t.Fatal("the credential serves before the cap has passed")
+			}
+			f.clk.Advance(time.Millisecond)
+			f.wantSelect(path.scope, "a")
+		})
+	}
+}
+
 func TestLearnerSuggestionBoundedByAdviceAndCap(t *testing.T) {
 	cases := []struct {
 		name       string
