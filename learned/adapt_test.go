@@ -386,3 +386,27 @@ func checkAdaptWait(t *testing.T, d time.Duration, ok bool, hint float64, capSec
 		t.Fatalf("wait %v below trusted advice %v s", d, hint)
 	}
 }
+
+// TestAdaptTrialOverriddenByAdviceIsNotCounted: as in apply mode, a trial
+// step is one that set the wait; a trial that trusted advice overrode is
+// not counted in trial_steps.
+func TestAdaptTrialOverriddenByAdviceIsNotCounted(t *testing.T) {
+	trials := func(hint float64) (before, after uint64) {
+		h := newHarness(t, ModeApply, withAdapt())
+		at, _ := h.drive(0, 1, steadyReset(300*sec))
+		at += time.Hour
+		before = h.l.Snapshot().TrialSteps
+		if hint > 0 {
+			h.throttleHint(at, hint)
+		} else {
+			h.throttle(at)
+		}
+		return before, h.l.Snapshot().TrialSteps
+	}
+	if b, a := trials(0); a != b+1 {
+		t.Fatalf("without advice the episode's first retry is no trial (%d -> %d): the test shows nothing", b, a)
+	}
+	if b, a := trials(400); a != b {
+		t.Errorf("a trial overridden by advice of 400 s counted: trial_steps %d -> %d", b, a)
+	}
+}
