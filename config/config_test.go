@@ -301,3 +301,44 @@ func TestMalformedSpecSettingNamedWhereItWasRead(t *testing.T) {
 		})
 	}
 }
+
+// The numeric ranges the README states are exact: ledger.max_conns is 1
+// through 1000, runtime.max_buffered_mb at least 65 (a full 64 MiB body and
+// the byte that tells it is not larger), and a listen port at most 65535.
+// A value one past either end is refused with a FieldError naming the key,
+// at start, instead of being taken (and failing later in a way that names
+// no key, or not at all); the end values themselves are accepted.
+func TestValidateRangeEnds(t *testing.T) {
+	tests := []struct {
+		name  string
+		set   func(*Config)
+		field string // "" means accepted
+	}{
+		{"max_conns 1", func(c *Config) { c.Ledger.MaxConns = 1 }, ""},
+		{"max_conns 1000", func(c *Config) { c.Ledger.MaxConns = 1000 }, ""},
+		{"max_conns 0", func(c *Config) { c.Ledger.MaxConns = 0 }, "ledger.max_conns"},
+		{"max_conns 1001", func(c *Config) { c.Ledger.MaxConns = 1001 }, "ledger.max_conns"},
+		{"max_buffered_mb 65", func(c *Config) { c.Runtime.MaxBufferedMB = 65 }, ""},
+		{"max_buffered_mb 64", func(c *Config) { c.Runtime.MaxBufferedMB = 64 }, "runtime.max_buffered_mb"},
+		{"runtime port 65535", func(c *Config) { c.Runtime.Listen = "127.0.0.1:65535" }, ""},
+		{"runtime port 65536", func(c *Config) { c.Runtime.Listen = "127.0.0.1:65536" }, "runtime.listen"},
+		{"bridge port 65536", func(c *Config) { c.Bridge.Listen = "127.0.0.1:65536" }, "bridge.listen"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Default()
+			tt.set(&c)
+			err := c.Validate()
+			if tt.field == "" {
+				if err != nil {
+					t.Errorf("Validate = %v, want accepted", err)
+				}
+				return
+			}
+			var fe *FieldError
+			if !errors.As(err, &fe) || fe.Field != tt.field {
+				t.Errorf("Validate = %v, want a FieldError naming %s", err, tt.field)
+			}
+		})
+	}
+}
