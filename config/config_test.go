@@ -342,3 +342,50 @@ func TestValidateRangeEnds(t *testing.T) {
 		})
 	}
 }
+
+// Values that could never work are refused at start, naming the key,
+// instead of being taken and failing silently: an allowed origin with a
+// path ("https://app.example/app") never equals the Origin a browser sends
+// (scheme://host[:port] only), so that app would never get CORS headers;
+// and an api_key_env that is not a variable name ("PROVIDER-KEY") names a
+// variable no shell can set, so the credential could never find its key.
+func TestValidateRefusesOriginPathAndBadEnvName(t *testing.T) {
+	cred := func(env string) map[string]Pool {
+		return map[string]Pool{PoolAPI: {AuthRest: time.Minute, Credentials: []Credential{
+			{Name: "a", Enabled: true, Region: "us", BaseURL: "https://p.example", APIKeyEnv: env},
+		}}}
+	}
+	tests := []struct {
+		name  string
+		set   func(*Config)
+		field string // "" means accepted
+	}{
+		{"origin", func(c *Config) { c.Runtime.AllowedOrigins = []string{"https://app.example"} }, ""},
+		{"origin with slash", func(c *Config) { c.Bridge.AllowedOrigins = []string{"http://127.0.0.1:3000/"} }, ""},
+		{"runtime origin with a path", func(c *Config) {
+			c.Runtime.AllowedOrigins = []string{"https://ok.example", "https://app.example/app"}
+		}, "runtime.allowed_origins[1]"},
+		{"bridge origin with a path", func(c *Config) { c.Bridge.AllowedOrigins = []string{"http://localhost:3000/ui"} }, "bridge.allowed_origins[0]"},
+		{"api_key_env", func(c *Config) { c.Pools = cred("PROVIDER_KEY_A") }, ""},
+		{"api_key_env with a dash", func(c *Config) { c.Pools = cred("PROVIDER-KEY") }, "pools.api.credentials[0].api_key_env"},
+		{"api_key_env with a leading digit", func(c *Config) { c.Pools = cred("1KEY") }, "pools.api.credentials[0].api_key_env"},
+		{"api_key_env with a dollar", func(c *Config) { c.Pools = cred("$KEY") }, "pools.api.credentials[0].api_key_env"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Default()
+			tt.set(&c)
+			err := c.Validate()
+			if tt.field == "" {
+				if err != nil {
+					t.Errorf("Validate = %v, want accepted", err)
+				}
+				return
+			}
+			var fe *FieldError
+			if !errors.As(err, &fe) || fe.Field != tt.field {
+				t.Errorf("Validate = %v, want a FieldError naming %s", err, tt.field)
+			}
+		})
+	}
+}
