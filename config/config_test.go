@@ -389,3 +389,37 @@ func TestValidateRefusesOriginPathAndBadEnvName(t *testing.T) {
 		})
 	}
 }
+
+// A ROTOR_* variable or flag is read the way a shell user writes it: the
+// enumerated keys (log level and format, ledger.synchronous,
+// routes.default_pool) take any case, so ROTOR_LOG_LEVEL=DEBUG is debug
+// rather than a start refused for "DEBUG"; and a list key takes
+// comma-separated values where empty items (a trailing comma, a doubled
+// one, or an empty variable) are dropped, so they never become an empty
+// origin that fails validation, and an empty variable clears the list.
+func TestSetFoldsCaseAndDropsEmptyListItems(t *testing.T) {
+	c := Default()
+	for key, value := range map[string]string{
+		"log.level": "DEBUG", "log.format": "Json", "ledger.synchronous": "FULL", "routes.default_pool": " ZDR ",
+	} {
+		if err := c.Set(key, value); err != nil {
+			t.Fatalf("Set(%q, %q) = %v", key, value, err)
+		}
+	}
+	if c.Log.Level != "debug" || c.Log.Format != "json" || c.Ledger.Synchronous != "full" || c.Routes.DefaultPool != "zdr" {
+		t.Errorf("folded values = %q %q %q %q, want debug json full zdr", c.Log.Level, c.Log.Format, c.Ledger.Synchronous, c.Routes.DefaultPool)
+	}
+	if err := c.Set("bridge.allowed_origins", "http://a.test,, http://b.test ,"); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"http://a.test", "http://b.test"}; !reflect.DeepEqual(c.Bridge.AllowedOrigins, want) {
+		t.Errorf("allowed_origins = %q, want %q", c.Bridge.AllowedOrigins, want)
+	}
+	c.Runtime.AllowedOrigins = []string{"http://c.test"}
+	if err := c.Set("runtime.allowed_origins", ""); err != nil || len(c.Runtime.AllowedOrigins) != 0 {
+		t.Errorf("Set(runtime.allowed_origins, \"\") = %q, %v; want the list cleared", c.Runtime.AllowedOrigins, err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Errorf("Validate = %v", err)
+	}
+}
