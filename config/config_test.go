@@ -423,3 +423,21 @@ func TestSetFoldsCaseAndDropsEmptyListItems(t *testing.T) {
 		t.Errorf("Validate = %v", err)
 	}
 }
+
+// The configuration file is capped at MaxFileSize (1 MiB) bytes: a file of
+// exactly that size is read, one byte more is refused as a whole-file
+// error, before YAML parsing starts, so a runaway file cannot make start
+// parse an unbounded document.
+func TestParseFileSizeCap(t *testing.T) {
+	head := "catalog_ttl: 2m\n"
+	exact := head + strings.Repeat("#", MaxFileSize-len(head)-1) + "\n"
+	c, err := ParseFile([]byte(exact))
+	if err != nil || c.CatalogTTL != 2*time.Minute {
+		t.Fatalf("ParseFile of %d bytes = %v, catalog_ttl %v; want it read", len(exact), err, c.CatalogTTL)
+	}
+	_, err = ParseFile([]byte(exact + "\n"))
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Field != "(file)" || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("ParseFile of %d bytes = %v, want a (file) error saying it is larger than %d bytes", len(exact)+1, err, MaxFileSize)
+	}
+}
