@@ -52,6 +52,28 @@ func TestBudgetAddFlagsToOptions(t *testing.T) {
 	}
 }
 
+// budget add refuses, exit 2 naming the flag and before anything is
+// written, a budget that could not be what the user meant: a limit of 0
+// requests or tokens (it would refuse every request), two kinds at once
+// (which one would the budget count?), and a --name that is not a label.
+func TestBudgetAddRefusesBadFlags(t *testing.T) {
+	f, _, _ := testFactory(t)
+	for _, c := range []struct {
+		want string
+		args []string
+	}{
+		{"--requests must be more than 0", []string{"--requests", "0", "--window", "day"}},
+		{"--requests must be more than 0", []string{"--requests", "-3", "--window", "day"}},
+		{"--tokens must be more than 0", []string{"--tokens", "0", "--window", "1h"}},
+		{"exactly one", []string{"--requests", "3", "--tokens", "5000", "--window", "day"}},
+		{"exactly one", []string{"--tokens", "5000", "--cost", "1", "--window", "day"}},
+		{"--name", []string{"--requests", "3", "--window", "day", "--name", "my budget"}},
+		{"--name", []string{"--requests", "3", "--window", "day", "--name", "-dash-first"}},
+	} {
+		refused[budgetAddOptions](t, f, newCmdBudgetAdd, c.want, c.args...)
+	}
+}
+
 func TestBudgetAddRunThenList(t *testing.T) {
 	f, out, _ := testFactory(t)
 	cmd := newCmdBudgetAdd(f, nil)
