@@ -129,6 +129,32 @@ func TestReportFlagsToQuery(t *testing.T) {
 	}
 }
 
+// The range flags of ledger report (and ledger rows, which share them)
+// refuse, exit 2 naming the flag, a range that would silently answer
+// nothing or something other than asked: an empty range (--from equal to
+// --to) or a reversed one, --to without --from (it would be ignored for
+// the default --since 24h), a --since that is not a positive duration,
+// and --since together with --from.
+func TestReportRangeFlagsRefused(t *testing.T) {
+	f, _, _ := testFactory(t)
+	for _, c := range []struct {
+		want string
+		args []string
+	}{
+		{"--from must be before --to", []string{"--from", "2026-11-01", "--to", "2026-11-01"}},
+		{"--from must be before --to", []string{"--from", "2026-11-01T10:00:00Z", "--to", "2026-11-01T10:00:00Z"}},
+		{"--from must be before --to", []string{"--from", "today", "--to", "yesterday"}},
+		{"--to needs --from", []string{"--to", "today"}},
+		{"--since", []string{"--since", "0s"}},
+		{"--since", []string{"--since", "0"}},
+		{"--since", []string{"--since", "soon"}},
+		{"not both", []string{"--since", "1h", "--from", "today"}},
+	} {
+		refused[reportOptions](t, f, newCmdLedgerReport, c.want, c.args...)
+		refused[rowsOptions](t, f, newCmdLedgerRows, c.want, c.args...)
+	}
+}
+
 func TestExitCodes(t *testing.T) {
 	f, _, errOut := testFactory(t)
 	if code := run(context.Background(), f, []string{"budget", "add", "--window", "day"}); code != ExitUsage {
