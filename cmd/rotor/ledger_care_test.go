@@ -601,3 +601,27 @@ func TestLedgerRowsPagesKeepEveryRowOnce(t *testing.T) {
 		t.Errorf("empty csv: exit %d %q, want the header alone", code, out)
 	}
 }
+
+// prune refuses a cut inside a budget's window and accepts one at its
+// start, to the instant: the refusal tells the user to "prune at or before"
+// the window's start, so exactly that time must pass and any later time,
+// even a millisecond, must be refused naming the budget, for calendar and
+// rolling windows alike.
+func TestPruneCheckRefusesFromTheWindowStartOn(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	for _, b := range []budgets.Budget{
+		{Name: "daily", Kind: budgets.KindRequests, Limit: 10, Window: budgets.Window{Calendar: "day"}},
+		{Name: "rolling", Kind: budgets.KindTokens, Limit: 10, Window: budgets.Window{Rolling: 90 * time.Minute}},
+	} {
+		start := b.Window.Start(now)
+		recs := []ledger.BudgetRecord{b.Record()}
+		if err := pruneCheck(start)(now, recs); err != nil {
+			t.Errorf("%s: prune at the window start %s refused: %v", b.Name, start.Format(time.RFC3339), err)
+		}
+		if err := pruneCheck(start.Add(-time.Hour))(now, recs); err != nil {
+			t.Errorf("%s: prune an hour before the window start refused: %v", b.Name, err)
+		}
+		wantUsageError(t, b.Name+" a millisecond inside", pruneCheck(start.Add(time.Millisecond))(now, recs), "budget "+b.Name)
+		wantUsageError(t, b.Name+" at now", pruneCheck(now)(now, recs), "prune at or before "+start.Format(time.RFC3339))
+	}
+}
