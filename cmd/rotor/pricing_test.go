@@ -158,6 +158,25 @@ func TestPricingImportLiteLLM(t *testing.T) {
 	}
 }
 
+// LiteLLM's per-token prices carry more decimals than a micro-USD per 1M
+// tokens holds (1e-12 USD); such a price is stored rounded half up, never
+// truncated, so a price of 6.666666666666667e-07 USD per token is $0.666667
+// per 1M tokens (not $0.666666), half a micro-USD (5e-13) rounds up to one,
+// and less than half (4.99e-13) rounds down to zero.
+func TestParseLiteLLMRoundsHalfUp(t *testing.T) {
+	prices, skipped, err := parseLiteLLM([]byte(`{"m":{"input_cost_per_token":6.666666666666667e-07,"output_cost_per_token":5e-13,"cache_read_input_token_cost":4.99e-13},`+
+		`"exact":{"input_cost_per_token":1.5e-07,"output_cost_per_token":0.0000006}}`), "")
+	if err != nil || skipped != 0 || len(prices) != 2 {
+		t.Fatalf("parseLiteLLM = %+v, %d skipped, %v", prices, skipped, err)
+	}
+	if p := prices[0]; p.Model != "exact" || p.InputMicros != 150_000 || p.OutputMicros != 600_000 {
+		t.Errorf("exact = %+v, want 150000 and 600000 micro-USD per 1M", p)
+	}
+	if p := prices[1]; p.Model != "m" || p.InputMicros != 666_667 || p.OutputMicros != 1 || p.CachedInputMicros != ledger.Known(0) {
+		t.Errorf("m = %+v, want 666667 input, 1 output, a known 0 cached (half up)", p)
+	}
+}
+
 // The price file is untrusted input: parsing never panics, and every price
 // it returns is one the ledger accepts, for a bare model name.
 func FuzzParseLiteLLM(f *testing.F) {
