@@ -173,6 +173,31 @@ func TestScannerEventTooLarge(t *testing.T) {
 	}
 }
 
+// The 16 MiB limit is exact, and holds as the bytes arrive: an event of
+// MaxEventSize+1 bytes is refused even when only its final blank line
+// pushes it over, and a line that has grown one byte past the limit is
+// refused at once, without waiting for the rest of the line (here a read
+// error stands for a provider that never sends it), so that an oversized
+// event is reported as too large and never held in memory beyond the
+// limit.
+func TestScannerEventTooLargeByOneByte(t *testing.T) {
+	line := "data: " + strings.Repeat("y", 1<<20-7) + "\n" // 1 MiB per line
+	over := strings.Repeat(line, 15) + "data: " + strings.Repeat("z", 1<<20-7) + "\n\n"
+	if len(over) != MaxEventSize+1 {
+		t.Fatalf("test setup: len = %d", len(over))
+	}
+	s := NewScanner(strings.NewReader(over))
+	if ev, err := s.Next(); !errors.Is(err, ErrEventTooLarge) {
+		t.Errorf("Next on a %d-byte event = %d bytes, %v; want ErrEventTooLarge", len(over), len(ev.Raw), err)
+	}
+	boom := errors.New("provider stalled")
+	long := "data: " + strings.Repeat("x", MaxEventSize-5) // no line end yet
+	s = NewScanner(io.MultiReader(strings.NewReader(long), iotest.ErrReader(boom)))
+	if ev, err := s.Next(); !errors.Is(err, ErrEventTooLarge) {
+		t.Errorf("Next on an unfinished %d-byte line = %d bytes, %v; want ErrEventTooLarge before the next read", len(long), len(ev.Raw), err)
+	}
+}
+
 // TestScannerMemoryBoundedByOneEvent: a long stream of small events keeps
 // the scanner's buffers at the size of one event.
 func TestScannerMemoryBoundedByOneEvent(t *testing.T) {
