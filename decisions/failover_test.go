@@ -359,6 +359,9 @@ func TestNotFoundClassifiedByStructuredErrorFirst(t *testing.T) {
 		{"param model, no code", `{"message":"not found","type":"invalid_request_error","code":null,"param":"model"}`, true},
 		{"no code, no param, naming the endpoint", `{"message":"Invalid URL (POST /v1/decisions)","type":"invalid_request_error","code":null,"param":null}`, true},
 		{"no code, no param, naming the model", "{\"message\":\"The model `decide-mini` does not exist\",\"type\":\"invalid_request_error\",\"code\":null,\"param\":null}", true},
+		// Neither the model nor the path, but the word endpoint, in any case:
+		// the endpoint is what is missing, not the request's content.
+		{"no code, no param, saying endpoint", `{"message":"Endpoint not available for this account","type":"invalid_request_error","code":null,"param":null}`, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, opts{})
