@@ -332,6 +332,25 @@ func TestDefaultPoolServesBareModelsOnOpenAIRoutesOnly(t *testing.T) {
 	h2.wantUntouched()
 }
 
+// With routes.default_pool, a model whose first segment is not a pool
+// name is a bare name too, slash and all: "org/gpt-test" (the way many
+// providers name models) goes to the default pool and upstream as
+// "org/gpt-test", instead of being refused as a bad prefix; only api/ and
+// zdr/ are read as a pool prefix, and then stripped.
+func TestDefaultPoolTakesModelNamesWithASlash(t *testing.T) {
+	h, u := newOpenAIHarness(t, opts{defaultPool: "api"})
+	u.catalogs[keyA] = append(u.catalogs[keyA], "org/gpt-test")
+	u.catalogs[keyB] = append(u.catalogs[keyB], "org/gpt-test")
+	u.script(keyA, KindChat.Path, upReply{status: 200, body: chatAnswer})
+	wantStatus(t, h.do(context.Background(), KindChat.Path, `{"model":"org/gpt-test","messages":[]}`), 200, "")
+	u.script(keyA, KindChat.Path, upReply{status: 200, body: chatAnswer})
+	wantStatus(t, h.do(context.Background(), KindChat.Path, `{"model":"api/gpt-test","messages":[]}`), 200, "")
+	reqs := u.requests()
+	if len(reqs) != 2 || !strings.Contains(reqs[0].body, `"model":"org/gpt-test"`) || !strings.Contains(reqs[1].body, `"model":"gpt-test"`) {
+		t.Errorf("upstream got %+v, want org/gpt-test then gpt-test", reqs)
+	}
+}
+
 func TestSupportedEndpointsBindOpenAIRoutes(t *testing.T) {
 	h, u := newOpenAIHarness(t, opts{profiles: map[string][]string{"gpt-test": {"/v1/embeddings"}}})
 	u.script(keyA, KindEmbeddings.Path, upReply{status: 200, body: embeddingsAnswer})
