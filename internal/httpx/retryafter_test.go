@@ -44,6 +44,38 @@ func TestProviderRetryAdvicePrefersMillis(t *testing.T) {
 	}
 }
 
+// A retry-after-ms that is not finite, nonnegative milliseconds is ignored
+// as if absent: the provider's Retry-After is read instead, and without
+// one there is no advice. A negative value never becomes negative advice
+// (a wait that ends before it starts), and never hides a valid
+// Retry-After; huge values are capped like Retry-After's.
+func TestProviderRetryAdviceIgnoresBadMillis(t *testing.T) {
+	tests := []struct {
+		ms, ra string
+		want   float64
+		wantOK bool
+	}{
+		{"-1500", "7", 7, true},
+		{"-0.5", "", 0, false},
+		{"NaN", "7", 7, true},
+		{"+Inf", "7", 7, true},
+		{"soon", "7", 7, true},
+		{"0", "7", 0, true},
+		{"1e300", "7", maxAdviceSeconds, true},
+	}
+	for _, tt := range tests {
+		h := http.Header{}
+		h.Set("retry-after-ms", tt.ms)
+		if tt.ra != "" {
+			h.Set("Retry-After", tt.ra)
+		}
+		got, ok := ProviderRetryAdvice(h, time.Now())
+		if ok != tt.wantOK || got != tt.want {
+			t.Errorf("retry-after-ms %q, Retry-After %q: advice %v, %v; want %v, %v", tt.ms, tt.ra, got, ok, tt.want, tt.wantOK)
+		}
+	}
+}
+
 // FuzzRetryAfter checks that any header value parses to finite nonnegative
 // advice or is refused.
 func FuzzRetryAfter(f *testing.F) {
