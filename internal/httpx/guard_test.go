@@ -75,6 +75,9 @@ func TestOrigin(t *testing.T) {
 		{"referer of another origin", "POST", map[string]string{"Referer": "https://evil.example/page"}, 403, ""},
 		{"cross-site fetch without origin", "POST", map[string]string{"Sec-Fetch-Site": "cross-site"}, 403, ""},
 		{"same-origin fetch", "POST", map[string]string{"Sec-Fetch-Site": "same-origin"}, 200, ""},
+		// Same-site is another origin of the site (a page on another
+		// localhost port): without an Origin to check, refused too.
+		{"same-site fetch without origin", "POST", map[string]string{"Sec-Fetch-Site": "same-site"}, 403, ""},
 		{"user-typed navigation", "GET", map[string]string{"Sec-Fetch-Site": "none"}, 200, ""},
 		{"preflight from allowed origin", "OPTIONS", map[string]string{"Origin": "https://app.example"}, 204, "https://app.example"},
 		{"preflight without origin", "OPTIONS", nil, 403, ""},
