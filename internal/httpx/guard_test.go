@@ -132,3 +132,24 @@ func TestGuardTokenAndCaller(t *testing.T) {
 		})
 	}
 }
+
+// An open path (Guard.Open, e.g. /healthz) is open for reading only: GET
+// and HEAD are served without a token, any other method on it needs the
+// token like every other path, so that opening a path for health checks
+// never lets an unauthenticated caller write through it.
+func TestGuardOpenPathsOnlyForReads(t *testing.T) {
+	for _, tc := range []struct {
+		method string
+		status int
+	}{
+		{"GET", 200}, {"HEAD", 200}, {"POST", 401}, {"PUT", 401}, {"DELETE", 401},
+	} {
+		reached := false
+		h := testGuard().Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reached = true }))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(tc.method, "http://127.0.0.1:8787/healthz", nil))
+		if rec.Code != tc.status || reached != (tc.status == 200) {
+			t.Errorf("%s /healthz without a token = %d (handler reached %v), want %d", tc.method, rec.Code, reached, tc.status)
+		}
+	}
+}
