@@ -446,6 +446,27 @@ func TestManyCredentials(t *testing.T) {
 	}
 }
 
+// A candidate list reaches every credential of the pool whatever its
+// size, at the edge of the 64-credential fast path too: in a pool of 64
+// or 65 credentials, the last one named as a candidate is available and
+// selected, never silently dropped from the list.
+func TestCandidatesReachTheLastCredential(t *testing.T) {
+	for _, n := range []int{63, 64, 65} {
+		var creds []Credential
+		for i := range n {
+			creds = append(creds, Credential{Name: fmt.Sprintf("k%02d", i), Key: secret.New(fmt.Sprintf("sk-canary-%02d", i))})
+		}
+		f := newFixture(t, func(c *Config) { c.Credentials = creds })
+		last := creds[n-1].Name
+		if got, want := f.pool.Available(modelA, []string{last, "k00"}), []string{"k00", last}; !slices.Equal(got, want) {
+			t.Errorf("%d credentials: Available(%s, k00) = %q, want %q", n, last, got, want)
+		}
+		if c, err := f.pool.Select(modelA, []string{last}); err != nil || c.Name != last {
+			t.Errorf("%d credentials: Select(%s) = %q, %v", n, last, c.Name, err)
+		}
+	}
+}
+
 func TestNewDefaults(t *testing.T) {
 	// No store, clock, logger or learner: a private store on the real
 	// clock, and the spec's defaults.
