@@ -54,6 +54,29 @@ func TestAnnouncedOversizedBodyRefusedWithoutBuffering(t *testing.T) {
 	}
 }
 
+// The 64 MiB cap is on bodies larger than 64 MiB: a request that
+// announces exactly MaxBody bytes is read and judged on its content (here
+// a body without a model gets 400 invalid_model_prefix), never refused as
+// too large; so is one of that size sent without a Content-Length.
+func TestBodyOfExactlyMaxBodyIsRead(t *testing.T) {
+	h := newHarness(t, opts{})
+	head, tail := `{"input":"`, `"}`
+	body := head + strings.Repeat("x", MaxBody-len(head)-len(tail)) + tail
+	for _, announce := range []bool{true, false} {
+		req := httptest.NewRequest(http.MethodPost, "/v1/decisions", strings.NewReader(body))
+		req.ContentLength = -1
+		if announce {
+			req.ContentLength = MaxBody
+		}
+		w := httptest.NewRecorder()
+		h.router.ServeHTTP(w, req)
+		if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "invalid_model_prefix") {
+			t.Errorf("announced %v: a %d-byte body got %d %s, want 400 invalid_model_prefix", announce, len(body), w.Code, w.Body)
+		}
+	}
+	h.wantUntouched()
+}
+
 // Issue 14, item 6: a Content-Length over the 64 MiB cap gets 413 at once,
 // before any byte of the body is read; under Expect: 100-continue the
 // answer is the 413, never 100 Continue. Before, the route drained the body
