@@ -2,9 +2,12 @@ package decisions
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -330,6 +333,54 @@ func TestFirstKeyFallbackRetryStormEndsIn429(t *testing.T) {
 	wantStatus(t, r, 429, "rate_limit_exceeded")
 	if n := h2.fp.Hits(fp.PathDecisions) - before; n != 1 || h2.hits("team-a", fp.PathDecisions) != 2 {
 		t.Errorf("all resting: %d provider calls, want 1 (the first key, once)", n)
+	}
+	if r.header.Get("Retry-After") != "30" {
+		t.Errorf("Retry-After %q, want 30", r.header.Get("Retry-After"))
+	}
+}
+
+// refuseDial fails, as a refused connection (nothing sent), every
+// inference POST made with key while on is set; catalogs still load.
+type refuseDial struct {
+	http.RoundTripper
+	key     string
+	on      atomic.Bool
+	refused atomic.Int32
+}
+
+func (rd *refuseDial) RoundTrip(r *http.Request) (*http.Response, error) {
+	if rd.on.Load() && r.Method == http.MethodPost && r.Header.Get("Authorization") == "Bearer "+rd.key {
+		rd.refused.Add(1)
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
+	}
+	return rd.RoundTripper.RoundTrip(r)
+}
+
+// The legacy first-key fallback is offered once per request, also when
+// the key it offered could not be reached: a request that finds every key
+// resting sends to the first key once, and when that connection is
+// refused it does not take the fallback again for the next key (the
+// rule is one fallback call per request while every key rests), but
+// answers 429 with the earliest release.
+func TestFirstKeyFallbackOncePerRequestEvenWhenUnreachable(t *testing.T) {
+	client := NewHTTPClient()
+	rd := &refuseDial{RoundTripper: client.Transport}
+	client.Transport = rd
+	h := newHarness(t, opts{firstKeyFallback: true, deadline: 20 * time.Second, httpClient: client})
+	rd.key = h.keys["team-a"]
+	for _, name := range []string{"team-a", "team-b"} {
+		h.fp.SetDefault(h.keys[name], "", fp.RateLimited("30"))
+	}
+	wantStatus(t, h.post(decision("api/decide-mini")), 429, "rate_limit_exceeded") // a, b: 429; both rest 30 s
+	rd.on.Store(true)
+	b := h.hits("team-b", fp.PathDecisions)
+	r := h.post(decision("api/decide-mini"))
+	wantStatus(t, r, 429, "rate_limit_exceeded")
+	if n := h.hits("team-b", fp.PathDecisions) - b; n != 0 {
+		t.Errorf("team-b got %d calls while resting, want 0: the fallback went to team-a, once", n)
+	}
+	if n := rd.refused.Load(); n != 1 {
+		t.Errorf("%d refused calls to team-a, want 1 (the fallback, once)", n)
 	}
 	if r.header.Get("Retry-After") != "30" {
 		t.Errorf("Retry-After %q, want 30", r.header.Get("Retry-After"))
