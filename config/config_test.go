@@ -197,6 +197,13 @@ func TestModelCooldownSettings(t *testing.T) {
 		{"max signed disables", map[string]string{"MODEL_COOLDOWN_ENABLED": "true", "MODEL_COOLDOWN_MAX_SECONDS": "+5"}, nil, nil, false, 3600, []string{"MODEL_COOLDOWN_MAX_SECONDS"}},
 		{"both malformed warn once each", map[string]string{"MODEL_COOLDOWN_ENABLED": "x", "MODEL_COOLDOWN_MAX_SECONDS": "y"}, nil, nil, false, 3600, []string{"MODEL_COOLDOWN_ENABLED", "MODEL_COOLDOWN_MAX_SECONDS"}},
 		{"malformed file value disables", nil, strp("ja"), nil, false, 3600, []string{"MODEL_COOLDOWN_ENABLED"}},
+		// A boolean is true, 1, yes or on (false, 0, no or off) in any case.
+		{"TRUE", map[string]string{"MODEL_COOLDOWN_ENABLED": "TRUE"}, nil, nil, true, 3600, nil},
+		{"Yes", map[string]string{"MODEL_COOLDOWN_ENABLED": "Yes"}, nil, nil, true, 3600, nil},
+		{"on", map[string]string{"MODEL_COOLDOWN_ENABLED": "on"}, nil, nil, true, 3600, nil},
+		{"1", map[string]string{"MODEL_COOLDOWN_ENABLED": "1"}, nil, nil, true, 3600, nil},
+		{"OFF over the file", map[string]string{"MODEL_COOLDOWN_ENABLED": "OFF"}, strp("true"), nil, false, 3600, nil},
+		{"file On", nil, strp("On"), nil, true, 3600, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -226,6 +233,10 @@ func TestLearnedSettings(t *testing.T) {
 		{"shadow", map[string]string{"LEARNED_COOLDOWN_MODE": "shadow", "LEARNED_COOLDOWN_POLICY_JSON": `{"buckets":[]}`}, "shadow", "memory", `{"buckets":[]}`, nil},
 		{"apply sqlite", map[string]string{"LEARNED_COOLDOWN_MODE": "apply", "INTELLIGENCE_STORAGE_BACKEND": "sqlite"}, "apply", "sqlite", "{}", nil},
 		{"d1 alias", map[string]string{"LEARNED_COOLDOWN_MODE": "apply", "INTELLIGENCE_STORAGE_BACKEND": "d1"}, "apply", "sqlite", "{}", nil},
+		// The backend is read in any case.
+		{"SQLite", map[string]string{"LEARNED_COOLDOWN_MODE": "apply", "INTELLIGENCE_STORAGE_BACKEND": "SQLite"}, "apply", "sqlite", "{}", nil},
+		{"D1", map[string]string{"LEARNED_COOLDOWN_MODE": "shadow", "INTELLIGENCE_STORAGE_BACKEND": "D1"}, "shadow", "sqlite", "{}", nil},
+		{"MEMORY", map[string]string{"LEARNED_COOLDOWN_MODE": "shadow", "INTELLIGENCE_STORAGE_BACKEND": "MEMORY"}, "shadow", "memory", "{}", nil},
 		{"malformed mode disables", map[string]string{"LEARNED_COOLDOWN_MODE": "always"}, "off", "memory", "{}", []string{"LEARNED_COOLDOWN_MODE"}},
 		{"malformed backend disables", map[string]string{"LEARNED_COOLDOWN_MODE": "apply", "INTELLIGENCE_STORAGE_BACKEND": "redis"}, "off", "memory", "{}", []string{"INTELLIGENCE_STORAGE_BACKEND"}},
 	}
