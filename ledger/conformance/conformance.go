@@ -112,6 +112,7 @@ func Run(t *testing.T, e Engine) {
 		{"PruneKeepsReportsAndBudgetWindows", testPruneKeepsReads},
 		{"PruneReachInPrunedTimeNeverEarlierInItsMinute", testPruneReach},
 		{"PruneRefusedByCheckChangesNothing", testPruneRefused},
+		{"PruneEarlierThanTheLastChangesNothing", testPruneEarlierAfterLater},
 		{"PruneAdmissionWindowOverPrunedTimeIsExact", testPruneAdmissionWindowSlides},
 		{"PruneMidHourCutsAtItsHourAndKeepsEveryRead", testPruneMidHour},
 		// ledger copy.

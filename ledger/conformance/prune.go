@@ -188,6 +188,35 @@ func testPruneKeepsReads(t *testing.T, e Engine) {
 	}
 }
 
+// A prune earlier than one already made changes nothing: `rotor ledger
+// prune --before` run again with an older date (a cron job's fixed date,
+// or a typo) deletes no row and leaves every report and budget window as
+// it was. The pruned frontier never moves back: if it did, reads between
+// the two dates would count raw rows that are gone instead of the
+// rollups, and reports and budgets over that time would shrink.
+func testPruneEarlierAfterLater(t *testing.T, e Engine) {
+	d, l, day0 := pruneTraffic(t, e)
+	edge := rowNear(t, l, day0).Add(-time.Millisecond)
+	p := capability[ledger.Pruner](t, l)
+	if _, err := p.Prune(ctx, ledger.PruneRequest{Before: day0.Add(3 * 24 * time.Hour)}); err != nil {
+		t.Fatalf("Prune: %v", err)
+	}
+	before := d.readAll(l, day0, edge)
+	res, err := p.Prune(ctx, ledger.PruneRequest{Before: day0.Add(24 * time.Hour)})
+	if err != nil || res.Deleted != 0 {
+		t.Fatalf("the earlier Prune = %+v, %v; want nothing deleted", res, err)
+	}
+	after := d.readAll(l, day0, edge)
+	for i := range before.reports {
+		if !sameReport(before.reports[i], after.reports[i]) {
+			t.Errorf("report %d changed by the earlier prune:\nbefore %s\nafter  %s", i, describeReport(before.reports[i]), describeReport(after.reports[i]))
+		}
+	}
+	if !reflect.DeepEqual(before.totals, after.totals) || before.admitted != after.admitted {
+		t.Errorf("windows changed by the earlier prune:\nbefore %+v %+v\nafter  %+v %+v", before.totals, before.admitted, after.totals, after.admitted)
+	}
+}
+
 // Reach and NewestUnknownCost over pruned time answer from the minutes:
 // never earlier than the row that was there, and in its minute.
 func testPruneReach(t *testing.T, e Engine) {
