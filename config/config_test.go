@@ -320,11 +320,7 @@ func TestMalformedSpecSettingNamedWhereItWasRead(t *testing.T) {
 // at start, instead of being taken (and failing later in a way that names
 // no key, or not at all); the end values themselves are accepted.
 func TestValidateRangeEnds(t *testing.T) {
-	tests := []struct {
-		name  string
-		set   func(*Config)
-		field string // "" means accepted
-	}{
+	tests := []validateCase{
 		{"max_conns 1", func(c *Config) { c.Ledger.MaxConns = 1 }, ""},
 		{"max_conns 1000", func(c *Config) { c.Ledger.MaxConns = 1000 }, ""},
 		{"max_conns 0", func(c *Config) { c.Ledger.MaxConns = 0 }, "ledger.max_conns"},
@@ -335,23 +331,7 @@ func TestValidateRangeEnds(t *testing.T) {
 		{"runtime port 65536", func(c *Config) { c.Runtime.Listen = "127.0.0.1:65536" }, "runtime.listen"},
 		{"bridge port 65536", func(c *Config) { c.Bridge.Listen = "127.0.0.1:65536" }, "bridge.listen"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := Default()
-			tt.set(&c)
-			err := c.Validate()
-			if tt.field == "" {
-				if err != nil {
-					t.Errorf("Validate = %v, want accepted", err)
-				}
-				return
-			}
-			var fe *FieldError
-			if !errors.As(err, &fe) || fe.Field != tt.field {
-				t.Errorf("Validate = %v, want a FieldError naming %s", err, tt.field)
-			}
-		})
-	}
+	checkValidate(t, tests)
 }
 
 // Values that could never work are refused at start, naming the key,
@@ -366,11 +346,7 @@ func TestValidateRefusesOriginPathAndBadEnvName(t *testing.T) {
 			{Name: "a", Enabled: true, Region: "us", BaseURL: "https://p.example", APIKeyEnv: env},
 		}}}
 	}
-	tests := []struct {
-		name  string
-		set   func(*Config)
-		field string // "" means accepted
-	}{
+	tests := []validateCase{
 		{"origin", func(c *Config) { c.Runtime.AllowedOrigins = []string{"https://app.example"} }, ""},
 		{"origin with slash", func(c *Config) { c.Bridge.AllowedOrigins = []string{"http://127.0.0.1:3000/"} }, ""},
 		{"runtime origin with a path", func(c *Config) {
@@ -382,23 +358,7 @@ func TestValidateRefusesOriginPathAndBadEnvName(t *testing.T) {
 		{"api_key_env with a leading digit", func(c *Config) { c.Pools = cred("1KEY") }, "pools.api.credentials[0].api_key_env"},
 		{"api_key_env with a dollar", func(c *Config) { c.Pools = cred("$KEY") }, "pools.api.credentials[0].api_key_env"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := Default()
-			tt.set(&c)
-			err := c.Validate()
-			if tt.field == "" {
-				if err != nil {
-					t.Errorf("Validate = %v, want accepted", err)
-				}
-				return
-			}
-			var fe *FieldError
-			if !errors.As(err, &fe) || fe.Field != tt.field {
-				t.Errorf("Validate = %v, want a FieldError naming %s", err, tt.field)
-			}
-		})
-	}
+	checkValidate(t, tests)
 }
 
 // A ROTOR_* variable or flag is read the way a shell user writes it: the
@@ -450,5 +410,34 @@ func TestParseFileSizeCap(t *testing.T) {
 	var fe *FieldError
 	if !errors.As(err, &fe) || fe.Field != "(file)" || !strings.Contains(err.Error(), "larger than") {
 		t.Errorf("ParseFile of %d bytes = %v, want a (file) error saying it is larger than %d bytes", len(exact)+1, err, MaxFileSize)
+	}
+}
+
+// validateCase is a change to the default config and the key Validate
+// must name ("" means accepted).
+type validateCase struct {
+	name  string
+	set   func(*Config)
+	field string
+}
+
+func checkValidate(t *testing.T, tests []validateCase) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Default()
+			tt.set(&c)
+			err := c.Validate()
+			if tt.field == "" {
+				if err != nil {
+					t.Errorf("Validate = %v, want accepted", err)
+				}
+				return
+			}
+			var fe *FieldError
+			if !errors.As(err, &fe) || fe.Field != tt.field {
+				t.Errorf("Validate = %v, want a FieldError naming %s", err, tt.field)
+			}
+		})
 	}
 }
