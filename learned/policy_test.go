@@ -232,6 +232,8 @@ func TestPolicyRejectsControlCharacters(t *testing.T) {
 		{"bidi override", `{"buckets":[{"provider":"api","model":"m\u202ex","quota_bucket":null}]}`, "control character"},
 		{"zero width", `{"buckets":[{"provider":"api","model":"m\u200bx","quota_bucket":null}]}`, "control character"},
 		{"line separator", `{"buckets":[{"provider":"api","model":"m\u2028x","quota_bucket":null}]}`, "control character"},
+		// U+2029 is neither Cc nor Cf, yet breaks a log line like U+2028.
+		{"paragraph separator", `{"buckets":[{"provider":"api","model":"m\u2029x","quota_bucket":null}]}`, "control character"},
 		{"lone surrogate", `{"buckets":[{"provider":"api","model":"m\ud800x","quota_bucket":null}]}`, "control character"},
 		{"raw newline in string", "{\"buckets\":[{\"provider\":\"api\",\"model\":\"a\nb\",\"quota_bucket\":null}]}", "malformed JSON"},
 		{"invalid UTF-8", "{\"buckets\":[{\"provider\":\"api\",\"model\":\"m\xff\",\"quota_bucket\":null}]}", "not valid UTF-8"},
