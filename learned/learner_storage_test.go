@@ -224,6 +224,23 @@ func TestInvalidStoredStatePreventsApplying(t *testing.T) {
 			st.lo, st.hi = st.hi, st.lo
 			return st.encode()
 		}, true},
+		// States no binary writes, though their CRC is right: each is
+		// replaced, not trusted.
+		{"too many trial steps", func(b []byte) []byte {
+			st, _ := decodeState(b)
+			st.steps = MaxTrialSteps + 1
+			return st.encode()
+		}, true},
+		{"negative time", func(b []byte) []byte {
+			st, _ := decodeState(b)
+			st.refused = -1
+			return st.encode()
+		}, true},
+		{"decided after the latest observation", func(b []byte) []byte {
+			st, _ := decodeState(b)
+			st.anchor, st.last, st.until, st.decidedAt = 1_000, 2_000, 3_000, 2_500
+			return st.encode()
+		}, true},
 		{"unknown version", func(b []byte) []byte { b[0] = 9; return b }, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
