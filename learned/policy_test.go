@@ -137,6 +137,9 @@ func TestPolicyModelAndQuotaBucketAreNonemptyStringsOrNull(t *testing.T) {
 		{"bucket bool", `{"buckets":[{"provider":"api","model":"m","quota_bucket":false}]}`, `"quota_bucket" must be a string or null`},
 		{"model array", `{"buckets":[{"provider":"api","model":["m"],"quota_bucket":null}]}`, `"model" must be a string or null`},
 		{"surrounding space", buckets(entry("api", " m", nil)), "surrounding white space"},
+		// A trailing space is as invisible in a config as a leading one.
+		{"trailing space", buckets(entry("api", nil, "b ")), "surrounding white space"},
+		{"trailing no-break space", buckets(entry("api", "m\u00a0", nil)), "surrounding white space"},
 		{"too long", buckets(entry("api", strings.Repeat("m", MaxNameLength+1), nil)), "too long"},
 		{"longest", buckets(entry("api", strings.Repeat("m", MaxNameLength), nil)), ""},
 	})
