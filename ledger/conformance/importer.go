@@ -141,6 +141,11 @@ func testImport(t *testing.T, e Engine) {
 		{Label: "ci", CreatedAt: t0.Add(-48 * time.Hour), LastUsed: t0.Add(-time.Hour), Hash: [32]byte{1, 2, 3}},
 		{Label: "laptop", CreatedAt: t0.Add(-24 * time.Hour), Hash: [32]byte{4, 5, 6}},
 	}
+	// A running handle that has read its tokens already sees the copied
+	// ones at its next lookup, without a restart.
+	if label, ok, err := d.LookupToken(ctx, toks[0].Hash); err != nil || ok {
+		t.Errorf("LookupToken before the copy = %q, %v, %v; want not found", label, ok, err)
+	}
 	for i, want := range []int{2, 0} {
 		if n, err := imp.ImportClientTokens(ctx, toks); err != nil || n != want {
 			t.Errorf("ImportClientTokens, time %d = %d, %v; want %d", i+1, n, err, want)
