@@ -109,7 +109,7 @@ var (
 )
 
 // Client tokens: add, a taken label ErrExists, replace (the old hash stops
-// working), lookup, list by label without the hash, revoke, a missing
+// working, the last use is forgotten), lookup, list by label without the hash, revoke, a missing
 // label ErrNotFound.
 func testTokensCRUD(t *testing.T, e Engine) {
 	d, l := fresh(t, e)
@@ -135,6 +135,11 @@ func testTokensCRUD(t *testing.T, e Engine) {
 	}
 	lookup(l, hashA, "ci", true)
 	lookup(l, hashB, "", false)
+	// The old token's last use is not the replacement's: a replaced
+	// token lists as never used.
+	if err := l.TouchTokens(ctx, map[string]time.Time{"ci": t0.Add(time.Second)}); err != nil {
+		t.Fatal(err)
+	}
 	d.clk.Advance(time.Minute)
 	if err := l.AddClientToken(ctx, "ci", hashB, true); err != nil {
 		t.Fatalf("replace: %v", err)
