@@ -138,6 +138,11 @@ func TestUsageOverflowCannotBrickLedger(t *testing.T) {
 			VALUES ('old-text', ?, 1, ?, 'decisions', 'm', 200, 1, 'lots', ?)`, t0.UnixMilli()+7, t0.Add(time.Hour).UnixMilli(), -5); err != nil {
 			t.Fatal(err)
 		}
+		// -1, just below the readable range, is as unreadable as -5.
+		if _, err := db.Exec(`INSERT INTO usage (request_id, ts_ms, state, expires_ms, operation, model, status, attempts, total_tokens)
+			VALUES ('old-negative', ?, 1, ?, 'decisions', 'm', 200, 1, -1)`, t0.UnixMilli()+8, t0.Add(time.Hour).UnixMilli()); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := db.Exec(`INSERT OR REPLACE INTO usage_minute (bucket, requests, tokens, tokens_null, cost_micros, cost_null) VALUES (?, 0, ?, 0, 0, 0)`,
 			t0.UnixMilli()/minuteMS, int64(math.MaxInt64-3)); err != nil {
 			t.Fatal(err)
@@ -147,12 +152,12 @@ func TestUsageOverflowCannotBrickLedger(t *testing.T) {
 		var logs testutil.SyncBuffer
 		s2 := openWith(t, path, Options{Clock: clk, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 		got := stillServes(t, s2, clk, "legacy")
-		if len(got) != 1 || got[0].Requests != 10 || got[0].TokensUnknown != 7 {
-			t.Errorf("report = %+v, want 10 requests, 7 of unknown tokens (6 set aside, 1 unsettled)", got)
+		if len(got) != 1 || got[0].Requests != 11 || got[0].TokensUnknown != 8 {
+			t.Errorf("report = %+v, want 11 requests, 8 of unknown tokens (7 set aside, 1 unsettled)", got)
 		}
 		n, err := s2.SetAside(ctx)
-		if err != nil || n != 6 {
-			t.Errorf("SetAside = %d, %v; want the 6 unreadable rows", n, err)
+		if err != nil || n != 7 {
+			t.Errorf("SetAside = %d, %v; want the 7 unreadable rows", n, err)
 		}
 		if c := strings.Count(logs.String(), "set aside"); c != 1 {
 			t.Errorf("%d warnings about rows set aside, want 1:\n%s", c, logs.String())
