@@ -173,3 +173,22 @@ func TestUsageOverflowCannotBrickLedger(t *testing.T) {
 		}
 	})
 }
+
+// Sums of values within ±SumCap saturate at ±SumCap and never wrap, even
+// when two saturated sums (a rollup's and the raw rows') meet: a report or window adds them with
+// SatAdd, and a lying provider's usage must not turn a total negative.
+func TestSatAddSaturatesInsteadOfWrapping(t *testing.T) {
+	for _, c := range []struct{ a, b, want int64 }{
+		{1, 2, 3},
+		{SumCap - 1, 1, SumCap},
+		{SumCap, 1, SumCap},
+		{SumCap, SumCap, SumCap}, // 2^63 overflows int64
+		{-SumCap, -SumCap, -SumCap},
+		{-SumCap, -1, -SumCap},
+		{SumCap, -SumCap, 0},
+	} {
+		if got := SatAdd(c.a, c.b); got != c.want {
+			t.Errorf("SatAdd(%d, %d) = %d, want %d", c.a, c.b, got, c.want)
+		}
+	}
+}
