@@ -51,7 +51,7 @@ func addCount(sum, unknown *int64, c ledger.Count) {
 
 // bruteReport groups rows in [from, to) by keys as DESIGN says: sums of
 // known values, rows of unknown values counted beside them, errors are
-// settled rows with status >= 400 or an error code.
+// settled rows with status >= 400 or none, or an error code.
 func bruteReport(rows []reportRow, from, to time.Time, keys []string) []ledger.ReportRow {
 	groups := map[string]*ledger.ReportRow{}
 	for _, r := range rows {
@@ -148,8 +148,11 @@ func testReportGroups(t *testing.T, e Engine) {
 		case k == 1: // refused by the provider: 0 tokens, 0 cost
 			st.Status, st.ErrorCode, st.Refused = 429, pick("rate_limited", ""), true
 			r.in, r.out, r.total, r.cached, r.reasoning, r.cost = ledger.Known(0), ledger.Known(0), ledger.Known(0), ledger.Known(0), ledger.Known(0), ledger.Known(0)
-		case k == 2: // a 502: nothing known
+		case k == 2: // a 502, or no answer at all (no status, no code): nothing known, an error
 			st.Status, st.ErrorCode = 502, "upstream_error"
+			if i%2 == 0 {
+				st.Status, st.ErrorCode = 0, ""
+			}
 		default:
 			in, out := rng.Int63n(1000), rng.Int63n(1000)
 			st.Status, st.InputTokens, st.OutputTokens, st.TotalTokens = 200, ledger.Known(in), ledger.Known(out), ledger.Known(in+out)
