@@ -389,6 +389,20 @@ func TestModelsListsWhatACallerMayWrite(t *testing.T) {
 	}
 }
 
+// A credential's deny list bounds GET /v1/models as it bounds requests: a
+// model the credential may not serve is not listed.
+func TestModelsOmitsModelsACredentialMayNotServe(t *testing.T) {
+	u := newUpstream(t)
+	u.catalogs[keyA] = []string{"gpt-test", "gpt-secret"}
+	h := newHarness(t, opts{openAI: true, profiles: map[string][]string{"decide-only": {Endpoint}},
+		creds: []cred{{name: "team-a", pool: "api", key: keyA, baseURL: u.srv.URL, deny: []string{"gpt-secret"}}}})
+	status, body := getModels(t, h)
+	want := `{"object":"list","data":[{"id":"api/gpt-test","object":"model","owned_by":"rotor"}]}` + "\n"
+	if status != 200 || body != want {
+		t.Errorf("GET /v1/models: %d %s\nwant %s", status, body, want)
+	}
+}
+
 func TestPreviousResponseIDStaysWithItsCredential(t *testing.T) {
 	h, u := newOpenAIHarness(t, opts{})
 	// team-a is gone for this request's model; team-b answers resp_1.
