@@ -403,6 +403,20 @@ func TestModelsOmitsModelsACredentialMayNotServe(t *testing.T) {
 	}
 }
 
+// One credential's failed discovery does not fail GET /v1/models: the
+// models of the credentials that answered are listed (502 only when every
+// discovery fails).
+func TestModelsListsTheCatalogsThatAnswered(t *testing.T) {
+	h, u := newOpenAIHarness(t, opts{})
+	u.catalogs[keyA] = []string{"gpt-a-only"}
+	delete(u.catalogs, keyB) // team-b's catalog answers 500
+	status, body := getModels(t, h)
+	want := `{"object":"list","data":[{"id":"api/gpt-a-only","object":"model","owned_by":"rotor"}]}` + "\n"
+	if status != 200 || body != want {
+		t.Errorf("GET /v1/models with one discovery failed: %d %s\nwant %s", status, body, want)
+	}
+}
+
 func TestPreviousResponseIDStaysWithItsCredential(t *testing.T) {
 	h, u := newOpenAIHarness(t, opts{})
 	// team-a is gone for this request's model; team-b answers resp_1.
