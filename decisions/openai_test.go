@@ -417,6 +417,19 @@ func TestModelsListsTheCatalogsThatAnswered(t *testing.T) {
 	}
 }
 
+// A catalog entry without an id is no model: GET /v1/models never lists a
+// bare "api/".
+func TestModelsSkipsCatalogEntriesWithoutID(t *testing.T) {
+	h, u := newOpenAIHarness(t, opts{})
+	u.catalogs[keyA] = []string{"gpt-test", ""}
+	u.catalogs[keyB] = []string{"gpt-test"}
+	status, body := getModels(t, h)
+	want := `{"object":"list","data":[{"id":"api/gpt-test","object":"model","owned_by":"rotor"}]}` + "\n"
+	if status != 200 || body != want {
+		t.Errorf("GET /v1/models over a catalog entry without id: %d %s\nwant %s", status, body, want)
+	}
+}
+
 func TestPreviousResponseIDStaysWithItsCredential(t *testing.T) {
 	h, u := newOpenAIHarness(t, opts{})
 	// team-a is gone for this request's model; team-b answers resp_1.
