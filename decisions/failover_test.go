@@ -155,6 +155,17 @@ func TestPoolWidePermanentQuotaIsSanitized429(t *testing.T) {
 	}
 }
 
+// DESIGN ("HTTP"): permanent quota is the pool's answer only when every
+// credential that could serve was rejected; a credential whose catalog
+// could not be fetched was not, and a retry may succeed: 502
+// catalog_unavailable, not 429 insufficient_quota.
+func TestPermanentQuotaBesideAFailedCatalogIsCatalogUnavailable(t *testing.T) {
+	h := newHarness(t, opts{deadline: 10 * time.Second})
+	h.fp.SetDefault(h.keys["team-a"], "", fp.InsufficientQuota())
+	h.fp.SetCatalogDefault(h.keys["team-b"], fp.ServerError())
+	wantStatus(t, h.post(decision("api/decide-mini")), 502, "catalog_unavailable")
+}
+
 // Spec: "Confirmed temporary rate_limit_exceeded 429 responses use
 // Retry-After and shared backoff."
 func TestTemporaryRateLimitUsesRetryAfterAndSharedBackoff(t *testing.T) {
