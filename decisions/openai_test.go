@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rotorhq/rotor/budgets"
+	"github.com/rotorhq/rotor/internal/clock"
 	"github.com/rotorhq/rotor/internal/httpx"
 	"github.com/rotorhq/rotor/ledger"
 )
@@ -449,6 +450,23 @@ func TestPreviousResponseIDStaysWithItsCredential(t *testing.T) {
 		if s.key != keyB {
 			t.Errorf("previous_response_id of team-b sent with another credential")
 		}
+	}
+}
+
+// A response id stays with the credential that answered it for 24 hours,
+// and not a millisecond longer: then a previous_response_id may be served
+// by any credential.
+func TestResponseAffinityLasts24Hours(t *testing.T) {
+	clk := clock.NewFake(t0)
+	a := newAffinity(clk)
+	a.remember("resp_1", "team-b")
+	clk.Advance(24*time.Hour - time.Millisecond)
+	if cred, ok := a.lookup("resp_1"); !ok || cred != "team-b" {
+		t.Errorf("lookup a millisecond before 24 hours = %q, %v; want team-b", cred, ok)
+	}
+	clk.Advance(time.Millisecond)
+	if cred, ok := a.lookup("resp_1"); ok {
+		t.Errorf("lookup at 24 hours = %q, still pinned", cred)
 	}
 }
 
