@@ -470,6 +470,20 @@ func TestResponseAffinityLasts24Hours(t *testing.T) {
 	}
 }
 
+// A request the provider refused (a structured 4xx) records 0 tokens, and
+// its access line says 0 as its row does, not unknown.
+func TestAccessLineShowsZeroTokensForARefusedRequest(t *testing.T) {
+	st := ledger.Settlement{Status: 400}
+	settleRefused(&st)
+	var info httpx.AccessInfo
+	noteTokens(&info, st)
+	for name, p := range map[string]*int64{"input": info.InputTokens, "output": info.OutputTokens, "total": info.TotalTokens} {
+		if p == nil || *p != 0 {
+			t.Errorf("%s tokens in the access line of a refused request = %v, want 0", name, p)
+		}
+	}
+}
+
 func TestClassifyUpstreamAnswer(t *testing.T) {
 	pe := func(code, typ, param, msg string) providerError {
 		return providerError{Code: code, Type: typ, Param: param, Message: msg, structured: true}
