@@ -97,6 +97,24 @@ func TestBridgeStartRun(t *testing.T) {
 	}
 }
 
+// A stopping bridge removes bridge.json only while the record is its own:
+// a bridge started later in the same home keeps its record, so that rotor
+// status still finds it.
+func TestBridgeStopKeepsALaterBridgesRecord(t *testing.T) {
+	home := t.TempDir()
+	removeFirst, err := writeBridgeRecord(home, "http://127.0.0.1:1111")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writeBridgeRecord(home, "http://127.0.0.1:2222"); err != nil {
+		t.Fatal(err)
+	}
+	removeFirst()
+	if rec, err := readBridgeRecord(home); err != nil || rec.URL != "http://127.0.0.1:2222" {
+		t.Errorf("bridge.json after the first bridge stopped = %+v, %v; want the later bridge's", rec, err)
+	}
+}
+
 func TestRuntimeStartRun(t *testing.T) {
 	const token = "runtime-test-token-0123456789abcdef0123456789"
 	cfg := config.Default()
