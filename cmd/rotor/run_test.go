@@ -115,6 +115,22 @@ func TestConfigCheckRun(t *testing.T) {
 	}
 }
 
+// config check names the ledger it would open with a URL's password
+// masked: its output is what users paste into an issue.
+func TestConfigCheckMasksTheLedgerPassword(t *testing.T) {
+	cfg := config.Default()
+	f, _, errOut := fakeFactory(t, &cfg, nil)
+	opts := &configCheckOptions{IO: f.IO, Config: f.Config, Home: f.Home, ConfigPath: f.ConfigPath, LookupEnv: f.LookupEnv,
+		Malformed: func() []string { return nil }, Format: FormatCSV,
+		DBPath: func() (string, error) { return "postgres://rotor:s3cret-pw@db.example:5432/rotor", nil }}
+	if err := configCheckRun(opts); err != nil {
+		t.Fatal(err)
+	}
+	if got := errOut.String(); strings.Contains(got, "s3cret-pw") || !strings.Contains(got, "ledger: postgres://rotor:xxxxx@db.example:5432/rotor\n") {
+		t.Errorf("stderr %q, want the ledger URL with its password masked", got)
+	}
+}
+
 func TestBudgetRemoveRun(t *testing.T) {
 	ctx := context.Background()
 	f, out, _ := fakeFactory(t, nil, nil)
