@@ -616,3 +616,50 @@ func TestReservationRefusesTokenRevokedElsewhere(t *testing.T) {
 		t.Errorf("cached lookup of a token created elsewhere = %q, %v, %v", label, ok, err)
 	}
 }
+
+// A write that fails after its transaction began changes nothing: the
+// caller gets ErrUnavailable, no half of it stays (a budget half-written
+// would bind every admission), and the rollups, whose frontier the batch
+// may have moved, go on counting every row exactly once.
+func TestFailedWriteRollsBackWhole(t *testing.T) {
+	clk := clock.NewFake(t0)
+	s, path := openTest(t, clk)
+	db := openRaw(t, path)
+	write := func(from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			id := fmt.Sprint("r", i)
+			reserve(t, s, id)
+			settle(t, s, id, 10, 200)
+			clk.Advance(11 * time.Second) // past foldAge: the next batch folds
+		}
+	}
+	write(0, 3)
+	err := s.execConfig(ctx, func(ctx context.Context, q execQuerier) error {
+		if _, err := q.ExecContext(ctx, `INSERT INTO budgets (name, kind, limit_value, window, created_ms) VALUES ('half', 'requests', 1, 'day', 0)`); err != nil {
+			return err
+		}
+		return errors.New("disk I/O error") // the change's next statement failed
+	})
+	if !errors.Is(err, ErrUnavailable) {
+		t.Errorf("a write that failed halfway = %v, want ErrUnavailable", err)
+	}
+	if bs, err := s.Budgets(ctx); err != nil || len(bs) != 0 {
+		t.Errorf("budgets after the failed write = %+v, %v; want none", bs, err)
+	}
+	write(3, 6)
+	if f := foldFrontier(t, db); f <= t0.UnixMilli() {
+		t.Fatalf("fold frontier %d: nothing folded", f)
+	}
+	var requests, tokens int64
+	if err := db.QueryRow(`SELECT TOTAL(requests), TOTAL(tokens) FROM usage_minute`).Scan(&requests, &tokens); err != nil {
+		t.Fatal(err)
+	}
+	var rawRequests, rawTokens int64
+	if err := db.QueryRow(`SELECT COUNT(*), TOTAL(total_tokens) FROM usage WHERE ts_ms < ?`, foldFrontier(t, db)).Scan(&rawRequests, &rawTokens); err != nil {
+		t.Fatal(err)
+	}
+	if requests != rawRequests || tokens != rawTokens {
+		t.Errorf("minute rollup = %d requests, %d tokens; want the %d rows, %d tokens before the frontier", requests, tokens, rawRequests, rawTokens)
+	}
+}
