@@ -174,9 +174,10 @@ func TestUsageOverflowCannotBrickLedger(t *testing.T) {
 	})
 }
 
-// Sums of values within ±SumCap saturate at ±SumCap and never wrap, even
-// when two saturated sums (a rollup's and the raw rows') meet: a report or window adds them with
+// Sums saturate at ±SumCap and never wrap, even when two saturated sums
+// (a rollup's and the raw rows') meet: a report or window adds them with
 // SatAdd, and a lying provider's usage must not turn a total negative.
+// Inputs beyond ±SumCap, which no caller passes today, keep their sign.
 func TestSatAddSaturatesInsteadOfWrapping(t *testing.T) {
 	for _, c := range []struct{ a, b, want int64 }{
 		{1, 2, 3},
@@ -186,6 +187,10 @@ func TestSatAddSaturatesInsteadOfWrapping(t *testing.T) {
 		{-SumCap, -SumCap, -SumCap},
 		{-SumCap, -1, -SumCap},
 		{SumCap, -SumCap, 0},
+		{math.MinInt64, -1, -SumCap}, // wraps to the largest int64
+		{math.MaxInt64, 1, SumCap},
+		{math.MinInt64, math.MaxInt64, -1},
+		{math.MaxInt64, 0, SumCap},
 	} {
 		if got := SatAdd(c.a, c.b); got != c.want {
 			t.Errorf("SatAdd(%d, %d) = %d, want %d", c.a, c.b, got, c.want)

@@ -15,16 +15,16 @@ const MaxUsage = 1_000_000_000_000
 // values still add without overflowing int64.
 const SumCap = int64(1) << 62
 
-// SatAdd adds a and b, saturating at ±SumCap.
+// SatAdd adds a and b, saturating at ±SumCap, for any int64 inputs.
 func SatAdd(a, b int64) int64 {
 	s := a + b
 	switch {
-	case b > 0 && s < a, s > SumCap:
+	case b > 0 && s < a: // wrapped past the largest int64
 		return SumCap
-	case b < 0 && s > a, s < -SumCap:
+	case b < 0 && s > a: // wrapped past the smallest
 		return -SumCap
 	}
-	return s
+	return min(max(s, -SumCap), SumCap)
 }
 
 // Readable is true for a usage value the ledger reads.
