@@ -373,18 +373,14 @@ func getModels(t *testing.T, h *harness) (int, string) {
 func TestModelsListsWhatACallerMayWrite(t *testing.T) {
 	h, u := newOpenAIHarness(t, opts{profiles: map[string][]string{"decide-only": {Endpoint}, "none": {}}})
 	u.catalogs[keyB] = []string{"gpt-test", "gpt-b-only", "none"}
-	status, body := getModels(t, h)
-	want := `{"object":"list","data":[{"id":"api/gpt-b-only","object":"model","owned_by":"rotor"},{"id":"api/gpt-test","object":"model","owned_by":"rotor"}]}` + "\n"
-	if status != 200 || body != want {
-		t.Errorf("GET /v1/models: %d %s\nwant %s", status, body, want)
-	}
+	wantModels(t, h, `{"object":"list","data":[{"id":"api/gpt-b-only","object":"model","owned_by":"rotor"},{"id":"api/gpt-test","object":"model","owned_by":"rotor"}]}`+"\n")
 	if n := len(h.rows()); n != 0 {
 		t.Errorf("/v1/models wrote %d rows", n)
 	}
 
 	h2, u2 := newOpenAIHarness(t, opts{})
 	u2.catFail = true
-	status, body = getModels(t, h2)
+	status, body := getModels(t, h2)
 	if status != http.StatusBadGateway || !strings.Contains(body, httpx.CodeCatalogUnavailable) {
 		t.Errorf("every discovery failed: %d %s, want 502 catalog_unavailable", status, body)
 	}
@@ -397,11 +393,7 @@ func TestModelsOmitsModelsACredentialMayNotServe(t *testing.T) {
 	u.catalogs[keyA] = []string{"gpt-test", "gpt-secret"}
 	h := newHarness(t, opts{openAI: true, profiles: map[string][]string{"decide-only": {Endpoint}},
 		creds: []cred{{name: "team-a", pool: "api", key: keyA, baseURL: u.srv.URL, deny: []string{"gpt-secret"}}}})
-	status, body := getModels(t, h)
-	want := `{"object":"list","data":[{"id":"api/gpt-test","object":"model","owned_by":"rotor"}]}` + "\n"
-	if status != 200 || body != want {
-		t.Errorf("GET /v1/models: %d %s\nwant %s", status, body, want)
-	}
+	wantModels(t, h, `{"object":"list","data":[{"id":"api/gpt-test","object":"model","owned_by":"rotor"}]}`+"\n")
 }
 
 // One credential's failed discovery does not fail GET /v1/models: the
@@ -411,11 +403,7 @@ func TestModelsListsTheCatalogsThatAnswered(t *testing.T) {
 	h, u := newOpenAIHarness(t, opts{})
 	u.catalogs[keyA] = []string{"gpt-a-only"}
 	delete(u.catalogs, keyB) // team-b's catalog answers 500
-	status, body := getModels(t, h)
-	want := `{"object":"list","data":[{"id":"api/gpt-a-only","object":"model","owned_by":"rotor"}]}` + "\n"
-	if status != 200 || body != want {
-		t.Errorf("GET /v1/models with one discovery failed: %d %s\nwant %s", status, body, want)
-	}
+	wantModels(t, h, `{"object":"list","data":[{"id":"api/gpt-a-only","object":"model","owned_by":"rotor"}]}`+"\n")
 }
 
 // A catalog entry without an id is no model: GET /v1/models never lists a
@@ -424,11 +412,7 @@ func TestModelsSkipsCatalogEntriesWithoutID(t *testing.T) {
 	h, u := newOpenAIHarness(t, opts{})
 	u.catalogs[keyA] = []string{"gpt-test", ""}
 	u.catalogs[keyB] = []string{"gpt-test"}
-	status, body := getModels(t, h)
-	want := `{"object":"list","data":[{"id":"api/gpt-test","object":"model","owned_by":"rotor"}]}` + "\n"
-	if status != 200 || body != want {
-		t.Errorf("GET /v1/models over a catalog entry without id: %d %s\nwant %s", status, body, want)
-	}
+	wantModels(t, h, `{"object":"list","data":[{"id":"api/gpt-test","object":"model","owned_by":"rotor"}]}`+"\n")
 }
 
 func TestPreviousResponseIDStaysWithItsCredential(t *testing.T) {
@@ -573,5 +557,14 @@ func TestOpenAIRoutesNameTheirOwnErrors(t *testing.T) {
 		if e.Code != c.code || e.Status != c.status || e.NeverRetry != c.neverRetr {
 			t.Errorf("%s %v: %d %s never-retry %v, want %d %s %v", c.k.Path, c.err, e.Status, e.Code, e.NeverRetry, c.status, c.code, c.neverRetr)
 		}
+	}
+}
+
+// wantModels checks that GET /v1/models answers 200 with body want.
+func wantModels(t *testing.T, h *harness, want string) {
+	t.Helper()
+	status, body := getModels(t, h)
+	if status != 200 || body != want {
+		t.Errorf("GET /v1/models: %d %s\nwant %s", status, body, want)
 	}
 }
