@@ -236,46 +236,6 @@ func TestAdaptStepBudgetRenewsHourly(t *testing.T) {
 	}
 }
 
-// TestAdaptLongWaitExploresWheneverCreditCovers: before a long held wait
-// the existing cooldown's retry goes first; after its refusal the next
-// natural retry goes at 7/8 or 3/4 of the wait (the roundest wait within a
-// sixteenth below) whenever the credit covers
-// a refusal, not only every other exploration (which left a reset that
-// fell part of the way idle for a whole held wait in every second
-// episode: issue 19's random schedules); without credit, at the held
-// wait.
-func TestAdaptLongWaitExploresWheneverCreditCovers(t *testing.T) {
-	const t0 = int64(1_767_225_600_000)
-	for _, explores := range []uint8{0, 1, 2, 3} {
-		for _, credit := range []bool{true, false} {
-			st := newState()
-			for range 4 {
-				st.push(span{lo: 590_000, hi: 600_000})
-			}
-			st.explores, st.budgetAt = explores, t0
-			o := observation{throttle: true, at: t0 + 60_000, hint: -1, existing: 60_000}
-			st.anchor = o.at
-			if w, trial, ok := st.adaptTarget(o); !ok || !trial || w != 60_000 || st.aflags&flagLong == 0 {
-				t.Fatalf("explores %d: first retry %d, trial %v, %v, flags %b; want the existing 60000 before the held 600000", explores, w, trial, ok, st.aflags)
-			}
-			if !credit {
-				st.credit = 0
-			}
-			before := st.credit
-			o.at += 60_000 // the existing cooldown's retry, refused
-			w, _, ok := st.adaptTarget(o)
-			switch {
-			case !ok:
-				t.Errorf("explores %d, credit %v: no wait after the refused retry", explores, credit)
-			case credit && (w <= 60_000 || w >= 600_000 || w < 600_000*11/16 || st.credit != before-16 || st.aflags&flagTrial == 0):
-				t.Errorf("explores %d: after the refused retry %d (credit %d -> %d, flags %b); want 7/8 or 3/4 of 600000, one refusal's credit spent", explores, w, before, st.credit, st.aflags)
-			case !credit && w != 600_000:
-				t.Errorf("explores %d, no credit: after the refused retry %d; want the held 600000", explores, w)
-			}
-		}
-	}
-}
-
 // TestAdaptKeepsStorageBounds: adapt changes no storage bound: 1,024
 // records, seven days from creation, opaque digests only.
 func TestAdaptKeepsStorageBounds(t *testing.T) {
@@ -301,9 +261,10 @@ func TestAdaptKeepsStorageBounds(t *testing.T) {
 
 // TestAdaptOffStoresVersion1: with adapt off nothing of adapt is stored
 // and the record is the version-1 encoding it always was; with it on, a
-// version-3 record round-trips and detects a flipped bit, and a record of
-// the retired version-2 adapt layout is corrupt (replaced), not unknown
-// (which would leave the scope on the existing cooldown until it expires).
+// version-4 record round-trips and detects a flipped bit, and a record of
+// the retired version-2 or version-3 adapt layouts is corrupt (replaced),
+// not unknown (which would leave the scope on the existing cooldown until
+// it expires).
 func TestAdaptOffStoresVersion1(t *testing.T) {
 	h := newHarness(t, ModeApply)
 	h.becomeConfident(0)
@@ -312,8 +273,8 @@ func TestAdaptOffStoresVersion1(t *testing.T) {
 		t.Errorf("adapt off stored version %d, %d bytes; want %d, %d", rec.State[0], len(rec.State), stateVersion, stateSize)
 	}
 	st := state{lo: 61_000, hi: 180_500, conf: 3, steps: 4, last: 1_767_225_780_000, anchor: 1_767_225_600_000,
-		until: 1_767_225_840_000, elo: 90_000, fails: 1, aflags: flagTrial | flagLong, lam: 6, credit: 12,
-		explores: 3, late: 7, budgetAt: 1_767_225_000_000}
+		until: 1_767_225_840_000, elo: 90_000, fails: 1, aflags: flagTrial, lam: 6, credit: 12,
+		debt: 3, budgetAt: 1_767_225_000_000}
 	st.push(span{lo: 60_000, hi: 120_000})
 	st.push(span{lo: 100_000, hi: 150_000})
 	b := st.encode()
@@ -321,9 +282,13 @@ func TestAdaptOffStoresVersion1(t *testing.T) {
 		t.Fatalf("adapt state: version %d, %d bytes", b[0], len(b))
 	}
 	checkRoundTripAndFlips(t, st)
-	old := append([]byte{retiredAdaptVersion}, make([]byte, stateSize+26-1)...)
-	if _, err := decodeState(old); !errors.Is(err, errStateCorrupt) {
-		t.Errorf("a retired version-2 record: %v, want errStateCorrupt", err)
+	for _, old := range [][]byte{
+		append([]byte{2}, make([]byte, stateSize+26-1)...),
+		append([]byte{3}, b[1:]...),
+	} {
+		if _, err := decodeState(old); !errors.Is(err, errStateCorrupt) {
+			t.Errorf("a retired version-%d record: %v, want errStateCorrupt", old[0], err)
+		}
 	}
 }
 
@@ -408,5 +373,98 @@ func TestAdaptTrialOverriddenByAdviceIsNotCounted(t *testing.T) {
 	}
 	if b, a := trials(400); a != b {
 		t.Errorf("a trial overridden by advice of 400 s counted: trial_steps %d -> %d", b, a)
+	}
+}
+
+// TestAdaptRefusalsRunIntoDebt: a refused retry spends a refusal's credit
+// (sixteen sixteenths), or what is left of it and the rest as debt; an
+// episode's earnings (adaptShare of the existing cooldown's refusals at
+// the newest evidence's bound) repay the debt before they become credit.
+func TestAdaptRefusalsRunIntoDebt(t *testing.T) {
+	const t0 = int64(1_767_225_600_000)
+	st := newState()
+	st.push(span{lo: 590_000, hi: 600_000})
+	st.anchor, st.until, st.credit = t0, t0+60_000, 20
+	refuse := func(at int64) {
+		before := st
+		st.adaptObserve(&before, observation{throttle: true, at: at, hint: -1, existing: 60_000}, effEvidence)
+	}
+	refuse(t0 + 60_000)
+	if st.credit != 4 || st.debt != 0 {
+		t.Fatalf("after one refusal with 20 of credit: credit %d, debt %d; want 4, 0", st.credit, st.debt)
+	}
+	refuse(t0 + 120_000)
+	if st.credit != 0 || st.debt != 12 {
+		t.Fatalf("after a second: credit %d, debt %d; want 0, 12", st.credit, st.debt)
+	}
+	for range 30 {
+		refuse(t0 + 180_000)
+	}
+	if st.debt != 255 {
+		t.Fatalf("debt %d after 32 refusals, want it bounded at 255", st.debt)
+	}
+	st.debt = 12
+	st.earn(60_000) // 0.4 * 9 refusals at 600 s = 57 sixteenths
+	if st.debt != 0 || st.credit != 45 {
+		t.Errorf("earning 57 with a debt of 12: credit %d, debt %d; want 45, 0", st.credit, st.debt)
+	}
+	st.credit = adaptCreditCap - 1
+	st.earn(60_000)
+	if st.credit != adaptCreditCap {
+		t.Errorf("credit %d, want it bounded at %d", st.credit, adaptCreditCap)
+	}
+}
+
+// TestAdaptDebtHoldsTheWait: with credit, the first retry before a long
+// held wait goes earlier (a trial, so that a shorter reset is seen); in
+// debt (a spell of refusals just spent it), the held wait itself: a spell
+// of long resets does not buy exploration at the expense of the quiet
+// periods around it.
+func TestAdaptDebtHoldsTheWait(t *testing.T) {
+	const t0 = int64(1_767_225_600_000)
+	for _, debt := range []uint8{0, 255} {
+		st := newState()
+		for range 4 {
+			st.push(span{lo: 599_000, hi: 600_000})
+		}
+		st.debt, st.credit, st.budgetAt = debt, 0, t0
+		if debt == 0 {
+			st.credit = adaptCreditCap
+		}
+		o := observation{throttle: true, at: t0 + 60_000, hint: -1, existing: 60_000}
+		st.anchor = o.at
+		w, trial, ok := st.adaptTarget(o)
+		switch {
+		case !ok:
+			t.Errorf("debt %d: no wait", debt)
+		case debt == 0 && (!trial || w >= 600_000):
+			t.Errorf("with credit: first retry %d, trial %v; want a trial before the held 600000", w, trial)
+		case debt != 0 && (trial || w != 600_000):
+			t.Errorf("in debt: first retry %d, trial %v; want the held 600000", w, trial)
+		}
+	}
+}
+
+// TestAdaptKnowsAResetSeenBeforeASpell: a reset held before a spell of
+// longer ones is known again at once when the spell ends: the newest
+// evidence meets the older evidence it agrees with, past the spell's, and
+// the first retry is that reset, not a bisection of the newest interval.
+func TestAdaptKnowsAResetSeenBeforeASpell(t *testing.T) {
+	const t0 = int64(1_767_225_600_000)
+	st := newState()
+	for range 4 {
+		st.push(span{lo: 44_000, hi: 45_000})
+	}
+	st.push(span{lo: 300_000, hi: 600_000})
+	st.push(span{lo: 590_000, hi: 600_000})
+	st.push(span{lo: 0, hi: 60_000}) // the spell ended: the first retry at 60 s succeeded
+	if a, b := st.common(); a != 44_000 || b != 45_000 {
+		t.Fatalf("common evidence (%d, %d], want (44000, 45000]", a, b)
+	}
+	st.budgetAt = t0
+	o := observation{throttle: true, at: t0 + 60_000, hint: -1, existing: 60_000}
+	st.anchor = o.at
+	if w, _, ok := st.adaptTarget(o); !ok || w != 45_000 {
+		t.Errorf("first retry %d, %v; want 45000", w, ok)
 	}
 }

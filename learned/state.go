@@ -65,15 +65,12 @@ type state struct {
 	// throttle, 0: none); fails counts its refused retries.
 	elo   int64
 	fails uint8
-	// aflags holds the open episode's flag* bits; lam the log2 of the
-	// idle-seconds a refusal is worth in its plan (adapt.go).
+	// aflags holds the open episode's flag* bits; lam sets the idle time
+	// a refusal is worth in its plan (plan.go, lambda).
 	aflags, lam uint8
-	// credit is the exploration budget in sixteenths of a refusal;
-	// explores counts explorations (their depth cycles).
-	credit, explores uint8
-	// late is the recent delay of natural retries after their cooldown
-	// ran out, in seconds (adapt.go, noteLate).
-	late uint8
+	// credit and debt are the refusal budget in sixteenths of a refusal
+	// (adapt.go): earned by episodes, spent by refusals.
+	credit, debt uint8
 	// budgetAt is when the step budget last renewed (unix ms, 0: never).
 	budgetAt int64
 }
@@ -224,18 +221,21 @@ func (s *state) target() (ms int64, trial bool) {
 // hintUntil, decidedAt, refused (int64), big-endian, then the CRC-32 (IEEE)
 // of everything before it.
 //
-// Version 3 (adapt evidence present) appends the ring (adaptRing pairs
+// Version 4 (adapt evidence present) appends the ring (adaptRing pairs
 // of uint32 lo, hi), rn, rhead, elo (uint32), fails, aflags, lam, credit,
-// explores, late, then budgetAt (int64) before the CRC.
+// debt, a zero byte, then budgetAt (int64) before the CRC.
 const (
 	stateVersion = 1
 	stateSize    = 1 + 4 + 4 + 1 + 1 + 6*8 + 4
-	adaptVersion = 3
-	// retiredAdaptVersion is the adapt layout of issue 19's first
-	// attempt; such a record is replaced, like a corrupt one.
-	retiredAdaptVersion = 2
-	adaptSize           = stateSize + adaptRing*8 + 2 + 4 + 6 + 8
+	adaptVersion = 4
+	adaptSize    = stateSize + adaptRing*8 + 2 + 4 + 6 + 8
 )
+
+// retiredAdaptVersions are the adapt layouts of issue 19's earlier
+// learners (2: its first attempt, 3: the one before the planner, whose
+// credit and flags meant other things); such a record is replaced, like
+// a corrupt one.
+func retiredAdaptVersion(v byte) bool { return v == 2 || v == 3 }
 
 var (
 	errStateVersion = errors.New("learned state of an unknown version")
@@ -263,7 +263,7 @@ func (s *state) encode() []byte {
 		}
 		b = append(b, s.rn, s.rhead)
 		b = binary.BigEndian.AppendUint32(b, uint32(s.elo))
-		b = append(b, s.fails, s.aflags, s.lam, s.credit, s.explores, s.late)
+		b = append(b, s.fails, s.aflags, s.lam, s.credit, s.debt, 0)
 		b = binary.BigEndian.AppendUint64(b, uint64(s.budgetAt))
 	}
 	return binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
@@ -278,11 +278,11 @@ func decodeState(b []byte) (state, error) {
 		return state{}, errStateCorrupt
 	}
 	size := stateSize
-	switch b[0] {
-	case stateVersion:
-	case adaptVersion:
+	switch v := b[0]; {
+	case v == stateVersion:
+	case v == adaptVersion:
 		size = adaptSize
-	case retiredAdaptVersion:
+	case retiredAdaptVersion(v):
 		return state{}, errStateCorrupt
 	default:
 		return state{}, errStateVersion
@@ -312,9 +312,9 @@ func decodeState(b []byte) (state, error) {
 		a = a[8*adaptRing:]
 		s.rn, s.rhead = a[0], a[1]
 		s.elo = int64(binary.BigEndian.Uint32(a[2:]))
-		s.fails, s.aflags, s.lam, s.credit, s.explores, s.late = a[6], a[7], a[8], a[9], a[10], a[11]
+		s.fails, s.aflags, s.lam, s.credit, s.debt = a[6], a[7], a[8], a[9], a[10]
 		s.budgetAt = int64(binary.BigEndian.Uint64(a[12:]))
-		if s.budgetAt < 0 {
+		if s.budgetAt < 0 || a[11] != 0 {
 			return state{}, errStateCorrupt
 		}
 	}

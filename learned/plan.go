@@ -1,0 +1,266 @@
+package learned
+
+import (
+	"math"
+	"slices"
+)
+
+// The planner of learned_cooldown.adapt (adapt.go): the episode's reset R
+// as a mixture of uniform pieces, and its retries chosen by dynamic
+// programming over candidate waits.
+const (
+	// planHazard is the prior count of changes in the hazard p that R
+	// differs from the newest agreeing evidence: p = (breaks +
+	// planHazard) / (intervals + 1).
+	planHazard = 0.5
+	// planNovel is the prior count of never-seen resets in q, the share
+	// of a change that is broad rather than like older evidence.
+	planNovel = 0.5
+	// planBroadMin is the least weight of the broad base, so that a
+	// reset far below a wait held for long is still looked for.
+	planBroadMin = 0.03
+	// planRound is the share of the newest evidence's weight at or below
+	// its roundest wait (a reset of whole minutes or seconds is common).
+	planRound = 0.6
+	// planHull is the share of the older evidence's weight on its own
+	// intervals; the rest is spread evenly over their hull.
+	planHull = 0.5
+	// planNear is the weight of a reset that moved a little: log-uniform
+	// within a factor planSpan of the held wait.
+	planNear = 0.2
+	planSpan = 1.6
+	// planResolve is the refusals a plan may expect while the newest
+	// evidence is wider than its resolution.
+	planResolve = 0.75
+	// planRatio is the step of the broad base's pieces.
+	planRatio = 1.2
+)
+
+// piece is R spread evenly over (lo, hi] with weight w.
+type piece struct {
+	lo, hi int64
+	w      float64
+}
+
+// belief returns the pieces of the episode's R, the held wait, and how
+// many of the pieces are evidence (the rest are the near and broad
+// parts).
+func (s *state) belief(existing int64) ([]piece, int64, int) {
+	a, b := s.common()
+	h := roundest(a+1, b)
+	p := (float64(s.breaks()) + planHazard) / (float64(s.rn) + 1)
+	p = min(max(p, 0.02), 0.9)
+	ps := make([]piece, 0, 96)
+	if h < b {
+		ps = append(ps, piece{a, h, (1 - p) * planRound}, piece{h, b, (1 - p) * (1 - planRound)})
+	} else {
+		ps = append(ps, piece{a, b, 1 - p})
+	}
+	// q: how often an interval lay outside all older ones (a reset never
+	// seen before).
+	novel, count := 0, 0
+	for i := 0; i+1 < int(s.rn); i++ {
+		x := s.at(i)
+		count++
+		hl, hh := int64(math.MaxInt64), int64(0)
+		for j := i + 1; j < int(s.rn); j++ {
+			y := s.at(j)
+			hl, hh = min(hl, y.lo), max(hh, y.hi)
+		}
+		if x.hi <= hl || x.lo >= hh {
+			novel++
+		}
+	}
+	q := (float64(novel) + planNovel) / (float64(count) + 1)
+	// A change like older evidence: on its intervals, newer ones weighing
+	// more, and evenly over their hull.
+	var sum float64
+	top := b
+	for i, wt := 0, 1.0; i < int(s.rn); i, wt = i+1, wt*adaptDecay {
+		sum += wt
+		top = max(top, s.at(i).hi)
+	}
+	hl, hh := int64(math.MaxInt64), int64(0)
+	for i, wt := 0, 1.0; i < int(s.rn); i, wt = i+1, wt*adaptDecay {
+		x := s.at(i)
+		hl, hh = min(hl, x.lo), max(hh, x.hi)
+		ps = append(ps, piece{x.lo, x.hi, p * (1 - q) * planHull * wt / sum})
+	}
+	ps = append(ps, piece{hl, hh, p * (1 - q) * (1 - planHull)})
+	nev := len(ps)
+	// A reset that moved a little.
+	ps = logUniform(ps, max(int64(float64(h)/planSpan), minBoundMS), min(int64(float64(h)*planSpan), maxBoundMS), 1.1, planNear)
+	// A reset never seen: from an eighth of the existing cooldown to 16
+	// of them or four times the longest evidence.
+	ps = logUniform(ps, max(minBoundMS, existing/8), min(max(16*existing, 4*top), maxBoundMS), planRatio, max(p*q, planBroadMin))
+	return ps, h, nev
+}
+
+// logUniform appends weight w spread log-uniformly over (lo, hi], in
+// pieces growing by ratio.
+func logUniform(ps []piece, lo, hi int64, ratio, w float64) []piece {
+	if hi <= lo {
+		return ps
+	}
+	l := math.Log(float64(hi) / float64(lo))
+	for x := lo; x < hi; {
+		y := min(int64(float64(x)*ratio)+1, hi)
+		ps = append(ps, piece{x, y, w * math.Log(float64(y)/float64(x)) / l})
+		x = y
+	}
+	return ps
+}
+
+// planGrid returns the candidate retries after e: the held wait, every
+// piece's end, and two points inside each wide piece of weight.
+func planGrid(ps []piece, e, h int64) []int64 {
+	g := make([]int64, 0, 3*len(ps)+1)
+	g = append(g, h)
+	for _, p := range ps {
+		g = append(g, p.hi)
+		if d := p.hi - p.lo; d > resolution(p.hi) && p.w > 0.05 {
+			g = append(g, roundest(p.lo+d/4, p.lo+d/2), roundest(p.lo+d/2, p.hi-d/4))
+		}
+	}
+	g = slices.DeleteFunc(g, func(t int64) bool { return t <= e })
+	slices.Sort(g)
+	return slices.Compact(g)
+}
+
+// plan is a belief tabulated at a start e and the candidate retries
+// after it: F and M at point i (0: e, i: g[i-1]) are the weight of
+// R <= point and the weighted sum of those R, total the whole weight.
+type plan struct {
+	e     int64
+	g     []int64
+	f, m  []float64
+	total float64
+}
+
+func newPlan(ps []piece, g []int64, e int64) plan {
+	pl := plan{e: e, g: g, f: make([]float64, len(g)+1), m: make([]float64, len(g)+1)}
+	for _, p := range ps {
+		pl.total += p.w
+	}
+	for i := range pl.f {
+		t := e
+		if i > 0 {
+			t = g[i-1]
+		}
+		for _, p := range ps {
+			if t <= p.lo || p.w == 0 {
+				continue
+			}
+			u, d := min(t, p.hi), float64(p.hi-p.lo)
+			pl.f[i] += p.w * float64(u-p.lo) / d
+			pl.m[i] += p.w * (float64(u)*float64(u) - float64(p.lo)*float64(p.lo)) / (2 * d)
+		}
+	}
+	return pl
+}
+
+// first returns the first retry of the plan that minimises the expected
+// idle time plus lambda per refusal given R > e, and the refusals the
+// plan expects; t = e when no weight lies beyond e.
+func (pl plan) first(lambda float64) (t int64, refusals float64) {
+	n := len(pl.g)
+	above := pl.total - pl.f[0]
+	if n == 0 || above <= 1e-9 {
+		return pl.e, 0
+	}
+	at := func(i int) float64 {
+		if i == 0 {
+			return float64(pl.e)
+		}
+		return float64(pl.g[i-1])
+	}
+	// cost[j]: the least expected cost after a refusal at point j,
+	// weighted by the chance of R > point j; next[j] its next retry.
+	cost := make([]float64, n+1)
+	next := make([]int, n+1)
+	for j := n; j >= 0; j-- {
+		cost[j], next[j] = 0, -1
+		if pl.total-pl.f[j] <= 1e-12 {
+			continue
+		}
+		best := math.Inf(1)
+		for k := j + 1; k <= n; k++ {
+			c := at(k)*(pl.f[k]-pl.f[j]) - (pl.m[k] - pl.m[j]) + lambda*max(pl.total-pl.f[k], 0) + cost[k]
+			if c < best {
+				best, next[j] = c, k
+			}
+		}
+		if next[j] != -1 {
+			cost[j] = best
+		}
+	}
+	k := next[0]
+	if k <= 0 {
+		return pl.e, 0
+	}
+	for i := k; i > 0; i = next[i] {
+		refusals += max(pl.total-pl.f[i], 0) / above
+	}
+	return pl.g[k-1], refusals
+}
+
+// lambda is the idle time in ms one refusal is worth at lam.
+func lambda(lam int) float64 { return 1000 * math.Pow(2, float64(lam)/2) }
+
+// cheapest returns the first retry under the least lam whose plan
+// expects at most budget refusals (adaptMaxLam if none does).
+func (pl plan) cheapest(budget float64) (int64, uint8) {
+	for l := 0; l < adaptMaxLam; l++ {
+		if t, r := pl.first(lambda(l)); r <= budget {
+			return t, uint8(l)
+		}
+	}
+	t, _ := pl.first(lambda(adaptMaxLam))
+	return t, adaptMaxLam
+}
+
+// planFirst picks the episode's lambda and returns its first retry and
+// the held wait.
+func (s *state) planFirst(existing int64) (t, h int64) {
+	ps, h, nev := s.belief(existing)
+	var total, fixed float64
+	for _, p := range ps[:nev] {
+		total += p.w
+		fixed += p.w * fixedWaste(p.hi, existing)
+	}
+	budget := min(adaptShare*fixed/total, float64(s.credit)/16)
+	if a, b := s.common(); b-a > 2*resolvedMS {
+		budget = max(budget, planResolve)
+	}
+	t, s.lam = newPlan(ps, planGrid(ps, 0, h), 0).cheapest(budget)
+	return t, h
+}
+
+// planAfter returns the next retry after a refusal at e, or e when no
+// weight lies beyond it.
+func (s *state) planAfter(e, existing int64) int64 {
+	ps, h, nev := s.belief(existing)
+	pl := newPlan(ps, planGrid(ps, e, h), e)
+	if slices.ContainsFunc(ps[:nev], func(p piece) bool { return p.hi > e && p.w > 1e-9 }) {
+		t, _ := pl.first(lambda(int(s.lam)))
+		return t
+	}
+	// Beyond all evidence, lambda anew: the rest of the plan may expect
+	// adaptShare of the refusals fixed would still spend given R > e.
+	var above, fixed float64
+	for _, p := range ps {
+		if p.hi <= e {
+			continue
+		}
+		l := max(p.lo, e)
+		w := p.w * float64(p.hi-l) / float64(p.hi-p.lo)
+		above += w
+		fixed += w * float64((l+p.hi)/2-e) / float64(existing)
+	}
+	if above <= 1e-9 {
+		return e
+	}
+	t, lam := pl.cheapest(adaptShare * fixed / above)
+	s.lam = lam
+	return t
+}
