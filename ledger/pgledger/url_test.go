@@ -75,7 +75,8 @@ func FuzzMaskURL(f *testing.F) {
 		q, _ := url.ParseQuery(m.RawQuery)
 		for k, vs := range q {
 			for _, v := range vs {
-				if strings.EqualFold(k, "password") && v != "xxxxx" {
+				// An empty value ("?password") hides nothing.
+				if strings.EqualFold(k, "password") && v != "" && v != "xxxxx" {
 					t.Fatalf("MaskURL(%q) = %q keeps the password parameter %q", in, got, v)
 				}
 			}
