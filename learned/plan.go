@@ -128,17 +128,18 @@ func planGrid(ps []piece, e, h int64) []int64 {
 }
 
 // plan is a belief tabulated at a start e and the candidate retries
-// after it: F and M at point i (0: e, i: g[i-1]) are the weight of
+// after it: f and m at point i (0: e, i: g[i-1]) are the weight of
 // R <= point and the weighted sum of those R, total the whole weight.
 type plan struct {
-	e     int64
-	g     []int64
-	f, m  []float64
-	total float64
+	e       int64
+	g       []int64
+	x, f, m []float64 // x: point i in ms
+	total   float64
 }
 
 func newPlan(ps []piece, g []int64, e int64) plan {
-	pl := plan{e: e, g: g, f: make([]float64, len(g)+1), m: make([]float64, len(g)+1)}
+	n := len(g) + 1
+	pl := plan{e: e, g: g, x: make([]float64, n), f: make([]float64, n), m: make([]float64, n)}
 	for _, p := range ps {
 		pl.total += p.w
 	}
@@ -147,6 +148,7 @@ func newPlan(ps []piece, g []int64, e int64) plan {
 		if i > 0 {
 			t = g[i-1]
 		}
+		pl.x[i] = float64(t)
 		for _, p := range ps {
 			if t <= p.lo || p.w == 0 {
 				continue
@@ -168,12 +170,6 @@ func (pl plan) first(lambda float64) (t int64, refusals float64) {
 	if n == 0 || above <= 1e-9 {
 		return pl.e, 0
 	}
-	at := func(i int) float64 {
-		if i == 0 {
-			return float64(pl.e)
-		}
-		return float64(pl.g[i-1])
-	}
 	// cost[j]: the least expected cost after a refusal at point j,
 	// weighted by the chance of R > point j; next[j] its next retry.
 	cost := make([]float64, n+1)
@@ -185,7 +181,7 @@ func (pl plan) first(lambda float64) (t int64, refusals float64) {
 		}
 		best := math.Inf(1)
 		for k := j + 1; k <= n; k++ {
-			c := at(k)*(pl.f[k]-pl.f[j]) - (pl.m[k] - pl.m[j]) + lambda*max(pl.total-pl.f[k], 0) + cost[k]
+			c := pl.x[k]*(pl.f[k]-pl.f[j]) - (pl.m[k] - pl.m[j]) + lambda*max(pl.total-pl.f[k], 0) + cost[k]
 			if c < best {
 				best, next[j] = c, k
 			}
@@ -208,15 +204,20 @@ func (pl plan) first(lambda float64) (t int64, refusals float64) {
 func lambda(lam int) float64 { return 1000 * math.Pow(2, float64(lam)/2) }
 
 // cheapest returns the first retry under the least lam whose plan
-// expects at most budget refusals (adaptMaxLam if none does).
+// expects at most budget refusals (adaptMaxLam if none does). A dearer
+// refusal never plans more of them, so it bisects the lams.
 func (pl plan) cheapest(budget float64) (int64, uint8) {
-	for l := 0; l < adaptMaxLam; l++ {
-		if t, r := pl.first(lambda(l)); r <= budget {
-			return t, uint8(l)
+	lo, hi := 0, adaptMaxLam // the answer is in [lo, hi]
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if _, r := pl.first(lambda(mid)); r <= budget {
+			hi = mid
+		} else {
+			lo = mid + 1
 		}
 	}
-	t, _ := pl.first(lambda(adaptMaxLam))
-	return t, adaptMaxLam
+	t, _ := pl.first(lambda(lo))
+	return t, uint8(lo)
 }
 
 // planFirst picks the episode's lambda and returns its first retry and
