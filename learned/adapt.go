@@ -204,11 +204,6 @@ func (s *state) adaptTarget(o observation) (target int64, trial, ok bool) {
 	s.aflags, s.lam = 0, 0
 	s.earn(o.existing)
 	t, h := s.planFirst(o.existing)
-	if t > h && h <= o.existing {
-		// The held wait first when it is no longer than the existing
-		// cooldown, whose first retry would be refused as often.
-		t = h
-	}
 	if t >= h && h > o.existing && s.credit >= 16 && s.breaks() == 0 {
 		// A plan that holds steady evidence longer than the existing
 		// cooldown still narrows it while credit lasts, so that a reset
