@@ -255,6 +255,9 @@ func (s *state) earn(existing int64) {
 func (s *state) planNext(e, existing int64) int64 {
 	s.aflags &^= flagTrial
 	if t := s.planAfter(e, existing); t > e {
+		if h := s.held(existing); e < h && h <= existing {
+			t = min(t, h)
+		}
 		return t
 	}
 	grow := max(e>>3, 2*resolvedMS)

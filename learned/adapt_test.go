@@ -468,3 +468,42 @@ func TestAdaptKnowsAResetSeenBeforeASpell(t *testing.T) {
 		t.Errorf("first retry %d, %v; want 45000", w, ok)
 	}
 }
+
+// TestAdaptNeverWaitsPastTheExistingUnproven: until a refusal proves the
+// reset longer than the existing cooldown, adapt holds no longer than
+// it, and a refused trial's next retry is no later than it: exploring
+// spends refusals, never idle time the existing cooldown would not
+// spend. A credential that gets few requests recovers long after its
+// wait ran out, which proves only a wide interval; and a natural request
+// that takes a trial late is refused close to the held wait.
+func TestAdaptNeverWaitsPastTheExistingUnproven(t *testing.T) {
+	const existing = 60_000
+	t.Run("late recovery", func(t *testing.T) {
+		const t0 = int64(1_767_225_600_000)
+		for _, steps := range []uint8{0, MaxTrialSteps} {
+			st := newState()
+			st.push(span{lo: 0, hi: 369_600})
+			st.budgetAt, st.steps = t0, steps
+			o := observation{throttle: true, at: t0, hint: -1, existing: existing}
+			st.anchor = o.at
+			if w, _, ok := st.adaptTarget(o); !ok || w > existing {
+				t.Errorf("%d steps taken: first retry %d, %v; want at most %d", steps, w, ok, existing)
+			}
+		}
+	})
+	for _, refused := range []time.Duration{45 * sec, 55 * sec, 57_700 * time.Millisecond, 59 * sec} {
+		t.Run("trial refused at "+refused.String(), func(t *testing.T) {
+			h := newHarness(t, ModeApply, withAdapt())
+			h.throttle(0)
+			h.success(62_900 * time.Millisecond) // prompt: R <= 60 s
+			at := 150 * sec
+			d, ok := h.throttle(at)
+			if !ok || d >= refused {
+				t.Fatalf("first retry %v, %v; want a trial before %v", d, ok, refused)
+			}
+			if d2, ok := h.throttle(at + refused); !ok || refused+d2 > time.Minute {
+				t.Errorf("after a refusal at %v the next retry is at %v, %v; want at most 1m0s", refused, refused+d2, ok)
+			}
+		})
+	}
+}

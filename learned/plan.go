@@ -47,12 +47,12 @@ type piece struct {
 // parts).
 func (s *state) belief(existing int64) ([]piece, int64, int) {
 	a, b := s.common()
-	h := roundest(a+1, b)
+	r := roundest(a+1, b)
 	p := (float64(s.breaks()) + planHazard) / (float64(s.rn) + 1)
 	p = min(max(p, 0.02), 0.9)
 	ps := make([]piece, 0, 96)
-	if h < b {
-		ps = append(ps, piece{a, h, (1 - p) * planRound}, piece{h, b, (1 - p) * (1 - planRound)})
+	if r < b {
+		ps = append(ps, piece{a, r, (1 - p) * planRound}, piece{r, b, (1 - p) * (1 - planRound)})
 	} else {
 		ps = append(ps, piece{a, b, 1 - p})
 	}
@@ -89,11 +89,23 @@ func (s *state) belief(existing int64) ([]piece, int64, int) {
 	ps = append(ps, piece{hl, hh, p * (1 - q) * (1 - planHull)})
 	nev := len(ps)
 	// A reset that moved a little.
-	ps = logUniform(ps, max(int64(float64(h)/planSpan), minBoundMS), min(int64(float64(h)*planSpan), maxBoundMS), 1.1, planNear)
+	ps = logUniform(ps, max(int64(float64(r)/planSpan), minBoundMS), min(int64(float64(r)*planSpan), maxBoundMS), 1.1, planNear)
 	// A reset never seen: from an eighth of the existing cooldown to 16
 	// of them or four times the longest evidence.
 	ps = logUniform(ps, max(minBoundMS, existing/8), min(max(16*existing, 4*top), maxBoundMS), planRatio, max(p*q, planBroadMin))
-	return ps, h, nev
+	return ps, s.held(existing), nev
+}
+
+// held returns the wait adapt holds: the roundest that the newest agreeing
+// evidence leaves open, but no longer than the existing cooldown unless a
+// refusal proved R longer than it.
+func (s *state) held(existing int64) int64 {
+	a, b := s.common()
+	h := roundest(a+1, b)
+	if a < existing {
+		h = min(h, existing)
+	}
+	return h
 }
 
 // logUniform appends weight w spread log-uniformly over (lo, hi], in
