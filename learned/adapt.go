@@ -38,6 +38,10 @@ import "math"
 //   - A step budget that renews: an episode whose first retry is below
 //     the held wait takes one trial step, at most 12 per adaptBudgetMS
 //     instead of per seven-day state.
+//   - Exploring spends refusals, not idle time: until a refusal proves R
+//     longer than the existing cooldown, the held wait is no longer than
+//     it (held), and a refused trial's next retry is no later than a held
+//     wait that short.
 //
 // Adapt adds no request: a retry is the next natural request, let through
 // earlier or later. Every other bound stays: trusted advice is a hard
@@ -256,6 +260,8 @@ func (s *state) planNext(e, existing int64) int64 {
 	s.aflags &^= flagTrial
 	if t := s.planAfter(e, existing); t > e {
 		if h := s.held(existing); e < h && h <= existing {
+			// A refused trial: the plan's price may prefer a later
+			// retry, but never one the existing cooldown would not make.
 			t = min(t, h)
 		}
 		return t
