@@ -38,6 +38,9 @@ import "math"
 //   - A step budget that renews: an episode whose first retry is below
 //     the held wait takes one trial step, at most 12 per adaptBudgetMS
 //     instead of per seven-day state.
+//   - With the credit at its cap, a plan that would hold a wait longer
+//     than the existing cooldown retries an eighth below the evidence
+//     instead, to check that its lower bound still holds.
 //   - Exploring spends refusals, not idle time: until a refusal proves R
 //     longer than the existing cooldown, the held wait is no longer than
 //     it (held), and a refused trial's next retry is no later than a held
@@ -213,6 +216,13 @@ func (s *state) adaptTarget(o observation) (target int64, trial, ok bool) {
 		// cooldown still narrows it while credit lasts, so that a reset
 		// of whole seconds is matched exactly.
 		t = s.bisect(h)
+	}
+	if a, _ := s.common(); t >= h && h > o.existing && s.credit >= adaptCreditCap && a > 2*resolvedMS {
+		// Credit piles up: the plans spend less than the episodes earn.
+		// A held wait that succeeds proves only R <= h, so the lower
+		// bound may be an old refusal's while the reset varies below
+		// it: check it with a retry an eighth below.
+		t = roundest(a-a/8, a-1)
 	}
 	if t < h && s.steps < MaxTrialSteps {
 		s.steps++

@@ -507,3 +507,47 @@ func TestAdaptNeverWaitsPastTheExistingUnproven(t *testing.T) {
 		})
 	}
 }
+
+// TestAdaptChecksTheLowerBoundWhenCreditPilesUp: a held wait that
+// succeeds proves only that R is at most that wait, so evidence narrowed
+// by an old refusal can look settled while the reset varies below it (a
+// reset drawn anew each episode). When the credit reaches its cap (the
+// plans spend less than they earn), a first retry that would hold goes
+// an eighth below what the evidence leaves open instead, to check that
+// the lower bound still holds; with less credit, or a held wait no longer
+// than the existing cooldown, it holds.
+func TestAdaptChecksTheLowerBoundWhenCreditPilesUp(t *testing.T) {
+	const t0 = int64(1_767_225_600_000)
+	for _, tc := range []struct {
+		name     string
+		credit   uint8
+		existing int64
+		below    bool
+	}{
+		{"credit at its cap", adaptCreditCap, 60_000, true},
+		{"credit below its cap", adaptCreditCap - 16, 60_000, false},
+		{"held wait within the existing cooldown", adaptCreditCap, 200_000, false},
+	} {
+		st := newState()
+		// Oldest first: the newest agreeing evidence leaves (175 s, 180 s]
+		// open; holds at 180 s succeeded; one reset was 120-137 s.
+		for _, sp := range []span{{180_000, 195_000}, {0, 180_000}, {120_000, 137_000}, {0, 180_000}, {175_000, 180_000}, {0, 180_000}, {175_000, 180_000}} {
+			st.push(sp)
+		}
+		if a, b := st.common(); a != 175_000 || b != 180_000 {
+			t.Fatalf("common evidence (%d, %d], want (175000, 180000]", a, b)
+		}
+		st.credit, st.budgetAt = tc.credit, t0
+		o := observation{throttle: true, at: t0, hint: -1, existing: tc.existing}
+		st.anchor = o.at
+		w, trial, ok := st.adaptTarget(o)
+		switch {
+		case !ok:
+			t.Errorf("%s: adapt declined", tc.name)
+		case tc.below && (w >= 175_000 || w < 175_000-175_000/8 || !trial):
+			t.Errorf("%s: first retry %d (trial %v); want a trial in [153125, 175000)", tc.name, w, trial)
+		case !tc.below && w != 180_000:
+			t.Errorf("%s: first retry %d; want the held 180000", tc.name, w)
+		}
+	}
+}

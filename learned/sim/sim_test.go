@@ -54,7 +54,7 @@ var bounds12h = map[string]cellBound{
 	"steady 600/0.2": {0, 0.5, true}, "steady 600/1": {0, 0.5, true}, "steady 600/5": {0, 0.5, true},
 	"drifting/0.2": {0, 0.5, true}, "drifting/1": {0, 0.5, true}, "drifting/5": {0, 0.5, true},
 	"bursty/0.2": {0, 0.55, true}, "bursty/1": {0, 0.5, true}, "bursty/5": {0, 0.5, true},
-	"noisy/0.2": {-0.19, 0.5, true}, "noisy/1": {-0.98, 0.5, true}, "noisy/5": {-0.24, 0.5, true},
+	"noisy/0.2": {0, 0.5, true}, "noisy/1": {-0.19, 0.5, true}, "noisy/5": {0, 0.5, true},
 	"step 300->60/0.2": {0, 0.5, true}, "step 300->60/1": {0, 0.5, true}, "step 300->60/5": {-0.14, 0.5, true},
 	"step 60->300/0.2": {0, 0.5, true}, "step 60->300/1": {0, 0.5, true}, "step 60->300/5": {0, 0.5, true},
 }
@@ -64,10 +64,10 @@ var bounds2h = map[string]cellBound{
 	"steady 60/0.2": {0, 0.5, true}, "steady 60/1": {0, 0.5, true}, "steady 60/5": {0, 0.5, false},
 	"steady 150/0.2": {0, 0.5, true}, "steady 150/1": {0, 0.5, true}, "steady 150/5": {0, 0.5, true},
 	"steady 600/0.2": {0, 0.5, true}, "steady 600/1": {0, 0.5, true}, "steady 600/5": {0, 0.5, true},
-	"drifting/0.2": {-0.65, 0.5, true}, "drifting/1": {-0.77, 0.5, true}, "drifting/5": {-0.21, 0.5, true},
+	"drifting/0.2": {0, 0.5, true}, "drifting/1": {0, 0.5, true}, "drifting/5": {0, 0.5, true},
 	"bursty/0.2": {-1.34, 0.58, true}, "bursty/1": {0, 0.5, true}, "bursty/5": {0, 0.5, true},
-	"noisy/0.2": {-2.52, 0.5, true}, "noisy/1": {-2.05, 0.5, true}, "noisy/5": {-0.27, 0.5, true},
-	"step 300->60/0.2": {-1.2, 0.5, true}, "step 300->60/1": {-4.28, 0.5, true}, "step 300->60/5": {-0.54, 0.5, true},
+	"noisy/0.2": {-2.72, 0.5, true}, "noisy/1": {-1.41, 0.5, true}, "noisy/5": {-0.21, 0.5, true},
+	"step 300->60/0.2": {-1.2, 0.5, true}, "step 300->60/1": {-3.72, 0.5, true}, "step 300->60/5": {-0.54, 0.5, true},
 	"step 60->300/0.2": {0, 0.5, true}, "step 60->300/1": {-0.13, 0.5, true}, "step 60->300/5": {0, 0.5, true},
 }
 
