@@ -110,9 +110,10 @@ func TestAdaptCells(t *testing.T) {
 // TestAdaptOnUntunedSchedules: random schedules the learner was not tuned
 // on (a reset of 20-900 s that changes every 10-120 min). Learned adapt
 // wastes at most half of fixed's throttles, idles less than the ladder,
-// and loses at most a point to fixed 60 s in any cell (it still loses a
-// little in some: the README's Cooldowns section gives the figures;
-// issue 19 is not done there; before the planner it lost up to 5.4).
+// and loses at most half a point to fixed 60 s in any cell (it still
+// loses a little in one, 0.36: the README's Cooldowns section gives the
+// figures; issue 19 is not done there; before the planner it lost up to
+// 5.4).
 //
 // It runs the table's 12 h even under -short and the race detector: a
 // random schedule changes every 10-120 min, so 2 h show one or two of its
@@ -130,8 +131,8 @@ func TestAdaptOnUntunedSchedules(t *testing.T) {
 		if !math.IsNaN(v.WasteRatio) && v.WasteRatio > 0.5 {
 			t.Errorf("%s at %g req/s: waste ratio %.3f, want at most 0.5", c.Scenario, c.Rate, v.WasteRatio)
 		}
-		if v.MarginPP < -1 {
-			t.Errorf("%s at %g req/s: learned adapt served %.2f points against fixed 60 s, want at least -1", c.Scenario, c.Rate, v.MarginPP)
+		if v.MarginPP < -0.5 {
+			t.Errorf("%s at %g req/s: learned adapt served %.2f points against fixed 60 s, want at least -0.5", c.Scenario, c.Rate, v.MarginPP)
 		}
 		if !v.IdleOK {
 			t.Errorf("%s at %g req/s: learned adapt idled %v, the ladder %v", c.Scenario, c.Rate, c.Results[2].Idle, c.Results[1].Idle)
