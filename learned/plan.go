@@ -93,19 +93,24 @@ func (s *state) belief(existing int64) ([]piece, int64, int) {
 	// A reset never seen: from an eighth of the existing cooldown to 16
 	// of them or four times the longest evidence.
 	ps = logUniform(ps, max(minBoundMS, existing/8), min(max(16*existing, 4*top), maxBoundMS), planRatio, max(p*q, planBroadMin))
-	return ps, s.held(existing), nev
+	return ps, hold(a, r, existing), nev
 }
 
-// held returns the wait adapt holds: the roundest that the newest agreeing
-// evidence leaves open, but no longer than the existing cooldown unless a
-// refusal proved R longer than it.
+// held returns the wait adapt holds on its evidence (hold).
 func (s *state) held(existing int64) int64 {
 	a, b := s.common()
-	h := roundest(a+1, b)
+	return hold(a, roundest(a+1, b), existing)
+}
+
+// hold returns the wait adapt holds when the newest agreeing evidence
+// leaves (a, b] open and r is its roundest wait: r, but no longer than the
+// existing cooldown unless a refusal proved R longer than it (a >=
+// existing).
+func hold(a, r, existing int64) int64 {
 	if a < existing {
-		h = min(h, existing)
+		return min(r, existing)
 	}
-	return h
+	return r
 }
 
 // logUniform appends weight w spread log-uniformly over (lo, hi], in
