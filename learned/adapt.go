@@ -26,8 +26,9 @@ import "math"
 // whose plan expects at most adaptShare of the refusals fixed 60 s would
 // spend on the same evidence, and no more than the refusal credit the
 // state holds: each episode earns adaptShare of fixed's refusals at the
-// held wait, and each refusal spends one, running into debt that later
-// episodes repay. So a held wait is matched exactly while it holds, a
+// held wait, and each refusal spends one (none before any evidence, when
+// the existing cooldown's rhythm is fixed's own), running into debt that
+// later episodes repay. So a held wait is matched exactly while it holds, a
 // natural retry goes earlier once credit allows (so that a reset that got
 // shorter is seen), and a spell of long resets does not buy exploration
 // at the expense of the quiet periods around it.
@@ -132,14 +133,20 @@ func (s *state) adaptObserve(before *state, o observation, eff effect) {
 		s.endEpisode()
 	case o.throttle:
 		// A refused retry: R is longer than this wait. It spends a
-		// refusal's credit, or runs into debt.
+		// refusal's credit, or runs into debt; before any evidence the
+		// episode keeps the existing cooldown's rhythm, whose refusals
+		// fixed spends too, so they cost nothing (a long first reset
+		// would otherwise hold the next episodes at it while the debt
+		// is repaid).
 		s.elo = min(max(s.elo, o.at-s.anchor), maxBoundMS-1)
 		if s.aflags&flagTrial == 0 && s.fails < 255 {
 			s.fails++
 		}
-		c := min(s.credit, 16)
-		s.credit -= c
-		s.debt = uint8(min(int(s.debt)+16-int(c), 255))
+		if s.rn > 0 {
+			c := min(s.credit, 16)
+			s.credit -= c
+			s.debt = uint8(min(int(s.debt)+16-int(c), 255))
+		}
 	case before.anchor != 0:
 		// A recovery: R is at most the wait that ran out before it.
 		e := o.at - before.anchor

@@ -551,3 +551,47 @@ func TestAdaptChecksTheLowerBoundWhenCreditPilesUp(t *testing.T) {
 		}
 	}
 }
+
+// TestAdaptFirstEpisodeRunsNoDebt: before any evidence, adapt keeps the
+// existing cooldown's rhythm and its refusals are the ones fixed spends
+// too, so they run into no debt; once there is evidence, a refusal spends
+// credit or runs into debt. So a long first reset (12 min: twelve
+// refusals at the existing 60 s) does not hold the next episodes at 12
+// min when the reset then falls: the second episode already retries
+// earlier than its held wait.
+func TestAdaptFirstEpisodeRunsNoDebt(t *testing.T) {
+	h := newHarness(t, ModeApply, withAdapt())
+	resets := []time.Duration{12 * time.Minute, 165 * time.Second}
+	_, eps := h.drive(time.Minute, len(resets), func(i int) time.Duration { return resets[i] })
+	if eps[0].refused < 10 {
+		t.Fatalf("first episode: %d refusals, want the existing cooldown's rhythm (at least 10)", eps[0].refused)
+	}
+	st := h.mustState()
+	if st.rn != 2 || st.debt != 0 {
+		t.Errorf("after the two episodes: %d intervals, debt %d; want 2 and no debt", st.rn, st.debt)
+	}
+	if eps[1].first >= 12*time.Minute {
+		t.Errorf("second episode: first retry %v; want one before the 12 min held, since the first episode's refusals ran into no debt", eps[1].first)
+	}
+	if eps[1].idle >= 5*time.Minute {
+		t.Errorf("second episode idled %v after its 165 s reset; want less than 5 min", eps[1].idle)
+	}
+
+	const t0 = int64(1_767_225_600_000)
+	for _, evidence := range []bool{false, true} {
+		st := newState()
+		if evidence {
+			st.push(span{lo: 590_000, hi: 600_000})
+		}
+		st.anchor, st.until, st.credit = t0, t0+60_000, 20
+		before := st
+		st.adaptObserve(&before, observation{throttle: true, at: t0 + 60_000, hint: -1, existing: 60_000}, effEvidence)
+		st.adaptObserve(&before, observation{throttle: true, at: t0 + 120_000, hint: -1, existing: 60_000}, effEvidence)
+		switch {
+		case !evidence && (st.credit != 20 || st.debt != 0):
+			t.Errorf("two refusals without evidence: credit %d, debt %d; want 20, 0", st.credit, st.debt)
+		case evidence && (st.credit != 0 || st.debt != 12):
+			t.Errorf("two refusals with evidence: credit %d, debt %d; want 0, 12", st.credit, st.debt)
+		}
+	}
+}

@@ -55,7 +55,7 @@ var bounds12h = map[string]cellBound{
 	"drifting/0.2": {0, 0.5, true}, "drifting/1": {0, 0.5, true}, "drifting/5": {0, 0.5, true},
 	"bursty/0.2": {0, 0.55, true}, "bursty/1": {0, 0.5, true}, "bursty/5": {0, 0.5, true},
 	"noisy/0.2": {0, 0.5, true}, "noisy/1": {-0.19, 0.5, true}, "noisy/5": {0, 0.5, true},
-	"step 300->60/0.2": {0, 0.5, true}, "step 300->60/1": {0, 0.5, true}, "step 300->60/5": {-0.14, 0.5, true},
+	"step 300->60/0.2": {0, 0.5, true}, "step 300->60/1": {-0.24, 0.5, true}, "step 300->60/5": {-0.14, 0.5, true},
 	"step 60->300/0.2": {0, 0.5, true}, "step 60->300/1": {0, 0.5, true}, "step 60->300/5": {0, 0.5, true},
 }
 
@@ -66,8 +66,8 @@ var bounds2h = map[string]cellBound{
 	"steady 600/0.2": {0, 0.5, true}, "steady 600/1": {0, 0.5, true}, "steady 600/5": {0, 0.5, true},
 	"drifting/0.2": {0, 0.5, true}, "drifting/1": {0, 0.5, true}, "drifting/5": {0, 0.5, true},
 	"bursty/0.2": {-1.34, 0.58, true}, "bursty/1": {0, 0.5, true}, "bursty/5": {0, 0.5, true},
-	"noisy/0.2": {-2.72, 0.5, true}, "noisy/1": {-1.41, 0.5, true}, "noisy/5": {-0.21, 0.5, true},
-	"step 300->60/0.2": {-1.2, 0.5, true}, "step 300->60/1": {-3.72, 0.5, true}, "step 300->60/5": {-0.54, 0.5, true},
+	"noisy/0.2": {-2.86, 0.5, true}, "noisy/1": {-0.94, 0.5, true}, "noisy/5": {0, 0.5, true},
+	"step 300->60/0.2": {0, 0.5, true}, "step 300->60/1": {-2.61, 0.5, true}, "step 300->60/5": {-0.71, 0.5, true},
 	"step 60->300/0.2": {0, 0.5, true}, "step 60->300/1": {-0.13, 0.5, true}, "step 60->300/5": {0, 0.5, true},
 }
 
@@ -110,10 +110,10 @@ func TestAdaptCells(t *testing.T) {
 // TestAdaptOnUntunedSchedules: random schedules the learner was not tuned
 // on (a reset of 20-900 s that changes every 10-120 min). Learned adapt
 // wastes at most half of fixed's throttles, idles less than the ladder,
-// and loses at most half a point to fixed 60 s in any cell (it still
-// loses a little in one, 0.36: the README's Cooldowns section gives the
-// figures; issue 19 is not done there; before the planner it lost up to
-// 5.4).
+// and serves at least as many requests as fixed 60 s in every cell (the
+// worst margin is +0.06 points: the README's Cooldowns section gives the
+// figures; before the first episode's refusals stopped running into debt
+// it lost up to 0.36 here, before the planner up to 5.4).
 //
 // It runs the table's 12 h even under -short and the race detector: a
 // random schedule changes every 10-120 min, so 2 h show one or two of its
@@ -131,8 +131,8 @@ func TestAdaptOnUntunedSchedules(t *testing.T) {
 		if !math.IsNaN(v.WasteRatio) && v.WasteRatio > 0.5 {
 			t.Errorf("%s at %g req/s: waste ratio %.3f, want at most 0.5", c.Scenario, c.Rate, v.WasteRatio)
 		}
-		if v.MarginPP < -0.5 {
-			t.Errorf("%s at %g req/s: learned adapt served %.2f points against fixed 60 s, want at least -0.5", c.Scenario, c.Rate, v.MarginPP)
+		if v.MarginPP < 0 {
+			t.Errorf("%s at %g req/s: learned adapt served %.2f points against fixed 60 s, want at least 0", c.Scenario, c.Rate, v.MarginPP)
 		}
 		if !v.IdleOK {
 			t.Errorf("%s at %g req/s: learned adapt idled %v, the ladder %v", c.Scenario, c.Rate, c.Results[2].Idle, c.Results[1].Idle)
