@@ -45,7 +45,9 @@ import "math"
 //   - Exploring spends refusals, not idle time: until a refusal proves R
 //     longer than the existing cooldown, the held wait is no longer than
 //     it (held), and a refused trial's next retry is no later than a held
-//     wait that short.
+//     wait that short; while the held wait is no longer than the
+//     existing cooldown, no retry is planned in the last eighth below
+//     it (trialGap).
 //
 // Adapt adds no request: a retry is the next natural request, let through
 // earlier or later. Every other bound stays: trusted advice is a hard

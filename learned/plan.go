@@ -128,9 +128,23 @@ func logUniform(ps []piece, lo, hi int64, ratio, w float64) []piece {
 	return ps
 }
 
+// trialGap returns how far below a held wait h no longer than the
+// existing cooldown a retry must be, unless it is h: a natural request
+// may come late, and one refused in the held wait's last second holds
+// the credential past it (a cooldown is at least 1 s), where fixed's
+// retry at h would have found the reset. Held at the existing cooldown,
+// a reset in the gap costs no more than it costs fixed.
+func trialGap(h, existing int64) int64 {
+	if h > existing {
+		return 0
+	}
+	return max(h/8, 4*resolvedMS)
+}
+
 // planGrid returns the candidate retries after e: the held wait, every
-// piece's end, and two points inside each wide piece of weight.
-func planGrid(ps []piece, e, h int64) []int64 {
+// piece's end, and two points inside each wide piece of weight, none of
+// them less than trialGap below the held wait.
+func planGrid(ps []piece, e, h, gap int64) []int64 {
 	g := make([]int64, 0, 3*len(ps)+1)
 	g = append(g, h)
 	for _, p := range ps {
@@ -139,7 +153,7 @@ func planGrid(ps []piece, e, h int64) []int64 {
 			g = append(g, roundest(p.lo+d/4, p.lo+d/2), roundest(p.lo+d/2, p.hi-d/4))
 		}
 	}
-	g = slices.DeleteFunc(g, func(t int64) bool { return t <= e })
+	g = slices.DeleteFunc(g, func(t int64) bool { return t <= e || t < h && t > h-gap })
 	slices.Sort(g)
 	return slices.Compact(g)
 }
@@ -250,7 +264,7 @@ func (s *state) planFirst(existing int64) (t, h int64) {
 	if a, b := s.common(); b-a > 2*resolvedMS {
 		budget = max(budget, planResolve)
 	}
-	t, s.lam = newPlan(ps, planGrid(ps, 0, h), 0).cheapest(budget)
+	t, s.lam = newPlan(ps, planGrid(ps, 0, h, trialGap(h, existing)), 0).cheapest(budget)
 	return t, h
 }
 
@@ -258,7 +272,7 @@ func (s *state) planFirst(existing int64) (t, h int64) {
 // weight lies beyond it.
 func (s *state) planAfter(e, existing int64) int64 {
 	ps, h, nev := s.belief(existing)
-	pl := newPlan(ps, planGrid(ps, e, h), e)
+	pl := newPlan(ps, planGrid(ps, e, h, trialGap(h, existing)), e)
 	if slices.ContainsFunc(ps[:nev], func(p piece) bool { return p.hi > e && p.w > 1e-9 }) {
 		t, _ := pl.first(lambda(int(s.lam)))
 		return t

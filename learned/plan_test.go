@@ -2,6 +2,7 @@ package learned
 
 import (
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -102,7 +103,7 @@ func TestPlanFirstIsOptimal(t *testing.T) {
 // most the budget's refusals; a dearer refusal never plans an earlier
 // retry or more refusals; no weight beyond the start plans nothing.
 func TestPlanCheapestKeepsTheBudget(t *testing.T) {
-	pl := newPlan(testPieces, planGrid(testPieces, 0, 100_000), 0)
+	pl := newPlan(testPieces, planGrid(testPieces, 0, 100_000, 0), 0)
 	prevT, prevR := int64(0), math.Inf(1)
 	for l := range adaptMaxLam + 1 {
 		tt, r := pl.first(lambda(l))
@@ -143,5 +144,39 @@ func BenchmarkAdaptTarget(b *testing.B) {
 		s := st
 		s.anchor = o.at
 		s.adaptTarget(o)
+	}
+}
+
+// TestPlanKeepsTrialsClearOfAHeldExistingCooldown: while the held wait is
+// no longer than the existing cooldown, no retry is planned in the last
+// eighth below it (a natural request taken late and refused in its last
+// second would hold the credential past the reset, as a retry at the
+// held wait never does); above the existing cooldown, retries may come
+// anywhere below the held wait.
+func TestPlanKeepsTrialsClearOfAHeldExistingCooldown(t *testing.T) {
+	const existing = 60_000
+	for _, ev := range []span{{0, 60_000}, {41_251, 60_000}, {50_000, 60_000}, {54_907, 60_000}, {20_000, 45_000}} {
+		for _, credit := range []uint8{0, 16, 64, adaptCreditCap} {
+			// The first episode proved R <= 60 s; later ones narrowed it.
+			st := newState()
+			st.push(span{0, 60_000})
+			st.push(ev)
+			st.credit = credit
+			t1, h := st.planFirst(existing)
+			if h > existing {
+				t.Fatalf("evidence %v: held %d, want at most the existing cooldown", ev, h)
+			}
+			if t1 < h && t1 > h-h/8 {
+				t.Errorf("evidence %v, credit %d: first retry %d within an eighth below the held %d", ev, credit, t1, h)
+			}
+			for e := ev.lo + 1_000; e < h; e += 1_000 {
+				if n := st.planAfter(e, existing); n < h && n > h-h/8 {
+					t.Errorf("evidence %v, credit %d: after a refusal at %d the retry %d is within an eighth below the held %d", ev, credit, e, n, h)
+				}
+			}
+		}
+	}
+	if g := planGrid(testPieces, 0, 100_000, 0); !slices.Contains(g, 40_000) || !slices.Contains(g, 100_000) {
+		t.Errorf("grid %v without a gap lacks the pieces' ends", g)
 	}
 }
