@@ -176,7 +176,14 @@ func TestPlanKeepsTrialsClearOfAHeldExistingCooldown(t *testing.T) {
 			}
 		}
 	}
-	if g := planGrid(testPieces, 0, 100_000, 0); !slices.Contains(g, 40_000) || !slices.Contains(g, 100_000) {
-		t.Errorf("grid %v without a gap lacks the pieces' ends", g)
+	// A piece ending 10 s below a held 200 s: a candidate while the held
+	// wait is longer than the existing cooldown, none when it is the
+	// existing cooldown.
+	ps := []piece{{0, 190_000, 0.5}, {190_000, 200_000, 0.5}}
+	if g := planGrid(ps, 0, 200_000, trialGap(200_000, 60_000)); !slices.Contains(g, 190_000) {
+		t.Errorf("held 200 s above an existing 60 s: grid %v lacks 190 s", g)
+	}
+	if g := planGrid(ps, 0, 200_000, trialGap(200_000, 200_000)); slices.Contains(g, 190_000) || !slices.Contains(g, 200_000) {
+		t.Errorf("held 200 s at the existing cooldown: grid %v, want 200 s and nothing in (175 s, 200 s)", g)
 	}
 }
