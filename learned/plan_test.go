@@ -186,4 +186,9 @@ func TestPlanKeepsTrialsClearOfAHeldExistingCooldown(t *testing.T) {
 	if g := planGrid(ps, 0, 200_000, trialGap(200_000, 200_000)); slices.Contains(g, 190_000) || !slices.Contains(g, 200_000) {
 		t.Errorf("held 200 s at the existing cooldown: grid %v, want 200 s and nothing in (175 s, 200 s)", g)
 	}
+	// A short held wait keeps at least 4 s clear, not just an eighth.
+	short := []piece{{0, 15_000, 0.4}, {15_000, 17_000, 0.3}, {17_000, 20_000, 0.3}}
+	if g := planGrid(short, 0, 20_000, trialGap(20_000, 60_000)); slices.Contains(g, 17_000) || !slices.Contains(g, 15_000) {
+		t.Errorf("held 20 s under an existing 60 s: grid %v, want 15 s and nothing in (16 s, 20 s)", g)
+	}
 }
