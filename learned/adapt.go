@@ -42,6 +42,11 @@ import "math"
 //   - With the credit at its cap, a plan that would hold a wait longer
 //     than the existing cooldown retries an eighth below the evidence
 //     instead, to check that its lower bound still holds.
+//   - An exact hold at a multiple of the existing cooldown (a whole ring
+//     of agreeing episodes resolved there) checks its lower bound an
+//     eighth below with its trial; after three refused checks in a row
+//     its trial goes to the existing cooldown, so that a reset that drops
+//     to it is found as soon as fixed finds it (exactHoldCheck).
 //   - Exploring spends refusals, not idle time: until a refusal proves R
 //     longer than the existing cooldown, the held wait is no longer than
 //     it (held), and a refused trial's next retry is no later than a held
@@ -52,7 +57,7 @@ import "math"
 // Adapt adds no request: a retry is the next natural request, let through
 // earlier or later. Every other bound stays: trusted advice is a hard
 // minimum, the model cooldown cap bounds every wait, and the state is one
-// record under the same identity, capacity and expiry (version 4, with
+// record under the same identity, capacity and expiry (version 5, with
 // the adapt evidence; version 1 while there is none).
 //
 // learned/sim measures it against fixed 60 s, a ladder and the spec
@@ -83,19 +88,33 @@ const (
 // throttle.
 type span struct{ lo, hi int64 }
 
-// flagTrial, in state.aflags: the open episode's first retry was a trial
-// step below the held wait.
-const flagTrial uint8 = 1
+// The open episode's flags, in state.aflags.
+const (
+	// flagTrial: the pending retry is a trial below the held wait.
+	flagTrial uint8 = 1 << iota
+	// flagAtExisting: the pending trial is at the existing cooldown, in
+	// an exact hold that watches for a drop (exactHoldCheck).
+	flagAtExisting
+	// flagWatch: the episode began with such a trial.
+	flagWatch
+	// flagCheck: the pending trial checks an exact hold's lower bound.
+	flagCheck
+	flagsAll = flagTrial | flagAtExisting | flagWatch | flagCheck
+)
+
+// adaptStreak is how many checks of an exact hold's lower bound must be
+// refused in a row (state.streak) before the hold watches for a drop.
+const adaptStreak = 3
 
 func (s *state) hasAdapt() bool {
 	return s.rn != 0 || s.rhead != 0 || s.elo != 0 || s.fails != 0 || s.aflags != 0 || s.lam != 0 ||
-		s.credit != 0 || s.debt != 0 || s.budgetAt != 0 || s.ring != [adaptRing]span{}
+		s.credit != 0 || s.debt != 0 || s.streak != 0 || s.budgetAt != 0 || s.ring != [adaptRing]span{}
 }
 
 // adaptValid checks the adapt invariants observe keeps.
 func (s *state) adaptValid() bool {
 	if s.rn > adaptRing || s.rhead >= adaptRing || s.elo < 0 || s.elo >= maxBoundMS ||
-		s.aflags&^flagTrial != 0 || s.lam > adaptMaxLam || s.credit > adaptCreditCap {
+		s.aflags&^flagsAll != 0 || s.lam > adaptMaxLam || s.credit > adaptCreditCap {
 		return false
 	}
 	for i := range adaptRing {
@@ -144,6 +163,9 @@ func (s *state) adaptObserve(before *state, o observation, eff effect) {
 		if s.aflags&flagTrial == 0 && s.fails < 255 {
 			s.fails++
 		}
+		if s.aflags&flagCheck != 0 && s.streak < 255 {
+			s.streak++
+		}
 		if s.rn > 0 {
 			c := min(s.credit, 16)
 			s.credit -= c
@@ -157,6 +179,9 @@ func (s *state) adaptObserve(before *state, o observation, eff effect) {
 		}
 		if e > s.elo && e <= maxBoundMS {
 			s.push(span{s.elo, e})
+		}
+		if before.aflags&flagTrial != 0 {
+			s.streak = 0 // a trial below the held wait succeeded
 		}
 		s.endEpisode()
 	}
@@ -236,9 +261,47 @@ func (s *state) adaptTarget(o observation) (target int64, trial, ok bool) {
 	if t < h && s.steps < MaxTrialSteps {
 		s.steps++
 		s.aflags |= flagTrial
+		if c := s.exactHoldCheck(h, o.existing); c > 0 && t > o.existing {
+			// An exact hold at a multiple of the existing cooldown: its
+			// trial checks the lower bound until that was refused
+			// adaptStreak times in a row, then watches for a drop.
+			if s.streak >= adaptStreak {
+				t = o.existing
+				s.aflags |= flagAtExisting | flagWatch
+			} else {
+				t = c
+				s.aflags |= flagCheck
+			}
+		}
 		return t, true, true
 	}
 	return h, false, true
+}
+
+// exactHoldCheck returns where a trial checks the lower bound of an exact
+// hold, or 0 if h is not one: held longer than the existing cooldown, at
+// a multiple of it, on a whole ring of agreeing episodes resolved at h.
+// The check is the roundest wait in the eighth below that bound.
+//
+// Fixed 60 s idles nothing at such a reset, so adapt can gain nothing
+// there, only lose when the reset drops: fixed's first retry finds a
+// reset that fell to the existing cooldown at once, where the plan's
+// trial near h finds it minutes late (step 300->60 s lost on every
+// seed), and a reset that fell less is never seen while held evidence
+// that agrees keeps its old lower bound (push). So the hold's trial
+// checks the lower bound instead; once checks were refused adaptStreak
+// times in a row, it goes to the existing cooldown (a drop is seen at
+// once), and a check follows it only while credit was at its cap
+// (planNext), so that a reset drifting down is still seen. Each episode
+// still spends about one refusal, as the plan's trial did.
+func (s *state) exactHoldCheck(h, existing int64) int64 {
+	a, b, k := s.run(0)
+	if h > existing && h%existing == 0 && k >= adaptRing && b-a <= resolution(b) {
+		if c := roundest(a-a/8, a-1); c > existing && c < h {
+			return c
+		}
+	}
+	return 0
 }
 
 // bisect returns a retry inside what the newest agreeing evidence leaves
@@ -276,12 +339,33 @@ func (s *state) earn(existing int64) {
 // episodes agree, an eighth, then triple, then double, the roundest in
 // the last eighth).
 func (s *state) planNext(e, existing int64) int64 {
-	s.aflags &^= flagTrial
+	h := s.held(existing)
+	if s.aflags&flagAtExisting != 0 {
+		// The trial at the existing cooldown of an exact hold was
+		// refused: the reset did not drop to it. A check of the hold's
+		// lower bound follows only if credit was at its cap before the
+		// trial; else the hold.
+		s.aflags &^= flagTrial | flagAtExisting
+		if h > e && s.credit < adaptCreditCap-16 {
+			return h
+		}
+		if c := s.exactHoldCheck(h, existing); c > e {
+			s.aflags |= flagTrial | flagCheck
+			return c
+		}
+	}
+	s.aflags &^= flagTrial | flagCheck
 	if t := s.planAfter(e, existing); t > e {
-		if h := s.held(existing); e < h && h <= existing {
+		switch {
+		case e < h && h <= existing:
 			// A refused trial: the plan's price may prefer a later
 			// retry, but never one the existing cooldown would not make.
 			t = min(t, h)
+		case s.aflags&flagWatch != 0 && e < h && t > h && t-h <= 2*resolvedMS:
+			// An exact hold that watches for a drop retries at h, not a
+			// second or two above it, where an old recovery left the
+			// evidence's upper bound: its trials no longer narrow it.
+			t = h
 		}
 		return t
 	}

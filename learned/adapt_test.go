@@ -1,7 +1,9 @@
 package learned
 
 import (
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -261,7 +263,8 @@ func TestAdaptKeepsStorageBounds(t *testing.T) {
 
 // TestAdaptOffStoresVersion1: with adapt off nothing of adapt is stored
 // and the record is the version-1 encoding it always was; with it on, a
-// version-4 record round-trips and detects a flipped bit, and a record of
+// version-5 record round-trips and detects a flipped bit, a version-4
+// record (the layout before the streak) still decodes, and a record of
 // the retired version-2 or version-3 adapt layouts is corrupt (replaced),
 // not unknown (which would leave the scope on the existing cooldown until
 // it expires).
@@ -277,6 +280,25 @@ func TestAdaptOffStoresVersion1(t *testing.T) {
 		debt: 3, budgetAt: 1_767_225_000_000}
 	st.push(span{lo: 60_000, hi: 120_000})
 	st.push(span{lo: 100_000, hi: 150_000})
+	// Version 4 (before the streak) still decodes, with no streak; one
+	// with a streak or a later flag is corrupt.
+	v4 := st.encode()
+	v4[0] = adaptVersionOld
+	v4 = binary.BigEndian.AppendUint32(v4[:adaptSize-4], crc32.ChecksumIEEE(v4[:adaptSize-4]))
+	if got, err := decodeState(v4); err != nil || got != st {
+		t.Errorf("a version-4 record: %+v, %v; want %+v", got, err, st)
+	}
+	for _, later := range []state{{streak: 1}, {aflags: flagWatch}} {
+		x := st
+		x.streak, x.aflags = later.streak, x.aflags|later.aflags
+		b := x.encode()
+		b[0] = adaptVersionOld
+		b = binary.BigEndian.AppendUint32(b[:adaptSize-4], crc32.ChecksumIEEE(b[:adaptSize-4]))
+		if _, err := decodeState(b); !errors.Is(err, errStateCorrupt) {
+			t.Errorf("a version-4 record with streak %d, flags %b: %v, want errStateCorrupt", x.streak, x.aflags, err)
+		}
+	}
+	st.streak, st.aflags = 2, flagTrial|flagCheck|flagWatch
 	b := st.encode()
 	if b[0] != adaptVersion || len(b) != adaptSize || adaptSize > MaxStateSize {
 		t.Fatalf("adapt state: version %d, %d bytes", b[0], len(b))
@@ -592,6 +614,158 @@ func TestAdaptFirstEpisodeRunsNoDebt(t *testing.T) {
 			t.Errorf("two refusals without evidence: credit %d, debt %d; want 20, 0", st.credit, st.debt)
 		case evidence && (st.credit != 0 || st.debt != 12):
 			t.Errorf("two refusals with evidence: credit %d, debt %d; want 0, 12", st.credit, st.debt)
+		}
+	}
+}
+
+// TestAdaptExactHoldFindsADrop: a reset held exactly at a multiple of the
+// existing cooldown (300 s) is one fixed 60 s idles nothing at, so adapt
+// can only lose there when it drops. Once checks of the hold's lower
+// bound were refused three times in a row, the hold's trial goes to the
+// existing cooldown: a reset that drops to 60 s is found in the first
+// episode after the drop, as fixed's first retry finds it; one that drops
+// to 240 s is found by a check within a few episodes (held evidence that
+// agrees keeps its old lower bound, so the plan's trial near 227 s never
+// saw it); and the trials still spend at most half of fixed's refusals.
+func TestAdaptExactHoldFindsADrop(t *testing.T) {
+	for _, tc := range []struct {
+		drop time.Duration
+		from int // the episode after the drop from which none idles
+	}{
+		{60 * sec, 0},
+		{240 * sec, 4},
+	} {
+		h := newHarness(t, ModeApply, withAdapt())
+		at, held := h.drive(0, 40, steadyReset(300*sec))
+		refused := 0
+		for _, ep := range held[20:] {
+			refused += ep.refused
+		}
+		if refused > 20*4/2 {
+			t.Errorf("drop to %v: %d refusals in the last 20 episodes at 300 s; fixed spends 80, want at most half", tc.drop, refused)
+		}
+		if st := h.mustState(); st.streak < adaptStreak {
+			t.Errorf("drop to %v: after 40 episodes at 300 s the streak of refused checks is %d, want at least %d", tc.drop, st.streak, adaptStreak)
+		}
+		_, eps := h.drive(at, 12, steadyReset(tc.drop))
+		for i, ep := range eps[tc.from:] {
+			if ep.idle != 0 {
+				t.Errorf("drop to %v: episode %d after the drop idled %v (first retry %v), want none", tc.drop, tc.from+i, ep.idle, ep.first)
+			}
+		}
+	}
+}
+
+// TestAdaptExactHoldOnlyAtAMultiple: only a hold longer than the existing
+// cooldown, at a multiple of it, on a whole ring of agreeing episodes
+// resolved there, is exact; its check is the roundest wait in the eighth
+// below the lower bound. Its first trial checks until adaptStreak checks
+// were refused in a row, then goes to the existing cooldown; after that
+// trial is refused, a check follows only if credit was at its cap, else
+// the hold. A refused check counts in the streak, a refused trial at the
+// existing cooldown does not, and a trial that succeeds ends it.
+func TestAdaptExactHoldOnlyAtAMultiple(t *testing.T) {
+	const t0 = int64(1_767_225_600_000)
+	ring := func(sp span, n int) state {
+		st := newState()
+		for range n {
+			st.push(sp)
+		}
+		st.budgetAt = t0
+		return st
+	}
+	for _, tc := range []struct {
+		name     string
+		st       state
+		existing int64
+		check    int64
+	}{
+		{"300 s on eight episodes", ring(span{299_000, 300_000}, 8), 60_000, 270_000},
+		{"600 s on eight episodes", ring(span{599_000, 600_000}, 8), 60_000, 540_000},
+		{"seven episodes", ring(span{299_000, 300_000}, 7), 60_000, 0},
+		{"not a multiple", ring(span{289_000, 290_000}, 8), 60_000, 0},
+		{"not resolved", ring(span{280_000, 300_000}, 8), 60_000, 0},
+		{"the existing cooldown", ring(span{59_000, 60_000}, 8), 60_000, 0},
+		{"a multiple of another existing cooldown", ring(span{299_000, 300_000}, 8), 90_000, 0},
+	} {
+		h := tc.st.held(tc.existing)
+		if c := tc.st.exactHoldCheck(h, tc.existing); c != tc.check {
+			t.Errorf("%s: check %d, want %d", tc.name, c, tc.check)
+		}
+	}
+
+	first := func(streak, credit uint8) (state, int64) {
+		st := ring(span{299_000, 300_000}, 8)
+		st.streak, st.credit = streak, credit
+		o := observation{throttle: true, at: t0, hint: -1, existing: 60_000}
+		st.anchor = o.at
+		w, trial, ok := st.adaptTarget(o)
+		if !ok || !trial {
+			t.Fatalf("streak %d: first retry %d, trial %v, ok %v; want a trial", streak, w, trial, ok)
+		}
+		return st, w
+	}
+	if st, w := first(adaptStreak-1, adaptCreditCap); w != 270_000 || st.aflags != flagTrial|flagCheck {
+		t.Errorf("streak %d: first retry %d, flags %b; want the check at 270000", adaptStreak-1, w, st.aflags)
+	}
+	for _, tc := range []struct {
+		credit uint8
+		next   int64
+	}{
+		{adaptCreditCap, 270_000}, // 16 spent on the refusal leaves 112
+		{adaptCreditCap - 32, 300_000},
+	} {
+		st, w := first(adaptStreak, tc.credit)
+		if w != 60_000 || st.aflags != flagTrial|flagAtExisting|flagWatch {
+			t.Fatalf("streak %d: first retry %d, flags %b; want the existing 60000", adaptStreak, w, st.aflags)
+		}
+		before := st
+		o := observation{throttle: true, at: t0 + w, hint: -1, existing: 60_000}
+		st.adaptObserve(&before, o, effEvidence)
+		if st.streak != adaptStreak {
+			t.Errorf("a refused trial at the existing cooldown changed the streak to %d", st.streak)
+		}
+		if next := st.planNext(w, 60_000); next != tc.next {
+			t.Errorf("credit %d before the trial at the existing cooldown: next retry %d, want %d", tc.credit, next, tc.next)
+		}
+	}
+
+	st, w := first(0, adaptCreditCap)
+	before := st
+	st.adaptObserve(&before, observation{throttle: true, at: t0 + w, hint: -1, existing: 60_000}, effEvidence)
+	if st.streak != 1 {
+		t.Errorf("a refused check left the streak at %d, want 1", st.streak)
+	}
+	st.streak = 2
+	st.aflags |= flagTrial
+	st.until = t0 + 290_000
+	before = st
+	st.adaptObserve(&before, observation{at: t0 + 290_000, hint: -1, existing: 60_000}, effEvidence)
+	if st.streak != 0 {
+		t.Errorf("a trial that succeeded left the streak at %d, want 0", st.streak)
+	}
+}
+
+// TestAdaptExactHoldRetriesAtTheHold: evidence whose upper bound an old
+// recovery left a second above the hold (300 s) makes the plan retry
+// there, a second late every episode; an exact hold that watches for a
+// drop retries at the hold itself.
+func TestAdaptExactHoldRetriesAtTheHold(t *testing.T) {
+	for _, watch := range []bool{false, true} {
+		st := newState()
+		for range 8 {
+			st.push(span{295_300, 301_300})
+		}
+		st.lam = 4 // a refusal is worth 4 s of idle time
+		if watch {
+			st.aflags = flagWatch
+		}
+		want := int64(301_300)
+		if watch {
+			want = 300_000
+		}
+		if next := st.planNext(270_000, 60_000); next != want {
+			t.Errorf("watching %v: next retry after a refusal at 270000 is %d, want %d", watch, next, want)
 		}
 	}
 }

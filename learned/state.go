@@ -71,6 +71,9 @@ type state struct {
 	// credit and debt are the refusal budget in sixteenths of a refusal
 	// (adapt.go): earned by episodes, spent by refusals.
 	credit, debt uint8
+	// streak counts the checks of an exact hold's lower bound refused
+	// since a trial last succeeded (adapt.go, exactHoldCheck).
+	streak uint8
 	// budgetAt is when the step budget last renewed (unix ms, 0: never).
 	budgetAt int64
 }
@@ -221,14 +224,16 @@ func (s *state) target() (ms int64, trial bool) {
 // hintUntil, decidedAt, refused (int64), big-endian, then the CRC-32 (IEEE)
 // of everything before it.
 //
-// Version 4 (adapt evidence present) appends the ring (adaptRing pairs
+// Version 5 (adapt evidence present) appends the ring (adaptRing pairs
 // of uint32 lo, hi), rn, rhead, elo (uint32), fails, aflags, lam, credit,
-// debt, a zero byte, then budgetAt (int64) before the CRC.
+// debt, streak, then budgetAt (int64) before the CRC. Version 4, the
+// layout before streak, has a zero byte in its place; it still decodes.
 const (
-	stateVersion = 1
-	stateSize    = 1 + 4 + 4 + 1 + 1 + 6*8 + 4
-	adaptVersion = 4
-	adaptSize    = stateSize + adaptRing*8 + 2 + 4 + 6 + 8
+	stateVersion    = 1
+	stateSize       = 1 + 4 + 4 + 1 + 1 + 6*8 + 4
+	adaptVersion    = 5
+	adaptVersionOld = 4
+	adaptSize       = stateSize + adaptRing*8 + 2 + 4 + 6 + 8
 )
 
 // retiredAdaptVersions are the adapt layouts of issue 19's earlier
@@ -263,7 +268,7 @@ func (s *state) encode() []byte {
 		}
 		b = append(b, s.rn, s.rhead)
 		b = binary.BigEndian.AppendUint32(b, uint32(s.elo))
-		b = append(b, s.fails, s.aflags, s.lam, s.credit, s.debt, 0)
+		b = append(b, s.fails, s.aflags, s.lam, s.credit, s.debt, s.streak)
 		b = binary.BigEndian.AppendUint64(b, uint64(s.budgetAt))
 	}
 	return binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
@@ -280,7 +285,7 @@ func decodeState(b []byte) (state, error) {
 	size := stateSize
 	switch v := b[0]; {
 	case v == stateVersion:
-	case v == adaptVersion:
+	case v == adaptVersion || v == adaptVersionOld:
 		size = adaptSize
 	case retiredAdaptVersion(v):
 		return state{}, errStateCorrupt
@@ -303,7 +308,7 @@ func decodeState(b []byte) (state, error) {
 			return state{}, errStateCorrupt
 		}
 	}
-	if b[0] == adaptVersion {
+	if b[0] != stateVersion {
 		a := b[stateSize-4:]
 		for i := range s.ring {
 			s.ring[i].lo = int64(binary.BigEndian.Uint32(a[8*i:]))
@@ -312,9 +317,9 @@ func decodeState(b []byte) (state, error) {
 		a = a[8*adaptRing:]
 		s.rn, s.rhead = a[0], a[1]
 		s.elo = int64(binary.BigEndian.Uint32(a[2:]))
-		s.fails, s.aflags, s.lam, s.credit, s.debt = a[6], a[7], a[8], a[9], a[10]
+		s.fails, s.aflags, s.lam, s.credit, s.debt, s.streak = a[6], a[7], a[8], a[9], a[10], a[11]
 		s.budgetAt = int64(binary.BigEndian.Uint64(a[12:]))
-		if s.budgetAt < 0 || a[11] != 0 {
+		if s.budgetAt < 0 || b[0] == adaptVersionOld && (s.streak != 0 || s.aflags&^flagTrial != 0) {
 			return state{}, errStateCorrupt
 		}
 	}

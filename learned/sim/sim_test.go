@@ -27,10 +27,11 @@ func testSpan() time.Duration {
 // 60 s (margin, waste ratio) and the ladder (idle).
 type cellBound struct {
 	// margin is the least served margin in points: 0 where adapt wins
-	// (issue 19's target); in the cells where it still loses (noisy and
-	// step 300->60 in the 12 h table, more in the 2 h runs of -short and
-	// -race), the measured margin less a tenth of a point, so that a
-	// change that makes adapt lose by more fails.
+	// (issue 19's target); in the cells where it still loses (noisy at
+	// 1 req/s in the 12 h table; bursty, noisy and the steps in the 2 h
+	// runs of -short and -race, mostly the learner's cold start), the
+	// measured margin less a tenth of a point, so that a change that
+	// makes adapt lose by more fails.
 	margin float64
 	// ratio is the largest waste ratio: 0.5, or, in the cells where adapt
 	// still wastes more than half of fixed's throttles (the README's table
@@ -54,7 +55,7 @@ var bounds12h = map[string]cellBound{
 	"drifting/0.2": {0, 0.5, true}, "drifting/1": {0, 0.5, true}, "drifting/5": {0, 0.5, true},
 	"bursty/0.2": {0, 0.55, true}, "bursty/1": {0, 0.5, true}, "bursty/5": {0, 0.5, true},
 	"noisy/0.2": {0, 0.5, true}, "noisy/1": {-0.19, 0.5, true}, "noisy/5": {0, 0.5, true},
-	"step 300->60/0.2": {0, 0.5, true}, "step 300->60/1": {-0.24, 0.5, true}, "step 300->60/5": {-0.14, 0.5, true},
+	"step 300->60/0.2": {0, 0.5, true}, "step 300->60/1": {0, 0.5, true}, "step 300->60/5": {0, 0.5, true},
 	"step 60->300/0.2": {0, 0.5, true}, "step 60->300/1": {0, 0.5, true}, "step 60->300/5": {0, 0.5, true},
 }
 
@@ -66,7 +67,7 @@ var bounds2h = map[string]cellBound{
 	"drifting/0.2": {0, 0.5, true}, "drifting/1": {0, 0.5, true}, "drifting/5": {0, 0.5, true},
 	"bursty/0.2": {-1.34, 0.58, true}, "bursty/1": {0, 0.5, true}, "bursty/5": {0, 0.5, true},
 	"noisy/0.2": {-2.86, 0.5, true}, "noisy/1": {-0.94, 0.5, true}, "noisy/5": {0, 0.5, true},
-	"step 300->60/0.2": {0, 0.5, true}, "step 300->60/1": {-2.61, 0.5, true}, "step 300->60/5": {-0.71, 0.5, true},
+	"step 300->60/0.2": {-1.14, 0.5, true}, "step 300->60/1": {-0.38, 0.5, true}, "step 300->60/5": {-0.77, 0.5, true},
 	"step 60->300/0.2": {0, 0.5, true}, "step 60->300/1": {-0.13, 0.5, true}, "step 60->300/5": {0, 0.5, true},
 }
 
