@@ -111,7 +111,7 @@ func TestAdaptCells(t *testing.T) {
 // on (a reset of 20-900 s that changes every 10-120 min). Learned adapt
 // wastes at most half of fixed's throttles, idles less than the ladder,
 // and serves at least as many requests as fixed 60 s in every cell (the
-// worst margin is +0.06 points: the README's Cooldowns section gives the
+// worst margin is +0.05 points: the README's Cooldowns section gives the
 // figures; before the first episode's refusals stopped running into debt
 // it lost up to 0.36 here, before the planner up to 5.4).
 //
