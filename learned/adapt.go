@@ -296,7 +296,7 @@ func (s *state) adaptTarget(o observation) (target int64, trial, ok bool) {
 // still spends about one refusal, as the plan's trial did.
 func (s *state) exactHoldCheck(h, existing int64) int64 {
 	a, b, k := s.run(0)
-	if h > existing && h%existing == 0 && k >= adaptRing && b-a <= resolution(b) {
+	if existing > 0 && h > existing && h%existing == 0 && k >= adaptRing && b-a <= resolution(b) {
 		if c := roundest(a-a/8, a-1); c > existing && c < h {
 			return c
 		}

@@ -687,6 +687,7 @@ func TestAdaptExactHoldOnlyAtAMultiple(t *testing.T) {
 		{"not resolved", ring(span{280_000, 300_000}, 8), 60_000, 0},
 		{"the existing cooldown", ring(span{59_000, 60_000}, 8), 60_000, 0},
 		{"a multiple of another existing cooldown", ring(span{299_000, 300_000}, 8), 90_000, 0},
+		{"no existing cooldown", ring(span{299_000, 300_000}, 8), 0, 0},
 	} {
 		h := tc.st.held(tc.existing)
 		if c := tc.st.exactHoldCheck(h, tc.existing); c != tc.check {
