@@ -32,7 +32,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	seed := fs.Uint64("seed", 1, "seed of the arrivals and the scenarios' draws")
 	schedule := fs.String("schedule", "", `run this schedule instead of the built-in scenarios: "0:120,3600:40,7200:200" (seconds:reset)`)
 	rates := fs.String("rates", "0.2,1,5", "request rates, requests per second, comma-separated")
-	random := fs.Int("random", 0, "also run this many random schedules (seeds seed..seed+N-1)")
+	random := fs.Int("random", 0, "also run this many random schedules (seeds seed..seed+N-1; with -seeds, N more for each further seed)")
+	seeds := fs.Int("seeds", 1, "run seeds seed..seed+N-1 and print, instead of the full table, the mean table: per scenario and rate, adapt's mean and worst margin, cells lost, points lost, worst waste ratio")
 	failover := fs.Bool("failover", true, "a refused request fails over to an untried available credential, as the route does; false: one call per request, as issue 19 measured")
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "cells run in parallel")
 	if err := fs.Parse(args); err != nil {
@@ -40,6 +41,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if fs.NArg() > 0 || *span <= 0 || *span > 30*24*time.Hour {
 		fmt.Fprintln(stderr, "rotor-sim: unexpected arguments or a span outside (0, 30 days]")
+		return 2
+	}
+	if *seeds < 1 || *seeds > 1000 || *random < 0 || *random > 1000 {
+		fmt.Fprintln(stderr, "rotor-sim: -seeds must be 1-1000 and -random 0-1000")
 		return 2
 	}
 	var rs []float64
@@ -60,21 +65,48 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		scs = []sim.Scenario{sc}
 	}
-	for i := range *random {
-		scs = append(scs, sim.RandomSchedule(*seed+uint64(i), *span))
-	}
 	pols := sim.Policies()
-	cells := sim.RunAll(scs, rs, pols, sim.Options{Span: *span, Seed: *seed, Failover: *failover}, *workers)
-	fmt.Fprintf(stdout, "Simulated %v per cell on a fake clock, seed %d: %d credentials through the real pool (model cooldown on), "+
+	var cells []sim.Cell
+	var shown []sim.Scenario // the first seed's scenarios, described in the header
+	var more []string        // the other seeds' random schedules, named
+	for k := range uint64(*seeds) {
+		// Each seed runs random schedules of its own; with one seed they
+		// are seed..seed+N-1.
+		run := append([]sim.Scenario(nil), scs...)
+		var names []string
+		for i := range uint64(*random) {
+			sc := sim.RandomSchedule(*seed+k*uint64(*random)+i, *span)
+			run = append(run, sc)
+			names = append(names, sc.Name)
+		}
+		if k == 0 {
+			shown = run
+		} else if len(names) > 0 {
+			more = append(more, fmt.Sprintf("- seed %d: %s", *seed+k, strings.Join(names, ", ")))
+		}
+		cells = append(cells, sim.RunAll(run, rs, pols, sim.Options{Span: *span, Seed: *seed + k, Failover: *failover}, *workers)...)
+	}
+	seedText := fmt.Sprintf("seed %d", *seed)
+	if *seeds > 1 {
+		seedText = fmt.Sprintf("seeds %d-%d", *seed, *seed+uint64(*seeds)-1)
+	}
+	fmt.Fprintf(stdout, "Simulated %v per cell on a fake clock, %s: %d credentials through the real pool (model cooldown on), "+
 		"each with a quota of %d requests refused until a hidden reset R after the first refusal; Poisson traffic; "+
 		"failover %v (on: a refused request goes on to an untried available credential). Served: requests the provider answered. "+
 		"Wasted 429s: refusals after the first of each exhaustion. Idle: cooldown left after the quota had reset, credential-seconds.\n\n",
-		*span, *seed, sim.Credentials, sim.Quota, *failover)
-	for _, sc := range scs {
+		*span, seedText, sim.Credentials, sim.Quota, *failover)
+	for _, sc := range shown {
 		fmt.Fprintf(stdout, "- %s: %s\n", sc.Name, sc.About)
 	}
+	for _, m := range more {
+		fmt.Fprintln(stdout, m)
+	}
 	fmt.Fprintln(stdout)
-	if err := sim.WriteTable(stdout, cells, pols, 0, 1, len(pols)-1); err != nil {
+	write := sim.WriteTable
+	if *seeds > 1 {
+		write = sim.WriteMeans
+	}
+	if err := write(stdout, cells, pols, 0, 1, len(pols)-1); err != nil {
 		fmt.Fprintln(stderr, "rotor-sim:", err)
 		return 1
 	}

@@ -58,6 +58,8 @@ func TestRunFlags(t *testing.T) {
 		{[]string{"-rates", "0"}, 2},
 		{[]string{"-span", "0s"}, 2},
 		{[]string{"extra"}, 2},
+		{[]string{"-seeds", "0"}, 2},
+		{[]string{"-random", "-1"}, 2},
 	} {
 		var out, errOut bytes.Buffer
 		if got := run(c.args, &out, &errOut); got != c.code {
@@ -66,5 +68,32 @@ func TestRunFlags(t *testing.T) {
 		if c.code == 0 && !lastLine.MatchString(last(out.String())) {
 			t.Errorf("run(%q) last line %q", c.args, last(out.String()))
 		}
+	}
+}
+
+// -seeds runs several seeds, each with random schedules of its own, and
+// prints the mean table instead of the full one, with the same last line.
+func TestRunSeeds(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"-span", "10m", "-rates", "1", "-seeds", "2", "-seed", "5", "-random", "2"}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	s := out.String()
+	for _, want := range []string{
+		"seeds 5-6:",
+		"- random 5: ", "- random 6: ", "- seed 6: random 7, random 8\n",
+		"| steady 30 | 1 req/s | 2 | ",
+		"| random schedules | 1 req/s | 4 | ",
+		"all 22 cells: ",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("output lacks %q:\n%s", want, s)
+		}
+	}
+	if strings.Contains(s, "| fixed 60 s |") {
+		t.Errorf("-seeds printed the full table:\n%s", s)
+	}
+	if !lastLine.MatchString(last(s)) {
+		t.Errorf("last line %q", last(s))
 	}
 }

@@ -441,8 +441,106 @@ func WriteTable(w io.Writer, cells []Cell, pols []Policy, fixedIdx, ladderIdx, l
 		fmt.Fprintf(&b, "%-14s %4g req/s  margin %+.2f pp  waste ratio %s  idle below ladder %v\n",
 			c.Scenario, c.Rate, v.MarginPP, ratio, v.IdleOK)
 	}
-	m, r := Summary(cells, fixedIdx, ladderIdx, learnedIdx)
-	fmt.Fprintf(&b, "learned_min_served_margin_pp=%.2f learned_max_waste_ratio=%.3f\n", m, r)
+	writeSummary(&b, cells, fixedIdx, ladderIdx, learnedIdx)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// Mean is one row of the seed-mean table: every cell of one scenario at
+// one rate over several seeds (random schedules together as one row),
+// the policy at learnedIdx against fixed and the ladder.
+type Mean struct {
+	Scenario string
+	Rate     float64
+	// Cells counts the cells of the row; Lost those where learned served
+	// less than fixed, and LostPP the points lost there in all (<= 0).
+	Cells, Lost int
+	LostPP      float64
+	// MarginPP is the mean margin in points, WorstPP the least.
+	MarginPP, WorstPP float64
+	// WorstRatio is the largest waste ratio (over the cells where fixed
+	// wasted any); Wasteful counts the cells above 0.5.
+	WorstRatio float64
+	Wasteful   int
+	// IdleAbove counts the cells where learned idled more than the ladder.
+	IdleAbove int
+}
+
+// Means groups cells by scenario and rate, in first-seen order; every
+// schedule named "random N" joins one row per rate, "random schedules".
+func Means(cells []Cell, fixedIdx, ladderIdx, learnedIdx int) []Mean {
+	type key struct {
+		sc   string
+		rate float64
+	}
+	var rows []Mean
+	at := map[key]int{}
+	for _, c := range cells {
+		name := c.Scenario
+		if strings.HasPrefix(name, "random ") {
+			name = "random schedules"
+		}
+		k := key{name, c.Rate}
+		i, ok := at[k]
+		if !ok {
+			i = len(rows)
+			at[k] = i
+			rows = append(rows, Mean{Scenario: name, Rate: c.Rate, WorstPP: math.Inf(1)})
+		}
+		m, v := &rows[i], Judge(c, fixedIdx, ladderIdx, learnedIdx)
+		m.Cells++
+		m.MarginPP += v.MarginPP
+		m.WorstPP = min(m.WorstPP, v.MarginPP)
+		if v.MarginPP < 0 {
+			m.Lost++
+			m.LostPP += v.MarginPP
+		}
+		if !math.IsNaN(v.WasteRatio) {
+			m.WorstRatio = max(m.WorstRatio, v.WasteRatio)
+			if v.WasteRatio > 0.5 {
+				m.Wasteful++
+			}
+		}
+		if !v.IdleOK {
+			m.IdleAbove++
+		}
+	}
+	for i := range rows {
+		rows[i].MarginPP /= float64(rows[i].Cells)
+	}
+	return rows
+}
+
+// WriteMeans writes the seed-mean table of cells (Means), a totals line,
+// then the summary line last, as WriteTable does.
+func WriteMeans(w io.Writer, cells []Cell, pols []Policy, fixedIdx, ladderIdx, learnedIdx int) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s against %s and %s, per scenario and rate over every seed:\n\n", pols[learnedIdx].Name, pols[fixedIdx].Name, pols[ladderIdx].Name)
+	b.WriteString("| scenario | traffic | cells | mean margin | worst margin | cells lost | points lost | worst waste ratio | cells over 0.5 | idle above ladder |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	var all Mean
+	for _, m := range Means(cells, fixedIdx, ladderIdx, learnedIdx) {
+		fmt.Fprintf(&b, "| %s | %g req/s | %d | %+.3f | %+.2f | %d | %.2f | %.3f | %d | %d |\n",
+			m.Scenario, m.Rate, m.Cells, m.MarginPP, m.WorstPP, m.Lost, m.LostPP, m.WorstRatio, m.Wasteful, m.IdleAbove)
+		all.Cells += m.Cells
+		all.MarginPP += m.MarginPP * float64(m.Cells)
+		all.Lost += m.Lost
+		all.LostPP += m.LostPP
+		all.Wasteful += m.Wasteful
+		all.IdleAbove += m.IdleAbove
+	}
+	if all.Cells > 0 {
+		all.MarginPP /= float64(all.Cells)
+	}
+	fmt.Fprintf(&b, "\nall %d cells: mean margin %+.3f pp, %d lost (%.2f pp in all), %d over half of fixed's waste, %d idle above the ladder\n",
+		all.Cells, all.MarginPP, all.Lost, all.LostPP, all.Wasteful, all.IdleAbove)
+	writeSummary(&b, cells, fixedIdx, ladderIdx, learnedIdx)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeSummary writes the last line of both tables.
+func writeSummary(b *strings.Builder, cells []Cell, fixedIdx, ladderIdx, learnedIdx int) {
+	m, r := Summary(cells, fixedIdx, ladderIdx, learnedIdx)
+	fmt.Fprintf(b, "learned_min_served_margin_pp=%.2f learned_max_waste_ratio=%.3f\n", m, r)
 }

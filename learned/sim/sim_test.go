@@ -192,3 +192,53 @@ func TestWriteTableLastLine(t *testing.T) {
 		t.Errorf("last line %q", last)
 	}
 }
+
+// Means folds cells into one row per scenario and rate, every random
+// schedule into one row, and counts what a tuner compares: lost cells and
+// points, the worst waste ratio, wasteful cells and idle above the ladder.
+func TestMeans(t *testing.T) {
+	res := func(served, wasted int, idle time.Duration) Result {
+		return Result{Arrivals: 100, Served: served, Wasted: wasted, Idle: idle}
+	}
+	cell := func(sc string, rate float64, fixed, ladder, learned Result) Cell {
+		return Cell{Scenario: sc, Rate: rate, Results: []Result{fixed, ladder, learned}}
+	}
+	cells := []Cell{
+		cell("noisy", 1, res(50, 10, 0), res(40, 5, time.Minute), res(52, 4, time.Second)),   // +2, 0.4
+		cell("noisy", 1, res(50, 10, 0), res(40, 5, time.Minute), res(49, 6, 2*time.Minute)), // -1, 0.6, idles above
+		cell("noisy", 5, res(50, 0, 0), res(40, 0, 0), res(50, 3, 0)),                        // 0, fixed wasted none
+		cell("random 3", 1, res(30, 10, 0), res(30, 10, time.Minute), res(27, 2, 0)),         // -3, 0.2
+		cell("random 9", 1, res(30, 10, 0), res(30, 10, time.Minute), res(31, 1, 0)),         // +1, 0.1
+	}
+	got := Means(cells, 0, 1, 2)
+	want := []Mean{
+		{Scenario: "noisy", Rate: 1, Cells: 2, Lost: 1, LostPP: -1, MarginPP: 0.5, WorstPP: -1, WorstRatio: 0.6, Wasteful: 1, IdleAbove: 1},
+		{Scenario: "noisy", Rate: 5, Cells: 1, MarginPP: 0, WorstPP: 0},
+		{Scenario: "random schedules", Rate: 1, Cells: 2, Lost: 1, LostPP: -3, MarginPP: -1, WorstPP: -3, WorstRatio: 0.2},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("Means: %d rows, want %d: %+v", len(got), len(want), got)
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		near := func(x, y float64) bool { return math.Abs(x-y) < 1e-9 }
+		if g.Scenario != w.Scenario || g.Rate != w.Rate || g.Cells != w.Cells || g.Lost != w.Lost || !near(g.LostPP, w.LostPP) ||
+			!near(g.MarginPP, w.MarginPP) || !near(g.WorstPP, w.WorstPP) || !near(g.WorstRatio, w.WorstRatio) ||
+			g.Wasteful != w.Wasteful || g.IdleAbove != w.IdleAbove {
+			t.Errorf("row %d: %+v, want %+v", i, g, w)
+		}
+	}
+	var b strings.Builder
+	if err := WriteMeans(&b, cells, []Policy{Fixed, Ladder, LearnedAdapt}, 0, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{
+		"| random schedules | 1 req/s | 2 | -1.000 | -3.00 | 1 | -3.00 | 0.200 | 0 | 0 |",
+		"all 5 cells: mean margin -0.200 pp, 2 lost (-4.00 pp in all), 1 over half of fixed's waste, 1 idle above the ladder",
+		"\nlearned_min_served_margin_pp=-3.00 learned_max_waste_ratio=0.600\n",
+	} {
+		if !strings.Contains(b.String(), s) {
+			t.Errorf("WriteMeans lacks %q:\n%s", s, b.String())
+		}
+	}
+}
