@@ -44,8 +44,8 @@ import "math"
 //     instead, to check that its lower bound still holds.
 //   - An exact hold at a multiple of the existing cooldown (a whole ring
 //     of agreeing episodes resolved there) checks its lower bound an
-//     eighth below with its trial; after three refused checks in a row
-//     its trial goes to the existing cooldown, so that a reset that drops
+//     eighth below with its trial; after three refused checks since a
+//     trial last succeeded its trial goes to the existing cooldown, so that a reset that drops
 //     to it is found as soon as fixed finds it (exactHoldCheck).
 //   - Exploring spends refusals, not idle time: until a refusal proves R
 //     longer than the existing cooldown, the held wait is no longer than
@@ -103,7 +103,8 @@ const (
 )
 
 // adaptStreak is how many checks of an exact hold's lower bound must be
-// refused in a row (state.streak) before the hold watches for a drop.
+// refused since a trial last succeeded (state.streak) before the hold
+// watches for a drop.
 const adaptStreak = 3
 
 func (s *state) hasAdapt() bool {
@@ -263,8 +264,9 @@ func (s *state) adaptTarget(o observation) (target int64, trial, ok bool) {
 		s.aflags |= flagTrial
 		if c := s.exactHoldCheck(h, o.existing); c > 0 && t > o.existing {
 			// An exact hold at a multiple of the existing cooldown: its
-			// trial checks the lower bound until that was refused
-			// adaptStreak times in a row, then watches for a drop.
+			// trial checks the lower bound until checks were refused
+			// adaptStreak times since a trial last succeeded, then
+			// watches for a drop.
 			if s.streak >= adaptStreak {
 				t = o.existing
 				s.aflags |= flagAtExisting | flagWatch
@@ -290,7 +292,7 @@ func (s *state) adaptTarget(o observation) (target int64, trial, ok bool) {
 // seed), and a reset that fell less is never seen while held evidence
 // that agrees keeps its old lower bound (push). So the hold's trial
 // checks the lower bound instead; once checks were refused adaptStreak
-// times in a row, it goes to the existing cooldown (a drop is seen at
+// times since a trial last succeeded, it goes to the existing cooldown (a drop is seen at
 // once), and a check follows it only while credit was at its cap
 // (planNext), so that a reset drifting down is still seen. Each episode
 // still spends about one refusal, as the plan's trial did.

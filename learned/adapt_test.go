@@ -621,8 +621,8 @@ func TestAdaptFirstEpisodeRunsNoDebt(t *testing.T) {
 // TestAdaptExactHoldFindsADrop: a reset held exactly at a multiple of the
 // existing cooldown (300 s) is one fixed 60 s idles nothing at, so adapt
 // can only lose there when it drops. Once checks of the hold's lower
-// bound were refused three times in a row, the hold's trial goes to the
-// existing cooldown: a reset that drops to 60 s is found in the first
+// bound were refused three times since a trial last succeeded, the
+// hold's trial goes to the existing cooldown: a reset that drops to 60 s is found in the first
 // episode after the drop, as fixed's first retry finds it; one that drops
 // to 240 s is found by a check within a few episodes (held evidence that
 // agrees keeps its old lower bound, so the plan's trial near 227 s never
@@ -660,7 +660,7 @@ func TestAdaptExactHoldFindsADrop(t *testing.T) {
 // cooldown, at a multiple of it, on a whole ring of agreeing episodes
 // resolved there, is exact; its check is the roundest wait in the eighth
 // below the lower bound. Its first trial checks until adaptStreak checks
-// were refused in a row, then goes to the existing cooldown; after that
+// were refused since a trial last succeeded, then goes to the existing cooldown; after that
 // trial is refused, a check follows only if credit was at its cap, else
 // the hold. A refused check counts in the streak, a refused trial at the
 // existing cooldown does not, and a trial that succeeds ends it.
