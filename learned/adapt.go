@@ -21,17 +21,19 @@ import "math"
 // cooldown after each refusal: it takes R as a mixture (what the newest
 // agreeing evidence leaves open, a reset that moved a little, the older
 // evidence, and a broad base for a reset never seen before, each weighed
-// by how often the evidence changed) and picks the retries that minimise
-// the expected idle time plus lambda per refusal. Lambda is the least
-// whose plan expects at most adaptShare of the refusals fixed 60 s would
-// spend on the same evidence, and no more than the refusal credit the
-// state holds: each episode earns adaptShare of fixed's refusals at the
-// held wait, and each refusal spends one (none before any evidence, when
-// the existing cooldown's rhythm is fixed's own), running into debt that
-// later episodes repay. So a held wait is matched exactly while it holds, a
-// natural retry goes earlier once credit allows (so that a reset that got
-// shorter is seen), and a spell of long resets does not buy exploration
-// at the expense of the quiet periods around it.
+// by how often the evidence changed, or by how often an episode missed
+// the evidence it started from if that is more: noteMiss) and picks the
+// retries that minimise the expected idle time plus lambda per refusal.
+// Lambda is the least whose plan expects at most adaptShare of the
+// refusals fixed 60 s would spend on the same evidence, and no more than
+// the refusal credit the state holds: each episode earns adaptShare of
+// fixed's refusals at the held wait, and each refusal spends one (none
+// before any evidence, when the existing cooldown's rhythm is fixed's
+// own), running into debt that later episodes repay. So a held wait is
+// matched exactly while it holds, a natural retry goes earlier once
+// credit allows (so that a reset that got shorter is seen), and a spell
+// of long resets does not buy exploration at the expense of the quiet
+// periods around it.
 //
 //   - A refusal beyond every interval's evidence plans afresh, lambda
 //     chosen so that the rest expects adaptShare of what fixed would
@@ -57,7 +59,7 @@ import "math"
 // Adapt adds no request: a retry is the next natural request, let through
 // earlier or later. Every other bound stays: trusted advice is a hard
 // minimum, the model cooldown cap bounds every wait, and the state is one
-// record under the same identity, capacity and expiry (version 5, with
+// record under the same identity, capacity and expiry (version 6, with
 // the adapt evidence; version 1 while there is none).
 //
 // learned/sim measures it against fixed 60 s, a ladder and the spec
@@ -82,6 +84,9 @@ const (
 	adaptSteady = 4
 	// adaptMaxLam bounds lam: lambda = 1 s * 2^(lam/2).
 	adaptMaxLam = 14
+	// adaptMissKeep: each recovered episode keeps all but 1/adaptMissKeep
+	// of the miss share (state.miss) and a miss adds that much of 256.
+	adaptMissKeep = 8
 )
 
 // span is one episode's evidence: lo < R <= hi, in ms after its first
@@ -109,7 +114,7 @@ const adaptStreak = 3
 
 func (s *state) hasAdapt() bool {
 	return s.rn != 0 || s.rhead != 0 || s.elo != 0 || s.fails != 0 || s.aflags != 0 || s.lam != 0 ||
-		s.credit != 0 || s.debt != 0 || s.streak != 0 || s.budgetAt != 0 || s.ring != [adaptRing]span{}
+		s.credit != 0 || s.debt != 0 || s.streak != 0 || s.miss != 0 || s.budgetAt != 0 || s.ring != [adaptRing]span{}
 }
 
 // adaptValid checks the adapt invariants observe keeps.
@@ -179,12 +184,30 @@ func (s *state) adaptObserve(before *state, o observation, eff effect) {
 			e = w // a prompt recovery: the wait is taken as proven
 		}
 		if e > s.elo && e <= maxBoundMS {
+			s.noteMiss(s.elo, e)
 			s.push(span{s.elo, e})
 		}
 		if before.aflags&flagTrial != 0 {
 			s.streak = 0 // a trial below the held wait succeeded
 		}
 		s.endEpisode()
+	}
+}
+
+// noteMiss updates the miss share with an episode that recovered with R
+// in (lo, hi]: a miss when that lies outside what the evidence it started
+// from left open. Censored evidence looks consistent (a recovery at the
+// first retry proves only R <= that wait, which agrees with everything
+// below it), so breaks between neighbouring intervals undercount a reset
+// drawn anew every episode; a miss is seen whenever a retry contradicts
+// the evidence the plan trusted.
+func (s *state) noteMiss(lo, hi int64) {
+	if s.rn == 0 {
+		return
+	}
+	s.miss -= (s.miss + adaptMissKeep - 1) / adaptMissKeep
+	if a, b := s.common(); hi <= a || lo >= b {
+		s.miss += 255 / adaptMissKeep
 	}
 }
 

@@ -263,11 +263,11 @@ func TestAdaptKeepsStorageBounds(t *testing.T) {
 
 // TestAdaptOffStoresVersion1: with adapt off nothing of adapt is stored
 // and the record is the version-1 encoding it always was; with it on, a
-// version-5 record round-trips and detects a flipped bit, a version-4
-// record (the layout before the streak) still decodes, and a record of
-// the retired version-2 or version-3 adapt layouts is corrupt (replaced),
-// not unknown (which would leave the scope on the existing cooldown until
-// it expires).
+// version-6 record round-trips and detects a flipped bit, a version-5
+// record (the layout before the miss share) and a version-4 one (before
+// the streak too) still decode, and a record of the retired version-2 or
+// version-3 adapt layouts is corrupt (replaced), not unknown (which would
+// leave the scope on the existing cooldown until it expires).
 func TestAdaptOffStoresVersion1(t *testing.T) {
 	h := newHarness(t, ModeApply)
 	h.becomeConfident(0)
@@ -280,24 +280,35 @@ func TestAdaptOffStoresVersion1(t *testing.T) {
 		debt: 3, budgetAt: 1_767_225_000_000}
 	st.push(span{lo: 60_000, hi: 120_000})
 	st.push(span{lo: 100_000, hi: 150_000})
-	// Version 4 (before the streak) still decodes, with no streak; one
-	// with a streak or a later flag is corrupt.
-	v4 := st.encode()
-	v4[0] = adaptVersionOld
-	v4 = binary.BigEndian.AppendUint32(v4[:adaptSize-4], crc32.ChecksumIEEE(v4[:adaptSize-4]))
-	if got, err := decodeState(v4); err != nil || got != st {
+	// older re-encodes x in the layout of version v: without the miss
+	// byte (which follows the streak), under v's CRC.
+	older := func(x state, v byte) []byte {
+		b := x.encode()
+		at := stateSize - 4 + 8*adaptRing + 12
+		b = append(append([]byte{v}, b[1:at]...), b[at+1:len(b)-4]...)
+		return binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
+	}
+	// Versions 5 and 4 still decode, with no miss share (and no streak
+	// in 4); a version-4 one with a streak or a later flag is corrupt.
+	st.streak = 2
+	if got, err := decodeState(older(st, adaptVersion5)); err != nil || got != st {
+		t.Errorf("a version-5 record: %+v, %v; want %+v", got, err, st)
+	}
+	st.streak = 0
+	if got, err := decodeState(older(st, adaptVersion4)); err != nil || got != st {
 		t.Errorf("a version-4 record: %+v, %v; want %+v", got, err, st)
 	}
 	for _, later := range []state{{streak: 1}, {aflags: flagWatch}} {
 		x := st
 		x.streak, x.aflags = later.streak, x.aflags|later.aflags
-		b := x.encode()
-		b[0] = adaptVersionOld
-		b = binary.BigEndian.AppendUint32(b[:adaptSize-4], crc32.ChecksumIEEE(b[:adaptSize-4]))
-		if _, err := decodeState(b); !errors.Is(err, errStateCorrupt) {
+		if _, err := decodeState(older(x, adaptVersion4)); !errors.Is(err, errStateCorrupt) {
 			t.Errorf("a version-4 record with streak %d, flags %b: %v, want errStateCorrupt", x.streak, x.aflags, err)
 		}
 	}
+	if _, err := decodeState(st.encode()[:adaptSize-1]); !errors.Is(err, errStateCorrupt) {
+		t.Errorf("a version-6 record a byte short: %v, want errStateCorrupt", err)
+	}
+	st.miss = 77
 	st.streak, st.aflags = 2, flagTrial|flagCheck|flagWatch
 	b := st.encode()
 	if b[0] != adaptVersion || len(b) != adaptSize || adaptSize > MaxStateSize {
@@ -768,5 +779,71 @@ func TestAdaptExactHoldRetriesAtTheHold(t *testing.T) {
 		if next := st.planNext(270_000, 60_000); next != want {
 			t.Errorf("watching %v: next retry after a refusal at 270000 is %d, want %d", watch, next, want)
 		}
+	}
+}
+
+// TestAdaptMissShare: an episode whose reset fell outside the evidence it
+// started from is a miss; the state keeps a recent share of misses, and
+// the planner's chance that the evidence changes is at least that share.
+// Censored evidence looks consistent (a recovery at the first retry
+// proves only R <= that wait), so a reset drawn anew every episode breaks
+// few neighbouring intervals; its misses still show. A steady reset
+// misses nothing once narrowed, and the share decays to zero.
+func TestAdaptMissShare(t *testing.T) {
+	st := newState()
+	st.noteMiss(150_000, 180_000)
+	if st.miss != 0 {
+		t.Fatalf("a miss with no evidence: share %d, want 0", st.miss)
+	}
+	st.push(span{100_000, 150_000})
+	for _, c := range []struct {
+		lo, hi int64
+		want   uint8
+	}{
+		{150_000, 180_000, 31}, // refused at the evidence's upper bound
+		{0, 120_000, 27},       // agrees: decays by an eighth, rounded up
+		{0, 100_000, 54},       // recovered at its lower bound
+	} {
+		st.noteMiss(c.lo, c.hi)
+		if st.miss != c.want {
+			t.Errorf("after (%d, %d]: share %d, want %d", c.lo, c.hi, st.miss, c.want)
+		}
+	}
+	for range 20 {
+		st.noteMiss(120_000, 140_000)
+	}
+	if st.miss != 0 {
+		t.Errorf("after 20 agreeing episodes: share %d, want 0", st.miss)
+	}
+
+	// The belief's weight on the newest evidence is at most 1 - share.
+	st.miss = 128
+	ps, _, _ := st.belief(60_000)
+	a, b := st.common()
+	var newest float64
+	for _, p := range ps[:2] {
+		if p.lo >= a && p.hi <= b {
+			newest += p.w
+		}
+	}
+	if newest > 0.5+1e-9 {
+		t.Errorf("with a miss share of a half, the newest evidence weighs %.3f, want at most 0.5", newest)
+	}
+
+	// Through the learner: a steady reset ends with no share; one drawn
+	// anew in 100-200 s every episode keeps one.
+	h := newHarness(t, ModeApply, withAdapt())
+	h.drive(0, 40, steadyReset(150*sec))
+	if s := h.mustState(); s.miss != 0 {
+		t.Errorf("steady 150 s: miss share %d after 40 episodes, want 0", s.miss)
+	}
+	h = newHarness(t, ModeApply, withAdapt())
+	x := uint64(7)
+	h.drive(0, 40, func(int) time.Duration {
+		x = x*6364136223846793005 + 1442695040888963407
+		return 100*sec + time.Duration(x>>33%100_001)*time.Millisecond
+	})
+	if s := h.mustState(); s.miss < 32 {
+		t.Errorf("a reset drawn anew in 100-200 s: miss share %d after 40 episodes, want at least 32 (an eighth)", s.miss)
 	}
 }

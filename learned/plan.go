@@ -11,7 +11,8 @@ import (
 const (
 	// planHazard is the prior count of changes in the hazard p that R
 	// differs from the newest agreeing evidence: p = (breaks +
-	// planHazard) / (intervals + 1).
+	// planHazard) / (intervals + 1), or the recent share of episodes
+	// that missed their evidence (state.miss) if that is more.
 	planHazard = 0.5
 	// planNovel is the prior count of never-seen resets in q, the share
 	// of a change that is broad rather than like older evidence.
@@ -49,7 +50,7 @@ func (s *state) belief(existing int64) ([]piece, int64, int) {
 	a, b := s.common()
 	r := roundest(a+1, b)
 	p := (float64(s.breaks()) + planHazard) / (float64(s.rn) + 1)
-	p = min(max(p, 0.02), 0.9)
+	p = min(max(p, 0.02, float64(s.miss)/256), 0.9)
 	ps := make([]piece, 0, 96)
 	if r < b {
 		ps = append(ps, piece{a, r, (1 - p) * planRound}, piece{r, b, (1 - p) * (1 - planRound)})

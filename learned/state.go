@@ -74,6 +74,10 @@ type state struct {
 	// streak counts the checks of an exact hold's lower bound refused
 	// since a trial last succeeded (adapt.go, exactHoldCheck).
 	streak uint8
+	// miss is the recent share of recovered episodes whose interval lay
+	// outside the evidence they started from, in 256ths (adapt.go,
+	// noteMiss): the planner's least chance that the evidence changes.
+	miss uint8
 	// budgetAt is when the step budget last renewed (unix ms, 0: never).
 	budgetAt int64
 }
@@ -224,16 +228,18 @@ func (s *state) target() (ms int64, trial bool) {
 // hintUntil, decidedAt, refused (int64), big-endian, then the CRC-32 (IEEE)
 // of everything before it.
 //
-// Version 5 (adapt evidence present) appends the ring (adaptRing pairs
+// Version 6 (adapt evidence present) appends the ring (adaptRing pairs
 // of uint32 lo, hi), rn, rhead, elo (uint32), fails, aflags, lam, credit,
-// debt, streak, then budgetAt (int64) before the CRC. Version 4, the
-// layout before streak, has a zero byte in its place; it still decodes.
+// debt, streak, miss, then budgetAt (int64) before the CRC. Version 5,
+// the layout before miss, lacks that byte; version 4, the one before
+// streak, also has a zero byte in streak's place. Both still decode.
 const (
-	stateVersion    = 1
-	stateSize       = 1 + 4 + 4 + 1 + 1 + 6*8 + 4
-	adaptVersion    = 5
-	adaptVersionOld = 4
-	adaptSize       = stateSize + adaptRing*8 + 2 + 4 + 6 + 8
+	stateVersion  = 1
+	stateSize     = 1 + 4 + 4 + 1 + 1 + 6*8 + 4
+	adaptVersion  = 6
+	adaptVersion5 = 5
+	adaptVersion4 = 4
+	adaptSize     = stateSize + adaptRing*8 + 2 + 4 + 7 + 8
 )
 
 // retiredAdaptVersions are the adapt layouts of issue 19's earlier
@@ -268,7 +274,7 @@ func (s *state) encode() []byte {
 		}
 		b = append(b, s.rn, s.rhead)
 		b = binary.BigEndian.AppendUint32(b, uint32(s.elo))
-		b = append(b, s.fails, s.aflags, s.lam, s.credit, s.debt, s.streak)
+		b = append(b, s.fails, s.aflags, s.lam, s.credit, s.debt, s.streak, s.miss)
 		b = binary.BigEndian.AppendUint64(b, uint64(s.budgetAt))
 	}
 	return binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
@@ -285,8 +291,10 @@ func decodeState(b []byte) (state, error) {
 	size := stateSize
 	switch v := b[0]; {
 	case v == stateVersion:
-	case v == adaptVersion || v == adaptVersionOld:
+	case v == adaptVersion:
 		size = adaptSize
+	case v == adaptVersion5 || v == adaptVersion4:
+		size = adaptSize - 1 // no miss
 	case retiredAdaptVersion(v):
 		return state{}, errStateCorrupt
 	default:
@@ -318,8 +326,12 @@ func decodeState(b []byte) (state, error) {
 		s.rn, s.rhead = a[0], a[1]
 		s.elo = int64(binary.BigEndian.Uint32(a[2:]))
 		s.fails, s.aflags, s.lam, s.credit, s.debt, s.streak = a[6], a[7], a[8], a[9], a[10], a[11]
-		s.budgetAt = int64(binary.BigEndian.Uint64(a[12:]))
-		if s.budgetAt < 0 || b[0] == adaptVersionOld && (s.streak != 0 || s.aflags&^flagTrial != 0) {
+		a = a[12:]
+		if b[0] == adaptVersion {
+			s.miss, a = a[0], a[1:]
+		}
+		s.budgetAt = int64(binary.BigEndian.Uint64(a))
+		if s.budgetAt < 0 || b[0] == adaptVersion4 && (s.streak != 0 || s.aflags&^flagTrial != 0) {
 			return state{}, errStateCorrupt
 		}
 	}
