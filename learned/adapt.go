@@ -11,10 +11,10 @@ import "math"
 //
 // Each throttle episode that ends in a recovery is interval evidence on
 // the provider's hidden reset R (ms after the episode's first throttle):
-// R > lo, the longest wait that was refused, and R <= hi, the wait that
-// ran out before the recovery when the recovery came promptly after it
-// (a wait followed by a prompt recovery is taken as proven), else the
-// time of the recovery. The state keeps the intervals of the last
+// R > lo, the longest wait that was refused, and R <= hi, the time of the
+// recovery, or, when the recovery came promptly after a wait ran out, the
+// roundest time from that wait to the recovery (the wait itself when it
+// is round: a wait followed by a prompt recovery is taken as proven). The state keeps the intervals of the last
 // adaptRing episodes; older evidence falls out, so it ages.
 //
 // From them the planner (plan.go) plans each episode's retries, the
@@ -178,10 +178,14 @@ func (s *state) adaptObserve(before *state, o observation, eff effect) {
 			s.debt = uint8(min(int(s.debt)+16-int(c), 255))
 		}
 	case before.anchor != 0:
-		// A recovery: R is at most the wait that ran out before it.
+		// A recovery: R is at most the time of the recovery. After a
+		// prompt one, the roundest time from the wait that ran out to the
+		// recovery is taken as proven: the wait itself when it is round
+		// (a held whole minute), else a rounder reset the wait fell just
+		// short of (a wait of 596.5 s planned inside a 600 s spell).
 		e := o.at - before.anchor
 		if w := before.until - before.anchor; w > s.elo && w < e && e-w <= max(resolvedMS, w/16) {
-			e = w // a prompt recovery: the wait is taken as proven
+			e = roundest(w, e)
 		}
 		if e > s.elo && e <= maxBoundMS {
 			s.noteMiss(s.elo, e)

@@ -847,3 +847,37 @@ func TestAdaptMissShare(t *testing.T) {
 		t.Errorf("a reset drawn anew in 100-200 s: miss share %d after 40 episodes, want at least 32 (an eighth)", s.miss)
 	}
 }
+
+// TestAdaptPromptRecoveryTakesTheRoundestWait: a recovery that comes
+// promptly after a wait ran out proves only R <= the recovery; rotor takes
+// the roundest time from the wait to the recovery as the upper bound, as
+// resets are often whole minutes or seconds. A wait of 596.5 s planned
+// inside a 600 s spell, recovered at 607 s, says R <= 600 s, not R <=
+// 596.5 s, which the next episode's retries at the bound would find
+// wrong; a wait that is already round stays; a late recovery proves only
+// itself.
+func TestAdaptPromptRecoveryTakesTheRoundestWait(t *testing.T) {
+	const t0 = int64(1_767_225_600_000)
+	for _, c := range []struct {
+		name               string
+		elo, wait, recover int64
+		hi                 int64
+	}{
+		{"a planned wait below a whole minute", 497_000, 596_500, 607_000, 600_000},
+		{"a held whole minute", 540_000, 600_000, 612_000, 600_000},
+		{"a whole second", 40_000, 44_200, 46_000, 45_000},
+		{"late: the recovery itself", 60_000, 100_000, 130_000, 130_000},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st := newState()
+			st.push(span{40_000, 50_000})
+			st.anchor, st.elo = t0, c.elo
+			st.until = t0 + c.wait
+			before := st
+			st.adaptObserve(&before, observation{at: t0 + c.recover, hint: -1, existing: 60_000}, effEvidence)
+			if got := st.at(0); got != (span{c.elo, c.hi}) {
+				t.Errorf("evidence %+v, want {lo:%d hi:%d}", got, c.elo, c.hi)
+			}
+		})
+	}
+}
