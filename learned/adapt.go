@@ -14,8 +14,9 @@ import "math"
 // R > lo, the longest wait that was refused, and R <= hi, the time of the
 // recovery, or, when the recovery came promptly after a wait ran out, the
 // roundest time from that wait to the recovery (the wait itself when it
-// is round: a wait followed by a prompt recovery is taken as proven). The state keeps the intervals of the last
-// adaptRing episodes; older evidence falls out, so it ages.
+// is round: a wait followed by a prompt recovery is taken as proven). The
+// state keeps the intervals of the last adaptRing episodes; older
+// evidence falls out, so it ages.
 //
 // From them the planner (plan.go) plans each episode's retries, the
 // cooldown after each refusal: it takes R as a mixture (what the newest
