@@ -153,6 +153,14 @@ type child struct {
 	stdin io.WriteCloser
 	done  chan struct{}
 	err   error // set before done closes
+	// termIsStop: a death by SIGTERM after stop sent one is a clean stop.
+	// True for the fake provider and the bare proxy, which hold nothing
+	// to flush: the parent's SIGTERM races the stdin it closes, and a
+	// SIGTERM delivered after the child restored the default action (as
+	// it returns from main; in a race-built child even SIG_IGN does not
+	// hold at exit) kills it. False for rotor, whose clean exit matters.
+	termIsStop bool
+	stopSent   bool
 }
 
 // startChild starts cmd, sends its stderr to logPath and waits for the
@@ -221,6 +229,7 @@ func (c *child) stop() error {
 		return c.exitErr()
 	default:
 	}
+	c.stopSent = true
 	_ = c.cmd.Process.Signal(syscall.SIGTERM)
 	_ = c.stdin.Close()
 	select {
@@ -234,6 +243,12 @@ func (c *child) stop() error {
 }
 
 func (c *child) exitErr() error {
+	var ee *exec.ExitError
+	if c.termIsStop && c.stopSent && errors.As(c.err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGTERM {
+			return nil
+		}
+	}
 	if c.err != nil {
 		return fmt.Errorf("%s: %w%s", c.name, c.err, logTail(c.log))
 	}

@@ -60,12 +60,14 @@ func startRig(ctx context.Context, o *options, withBare, withRotor bool) (_ *rig
 	if r.provider, err = startChild(ctx, "fake provider", cmd, filepath.Join(o.work, "provider.log")); err != nil {
 		return nil, err
 	}
+	r.provider.termIsStop = true
 	if withBare {
 		cmd := exec.Command(self, "-serve-bare-proxy", r.provider.url)
 		cmd.Env = childEnv(envBareKey + "=" + r.keys[0])
 		if r.bare, err = startChild(ctx, "bare proxy", cmd, filepath.Join(o.work, "bare.log")); err != nil {
 			return nil, err
 		}
+		r.bare.termIsStop = true
 	}
 	if withRotor {
 		if err := r.startBridge(ctx); err != nil {
