@@ -41,7 +41,7 @@ var epoch = time.UnixMilli(1_767_225_600_000) // 2026-01-01T00:00:00Z
 
 // Scenario is a provider whose reset is hidden from the policies. Reset
 // returns R for an exhaustion at elapsed (of span); it may draw from rng,
-// seeded alike for every policy.
+// the exhausted credential's own stream, seeded alike for every policy.
 type Scenario struct {
 	Name, About string
 	Reset       func(elapsed, span time.Duration, rng *rand.Rand) time.Duration
@@ -273,10 +273,13 @@ func Run(sc Scenario, rate float64, pol Policy, opt Options) Result {
 	})
 	scope := pool.Scope{Model: model}
 	arrivals := rand.New(rand.NewPCG(opt.Seed, uint64(rate*1000)))
-	noise := rand.New(rand.NewPCG(opt.Seed, 1))
 	provs := make([]*quotasim.Provider, Credentials)
 	byName := map[string]int{}
 	for i := range provs {
+		// Common random numbers: each credential draws from a stream of
+		// its own, so its k-th exhaustion meets the same reset under
+		// every policy, whatever order the credentials exhaust in.
+		noise := rand.New(rand.NewPCG(opt.Seed, 1+uint64(i)))
 		provs[i] = quotasim.New(Quota, func(now time.Time) time.Duration {
 			return sc.Reset(now.Sub(epoch), span, noise)
 		})
