@@ -140,6 +140,26 @@ func TestAdaptGrowsAfterALongerReset(t *testing.T) {
 	}
 }
 
+// TestAdaptFindsALongResetOnTheMinute: past all evidence the retries
+// follow the broad base's pieces, which end on round waits, so a reset of
+// whole minutes far beyond a steady one (bursty's 600 s spell after 45 s)
+// is found at once, not a step late after a refusal a hair below it, and
+// with no more refusals than the existing cooldown spends.
+func TestAdaptFindsALongResetOnTheMinute(t *testing.T) {
+	for _, c := range []struct{ from, to time.Duration }{
+		{45 * sec, 600 * sec}, {30 * sec, 600 * sec}, {90 * sec, 600 * sec},
+		{30 * sec, 420 * sec}, {90 * sec, 420 * sec}, {45 * sec, 300 * sec}, {45 * sec, 180 * sec},
+	} {
+		h := newHarness(t, ModeApply, withAdapt())
+		at, _ := h.drive(0, 10, steadyReset(c.from))
+		_, eps := h.drive(at, 1, steadyReset(c.to))
+		if ep := eps[0]; ep.idle != 0 || ep.refused > int(c.to/time.Minute)-1 {
+			t.Errorf("%v after a steady %v: idle %v, %d refused; want no idle and at most the existing cooldown's %d refusals",
+				c.to, c.from, ep.idle, ep.refused, int(c.to/time.Minute)-1)
+		}
+	}
+}
+
 // TestAdaptRefusedTrialReturnsToTheHeldWait: a trial that is refused sends
 // the next natural retry at the held wait, no later.
 func TestAdaptRefusedTrialReturnsToTheHeldWait(t *testing.T) {
@@ -930,7 +950,8 @@ func TestAdaptDrawnAnew(t *testing.T) {
 
 	// Through the learner: a reset drawn anew in 100-200 s every episode
 	// is seen as such on average (overlapping evidence hides it now and
-	// then, when the miss share carries it); a steady one never.
+	// then, when the miss share carries it, and retries at round waits
+	// leave intervals that only touch); a steady one never.
 	for _, c := range []struct {
 		name  string
 		reset func(int) time.Duration
@@ -940,7 +961,7 @@ func TestAdaptDrawnAnew(t *testing.T) {
 		{"drawn anew in 100-200 s", func() func(int) time.Duration {
 			rng := rand.New(rand.NewPCG(3, 4))
 			return func(int) time.Duration { return time.Duration(100_000+rng.IntN(100_001)) * time.Millisecond }
-		}(), 0.5, 100},
+		}(), 0.4, 100},
 		{"steady 150 s", steadyReset(150 * sec), 0, 0},
 	} {
 		h := newHarness(t, ModeApply, withAdapt())

@@ -92,10 +92,11 @@ func (s *state) belief(existing int64) ([]piece, int64, int) {
 	ps = append(ps, piece{hl, hh, p * (1 - q) * (1 - planHull)})
 	nev := len(ps)
 	// A reset that moved a little.
-	ps = logUniform(ps, max(int64(float64(r)/planSpan), minBoundMS), min(int64(float64(r)*planSpan), maxBoundMS), 1.1, planNear)
+	ps = logUniform(ps, max(int64(float64(r)/planSpan), minBoundMS), min(int64(float64(r)*planSpan), maxBoundMS), 1.1, planNear, false)
 	// A reset never seen: from an eighth of the existing cooldown to 16
-	// of them or four times the longest evidence.
-	ps = logUniform(ps, max(minBoundMS, existing/8), min(max(16*existing, 4*top), maxBoundMS), planRatio, max(p*q, planBroadMin))
+	// of them or four times the longest evidence, in pieces that end on
+	// round waits.
+	ps = logUniform(ps, max(minBoundMS, existing/8), min(max(16*existing, 4*top), maxBoundMS), planRatio, max(p*q, planBroadMin), true)
 	return ps, hold(a, r, existing), nev
 }
 
@@ -150,14 +151,21 @@ func hold(a, r, existing int64) int64 {
 }
 
 // logUniform appends weight w spread log-uniformly over (lo, hi], in
-// pieces growing by ratio.
-func logUniform(ps []piece, lo, hi int64, ratio, w float64) []piece {
+// pieces growing by ratio. With round, each piece ends at the roundest
+// wait in the second half of its step: a retry beyond all evidence is
+// planned at a piece's end, and a provider's reset is often whole
+// minutes, so an end a hair below one (596.5 s in a 600 s spell) is
+// refused and holds the credential a whole step past the reset.
+func logUniform(ps []piece, lo, hi int64, ratio, w float64, round bool) []piece {
 	if hi <= lo {
 		return ps
 	}
 	l := math.Log(float64(hi) / float64(lo))
 	for x := lo; x < hi; {
 		y := min(int64(float64(x)*ratio)+1, hi)
+		if round && y < hi {
+			y = roundest(int64(float64(x)*(1+ratio)/2)+1, y)
+		}
 		ps = append(ps, piece{x, y, w * math.Log(float64(y)/float64(x)) / l})
 		x = y
 	}

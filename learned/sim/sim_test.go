@@ -55,7 +55,7 @@ var bounds12h = map[string]cellBound{
 	"steady 150/0.2": {0, 0.5, true}, "steady 150/1": {0, 0.5, true}, "steady 150/5": {0, 0.5, true},
 	"steady 600/0.2": {0, 0.5, true}, "steady 600/1": {0, 0.5, true}, "steady 600/5": {0, 0.5, true},
 	"drifting/0.2": {0, 0.5, true}, "drifting/1": {0, 0.5, true}, "drifting/5": {0, 0.5, true},
-	"bursty/0.2": {0, 0.57, true}, "bursty/1": {0, 0.5, true}, "bursty/5": {0, 0.5, true},
+	"bursty/0.2": {0, 0.53, true}, "bursty/1": {0, 0.5, true}, "bursty/5": {0, 0.5, true},
 	"noisy/0.2": {0, 0.5, true}, "noisy/1": {0, 0.5, true}, "noisy/5": {0, 0.5, true},
 	"step 300->60/0.2": {0, 0.5, true}, "step 300->60/1": {0, 0.5, true}, "step 300->60/5": {0, 0.5, true},
 	"step 60->300/0.2": {0, 0.5, true}, "step 60->300/1": {0, 0.5, true}, "step 60->300/5": {0, 0.5, true},
@@ -66,11 +66,11 @@ var bounds2h = map[string]cellBound{
 	"steady 60/0.2": {0, 0.5, true}, "steady 60/1": {0, 0.5, true}, "steady 60/5": {0, 0.5, true},
 	"steady 150/0.2": {0, 0.5, true}, "steady 150/1": {0, 0.5, true}, "steady 150/5": {0, 0.5, true},
 	"steady 600/0.2": {0, 0.5, true}, "steady 600/1": {0, 0.5, true}, "steady 600/5": {0, 0.5, true},
-	"drifting/0.2": {0, 0.5, true}, "drifting/1": {-0.57, 0.5, true}, "drifting/5": {0, 0.5, true},
-	"bursty/0.2": {-0.24, 0.55, true}, "bursty/1": {-1.07, 0.52, true}, "bursty/5": {0, 0.56, true},
+	"drifting/0.2": {0, 0.5, true}, "drifting/1": {-0.25, 0.5, true}, "drifting/5": {0, 0.5, true},
+	"bursty/0.2": {0, 0.5, true}, "bursty/1": {0, 0.5, true}, "bursty/5": {0, 0.5, true},
 	"noisy/0.2": {0, 0.5, true}, "noisy/1": {0, 0.5, true}, "noisy/5": {0, 0.5, true},
 	"step 300->60/0.2": {-1.20, 0.5, true}, "step 300->60/1": {0, 0.5, true}, "step 300->60/5": {-0.16, 0.5, true},
-	"step 60->300/0.2": {0, 0.5, true}, "step 60->300/1": {-0.13, 0.5, true}, "step 60->300/5": {0, 0.5, true},
+	"step 60->300/0.2": {0, 0.5, true}, "step 60->300/1": {-0.18, 0.5, true}, "step 60->300/5": {0, 0.5, true},
 }
 
 // TestAdaptCells runs every scenario at every rate through the real pool
@@ -111,11 +111,12 @@ func TestAdaptCells(t *testing.T) {
 
 // untunedLosses holds the random schedules' cells where learned adapt
 // still serves less than fixed 60 s: the measured margin less a tenth of
-// a point. None today: random 3 at 0.2 req/s, which lost 0.56 points,
-// serves as many as fixed since the planner reads a reset drawn anew
-// (README, Cooldowns); at 0.2 req/s a cell moves by half a point or
-// more with any change to the learner, so a loss may come back here.
-var untunedLosses = map[string]float64{}
+// a point. Random 3 at 0.2 req/s lost 0.56 points, none once the planner
+// read a reset drawn anew, and 1.13 since the broad base's pieces end on
+// round waits (README, Cooldowns: over 48 seeds not tuned on, that change
+// lost fewer cells in all). At 0.2 req/s a cell moves by half a point or
+// more with any change to the learner.
+var untunedLosses = map[string]float64{"random 3/0.2": -1.23}
 
 // TestAdaptOnUntunedSchedules: random schedules the learner was not tuned
 // on (a reset of 20-900 s that changes every 10-120 min). Learned adapt
