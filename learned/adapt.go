@@ -48,7 +48,7 @@ import "math"
 //     instead, to check that its lower bound still holds.
 //   - An exact hold at a multiple of the existing cooldown (a whole ring
 //     of agreeing episodes resolved there) checks its lower bound an
-//     eighth below with its trial; after three refused checks since a
+//     eighth below with its trial (deeper where the plan's trial lies); after three refused checks since a
 //     trial last succeeded its trial goes to the existing cooldown, so that a reset that drops
 //     to it is found as soon as fixed finds it (exactHoldCheck).
 //   - Exploring spends refusals, not idle time: until a refusal proves R
@@ -293,13 +293,20 @@ func (s *state) adaptTarget(o observation) (target int64, trial, ok bool) {
 		s.aflags |= flagTrial
 		if c := s.exactHoldCheck(h, o.existing); c > 0 && t > o.existing {
 			// An exact hold at a multiple of the existing cooldown: its
-			// trial checks the lower bound until checks were refused
+			// trial checks the lower bound (an eighth below it, or
+			// deeper where the plan put it) until checks were refused
 			// adaptStreak times since a trial last succeeded, then
 			// watches for a drop.
-			if s.streak >= adaptStreak {
+			switch {
+			case s.streak >= adaptStreak:
 				t = o.existing
 				s.aflags |= flagAtExisting | flagWatch
-			} else {
+			case t < c:
+				// The plan's own trial lies deeper: it checks the
+				// lower bound as well, and finds a reset that fell far
+				// at once.
+				s.aflags |= flagCheck
+			default:
 				t = c
 				s.aflags |= flagCheck
 			}
@@ -320,7 +327,10 @@ func (s *state) adaptTarget(o observation) (target int64, trial, ok bool) {
 // trial near h finds it minutes late (step 300->60 s lost on every
 // seed), and a reset that fell less is never seen while held evidence
 // that agrees keeps its old lower bound (push). So the hold's trial
-// checks the lower bound instead; once checks were refused adaptStreak
+// checks the lower bound instead (or goes where the plan put it, if that
+// is deeper: a hold of 720 s whose reset fell to 40 s is found by a
+// trial at 135 s, not after a check at 660 s per credential leaves the
+// evidence behind); once checks were refused adaptStreak
 // times since a trial last succeeded, it goes to the existing cooldown (a drop is seen at
 // once), and a check follows it only while credit was at its cap
 // (planNext), so that a reset drifting down is still seen. Each episode

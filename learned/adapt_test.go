@@ -686,10 +686,40 @@ func TestAdaptExactHoldFindsADrop(t *testing.T) {
 	}
 }
 
+// TestAdaptExactHoldTakesADeeperPlannedTrial: an exact hold's trial
+// checks the lower bound an eighth below it, unless the plan put its
+// trial deeper: that trial checks the bound as well, and a reset that
+// fell far (720 s to 40 s in a random schedule) is found in one episode
+// instead of one check at 660 s per credential first. Refused, it counts
+// in the streak as a check does.
+func TestAdaptExactHoldTakesADeeperPlannedTrial(t *testing.T) {
+	const t0 = int64(1_767_225_600_000)
+	st := newState()
+	for range adaptRing {
+		st.push(span{712_000, 720_000})
+	}
+	st.budgetAt, st.credit = t0, 64
+	if c := st.exactHoldCheck(st.held(60_000), 60_000); c != 660_000 {
+		t.Fatalf("check %d, want an exact hold checked at 660000", c)
+	}
+	o := observation{throttle: true, at: t0, hint: -1, existing: 60_000}
+	st.anchor = o.at
+	w, trial, ok := st.adaptTarget(o)
+	if !ok || !trial || w >= 660_000 || w <= 60_000 || st.aflags != flagTrial|flagCheck {
+		t.Fatalf("first retry %d, trial %v, ok %v, flags %b; want the plan's trial below the check at 660000, as a check", w, trial, ok, st.aflags)
+	}
+	before := st
+	st.adaptObserve(&before, observation{throttle: true, at: t0 + w, hint: -1, existing: 60_000}, effEvidence)
+	if st.streak != 1 {
+		t.Errorf("the refused trial left the streak at %d, want 1", st.streak)
+	}
+}
+
 // TestAdaptExactHoldOnlyAtAMultiple: only a hold longer than the existing
 // cooldown, at a multiple of it, on a whole ring of agreeing episodes
 // resolved there, is exact; its check is the roundest wait in the eighth
-// below the lower bound. Its first trial checks until adaptStreak checks
+// below the lower bound (or the plan's trial, if deeper: see
+// TestAdaptExactHoldTakesADeeperPlannedTrial). Its first trial checks until adaptStreak checks
 // were refused since a trial last succeeded, then goes to the existing cooldown; after that
 // trial is refused, a check follows only if credit was at its cap, else
 // the hold. A refused check counts in the streak, a refused trial at the
@@ -736,8 +766,8 @@ func TestAdaptExactHoldOnlyAtAMultiple(t *testing.T) {
 		}
 		return st, w
 	}
-	if st, w := first(adaptStreak-1, adaptCreditCap); w != 270_000 || st.aflags != flagTrial|flagCheck {
-		t.Errorf("streak %d: first retry %d, flags %b; want the check at 270000", adaptStreak-1, w, st.aflags)
+	if st, w := first(adaptStreak-1, adaptCreditCap); w > 270_000 || w <= 60_000 || st.aflags != flagTrial|flagCheck {
+		t.Errorf("streak %d: first retry %d, flags %b; want a check at 270000 or below (the plan's trial, if deeper)", adaptStreak-1, w, st.aflags)
 	}
 	for _, tc := range []struct {
 		credit uint8

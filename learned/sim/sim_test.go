@@ -66,10 +66,10 @@ var bounds2h = map[string]cellBound{
 	"steady 60/0.2": {0, 0.5, true}, "steady 60/1": {0, 0.5, true}, "steady 60/5": {0, 0.5, true},
 	"steady 150/0.2": {0, 0.5, true}, "steady 150/1": {0, 0.5, true}, "steady 150/5": {0, 0.5, true},
 	"steady 600/0.2": {0, 0.5, true}, "steady 600/1": {0, 0.5, true}, "steady 600/5": {0, 0.5, true},
-	"drifting/0.2": {0, 0.5, true}, "drifting/1": {-0.25, 0.5, true}, "drifting/5": {0, 0.5, true},
+	"drifting/0.2": {0, 0.5, true}, "drifting/1": {-0.66, 0.5, true}, "drifting/5": {0, 0.5, true},
 	"bursty/0.2": {0, 0.5, true}, "bursty/1": {0, 0.5, true}, "bursty/5": {0, 0.5, true},
 	"noisy/0.2": {0, 0.5, true}, "noisy/1": {0, 0.5, true}, "noisy/5": {0, 0.5, true},
-	"step 300->60/0.2": {-1.20, 0.5, true}, "step 300->60/1": {0, 0.5, true}, "step 300->60/5": {-0.16, 0.5, true},
+	"step 300->60/0.2": {0, 0.5, true}, "step 300->60/1": {0, 0.5, true}, "step 300->60/5": {-0.16, 0.5, true},
 	"step 60->300/0.2": {0, 0.5, true}, "step 60->300/1": {-0.18, 0.5, true}, "step 60->300/5": {0, 0.5, true},
 }
 
@@ -112,11 +112,12 @@ func TestAdaptCells(t *testing.T) {
 // untunedLosses holds the random schedules' cells where learned adapt
 // still serves less than fixed 60 s: the measured margin less a tenth of
 // a point. Random 3 at 0.2 req/s lost 0.56 points, none once the planner
-// read a reset drawn anew, and 1.13 since the broad base's pieces end on
+// read a reset drawn anew, 1.13 once the broad base's pieces ended on
 // round waits (README, Cooldowns: over 48 seeds not tuned on, that change
-// lost fewer cells in all). At 0.2 req/s a cell moves by half a point or
-// more with any change to the learner.
-var untunedLosses = map[string]float64{"random 3/0.2": -1.23}
+// lost fewer cells in all), and 0.13 since an exact hold takes the plan's
+// deeper trial (its reset falls from 717 s to 39 s). At 0.2 req/s a cell
+// moves by half a point or more with any change to the learner.
+var untunedLosses = map[string]float64{"random 3/0.2": -0.23}
 
 // TestAdaptOnUntunedSchedules: random schedules the learner was not tuned
 // on (a reset of 20-900 s that changes every 10-120 min). Learned adapt
