@@ -43,9 +43,10 @@ import "math"
 //   - A step budget that renews: an episode whose first retry is below
 //     the held wait takes one trial step, at most 12 per adaptBudgetMS
 //     instead of per seven-day state.
-//   - With the credit at its cap, a plan that would hold a wait longer
-//     than the existing cooldown retries an eighth below the evidence
-//     instead, to check that its lower bound still holds.
+//   - With the credit at its cap, a plan whose first retry would not go
+//     below the evidence's lower bound (a hold longer than the existing
+//     cooldown, or a trial inside the evidence) retries an eighth below
+//     it instead, to check that the bound still holds.
 //   - An exact hold at a multiple of the existing cooldown (a whole ring
 //     of agreeing episodes resolved there) checks its lower bound an
 //     eighth below with its trial (deeper where the plan's trial lies); after three refused checks since a
@@ -281,12 +282,14 @@ func (s *state) adaptTarget(o observation) (target int64, trial, ok bool) {
 		// of whole seconds is matched exactly.
 		t = s.bisect(h)
 	}
-	if a, _ := s.common(); t >= h && h > o.existing && s.credit >= adaptCreditCap && a > 2*resolvedMS {
+	if a, _ := s.common(); h > o.existing && s.credit >= adaptCreditCap && a > 2*resolvedMS {
 		// Credit piles up: the plans spend less than the episodes earn.
-		// A held wait that succeeds proves only R <= h, so the lower
-		// bound may be an old refusal's while the reset varies below
-		// it: check it with a retry an eighth below.
-		t = roundest(a-a/8, a-1)
+		// A held wait that succeeds proves only R <= h, and so does a
+		// trial above the lower bound (agreeing evidence keeps that
+		// bound, push), so the bound may be an old refusal's while the
+		// reset varies or fell below it: check it with a retry an
+		// eighth below, unless the plan's retry is that deep already.
+		t = min(t, roundest(a-a/8, a-1))
 	}
 	if t < h && s.steps < MaxTrialSteps {
 		s.steps++

@@ -567,7 +567,11 @@ func TestAdaptNeverWaitsPastTheExistingUnproven(t *testing.T) {
 // plans spend less than they earn), a first retry that would hold goes
 // an eighth below what the evidence leaves open instead, to check that
 // the lower bound still holds; with less credit, or a held wait no longer
-// than the existing cooldown, it holds.
+// than the existing cooldown, it holds. A trial inside the evidence
+// gives way to the check as well: it succeeds whether or not the reset
+// fell below the bound, and agreeing evidence keeps the bound (a reset
+// that fell from 285 s to 122 s was held for four episodes per
+// credential while trials at 281 s succeeded).
 func TestAdaptChecksTheLowerBoundWhenCreditPilesUp(t *testing.T) {
 	const t0 = int64(1_767_225_600_000)
 	for _, tc := range []struct {
@@ -600,6 +604,25 @@ func TestAdaptChecksTheLowerBoundWhenCreditPilesUp(t *testing.T) {
 			t.Errorf("%s: first retry %d (trial %v); want a trial in [153125, 175000)", tc.name, w, trial)
 		case !tc.below && w != 180_000:
 			t.Errorf("%s: first retry %d; want the held 180000", tc.name, w)
+		}
+	}
+
+	for _, tc := range []struct {
+		credit uint8
+		want   int64
+	}{
+		{adaptCreditCap, 270_000}, // the check
+		{64, 281_000},             // the plan's trial inside (275.3 s, 285 s]
+	} {
+		st := newState()
+		for range adaptRing {
+			st.push(span{275_322, 285_000})
+		}
+		st.credit, st.budgetAt = tc.credit, t0
+		o := observation{throttle: true, at: t0, hint: -1, existing: 60_000}
+		st.anchor = o.at
+		if w, trial, ok := st.adaptTarget(o); !ok || !trial || w != tc.want {
+			t.Errorf("credit %d, evidence (275322, 285000]: first retry %d (trial %v, ok %v); want %d", tc.credit, w, trial, ok, tc.want)
 		}
 	}
 }
