@@ -49,9 +49,10 @@ import "math"
 //     it instead, to check that the bound still holds.
 //   - An exact hold at a multiple of the existing cooldown (a whole ring
 //     of agreeing episodes resolved there) checks its lower bound an
-//     eighth below with its trial (deeper where the plan's trial lies); after three refused checks since a
-//     trial last succeeded its trial goes to the existing cooldown, so that a reset that drops
-//     to it is found as soon as fixed finds it (exactHoldCheck).
+//     eighth below with its trial (deeper where the plan's trial lies);
+//     after three refused checks since a trial last succeeded its trial
+//     goes to the existing cooldown, so that a reset that drops to it is
+//     found as soon as fixed finds it (exactHoldCheck).
 //   - Exploring spends refusals, not idle time: until a refusal proves R
 //     longer than the existing cooldown, the held wait is no longer than
 //     it (held), and a refused trial's next retry is no later than a held
@@ -300,17 +301,14 @@ func (s *state) adaptTarget(o observation) (target int64, trial, ok bool) {
 			// deeper where the plan put it) until checks were refused
 			// adaptStreak times since a trial last succeeded, then
 			// watches for a drop.
-			switch {
-			case s.streak >= adaptStreak:
+			if s.streak >= adaptStreak {
 				t = o.existing
 				s.aflags |= flagAtExisting | flagWatch
-			case t < c:
-				// The plan's own trial lies deeper: it checks the
-				// lower bound as well, and finds a reset that fell far
-				// at once.
-				s.aflags |= flagCheck
-			default:
-				t = c
+			} else {
+				// The plan's own trial, if deeper, checks the lower
+				// bound as well, and finds a reset that fell far at
+				// once.
+				t = min(t, c)
 				s.aflags |= flagCheck
 			}
 		}
@@ -331,7 +329,7 @@ func (s *state) adaptTarget(o observation) (target int64, trial, ok bool) {
 // seed), and a reset that fell less is never seen while held evidence
 // that agrees keeps its old lower bound (push). So the hold's trial
 // checks the lower bound instead (or goes where the plan put it, if that
-// is deeper: a hold of 720 s whose reset fell to 40 s is found by a
+// is deeper: a hold of 720 s whose reset fell to 39 s is found by a
 // trial at 135 s, not after a check at 660 s per credential leaves the
 // evidence behind); once checks were refused adaptStreak
 // times since a trial last succeeded, it goes to the existing cooldown (a drop is seen at
