@@ -59,6 +59,12 @@ import "math"
 //     wait that short; while the held wait is no longer than the
 //     existing cooldown, no retry is planned in the last eighth below
 //     it (trialGap).
+//   - A sibling's fall: when one credential recovers at or below its
+//     evidence's lower bound, the others of its provider, model and quota
+//     bucket retry once at that wait where their plan would retry later,
+//     within an hour and while credit holds a refusal (Learner.noteFall,
+//     trySibling; memory only). The spec keeps each credential's evidence
+//     apart, and after a long hold each had to find a drop on its own.
 //
 // Adapt adds no request: a retry is the next natural request, let through
 // earlier or later. Every other bound stays: trusted advice is a hard
@@ -455,4 +461,31 @@ func roundest(x, y int64) int64 {
 		}
 	}
 	return x
+}
+
+// fell reports whether the episode that just ended in s recovered at hi,
+// at or below the lower bound of what the evidence it started from
+// (before) left open: the reset fell.
+func (s *state) fell(before *state) (int64, bool) {
+	if before.anchor == 0 || s.anchor != 0 || before.rn == 0 || s.rn == 0 || s.ring == before.ring {
+		return 0, false
+	}
+	a, _ := before.common()
+	if hi := s.at(0).hi; hi <= a {
+		return hi, true
+	}
+	return 0, false
+}
+
+// trySibling moves the retry planned at t (ms after the episode's first
+// throttle; e is this throttle's) to sib, the wait a sibling recovered at
+// when its reset fell, if that lies between and the credit holds a
+// refusal: a trial, whose refusal does not count as growth. It reports
+// whether it did.
+func (s *state) trySibling(e, t, sib int64) (int64, bool) {
+	if sib <= e || sib >= t || s.credit < 16 {
+		return t, false
+	}
+	s.aflags = s.aflags&^(flagAtExisting|flagCheck) | flagTrial
+	return sib, true
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
+	"hash/maphash"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -345,7 +346,8 @@ func TestAdaptOffStoresVersion1(t *testing.T) {
 }
 
 // FuzzAdaptTransitions drives a learner with adapt on through arbitrary
-// throttles, recoveries and advice: it never panics, every stored state
+// throttles, recoveries and advice of two sibling credentials (each
+// may try a fall the other saw): it never panics, every stored state
 // decodes, round-trips and keeps its invariants (bounds, the ring, at
 // most 12 steps), and no applied wait is below trusted advice, above the
 // cap or under a second.
@@ -357,15 +359,22 @@ func FuzzAdaptTransitions(f *testing.F) {
 	// ring fills, agrees, breaks and spreads.
 	f.Add([]byte{0, 0, 0, 0, 120, 0, 0, 60, 0, 1, 2, 0, 0, 120, 0, 0, 150, 0, 1, 60, 0, 0, 120, 0, 0, 180, 0, 1, 10, 0,
 		0, 120, 0, 0, 250, 0, 0, 250, 0, 0, 250, 0, 1, 250, 0, 0, 120, 0, 0, 100, 0, 1, 50, 0, 0, 120, 0, 0, 130, 0, 1, 90, 0})
+	// A fourth op bit switches to a sibling credential (the same
+	// provider, model and quota bucket), so that one credential's fall
+	// is tried by the other.
+	f.Add([]byte{0, 0, 0, 4, 0, 0, 0, 60, 0, 5, 60, 0, 0, 200, 0, 1, 20, 0, 4, 20, 0, 0, 250, 0, 1, 10, 0, 4, 40, 0, 5, 30, 0})
 	const capSeconds = 1800
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		if len(ops) > 3*64 {
 			ops = ops[:3*64] // keep each execution cheap
 		}
 		h := newHarness(t, ModeApply, withAdapt(), withMaxSeconds(capSeconds))
+		ids := [2]pool.LearnEvent{h.ev, h.ev}
+		ids[1].Identity = identity("key-b", "api", "decide-mini", "")
 		at := time.Duration(0)
 		for i := 0; i+2 < len(ops); i += 3 {
 			kind, step, hint := ops[i]%4, time.Duration(ops[i+1])*sec/2, float64(ops[i+2])*15
+			h.ev = ids[ops[i]/4%2]
 			at += step
 			switch kind {
 			case 0, 3:
@@ -1046,5 +1055,83 @@ func TestAdaptHullSkipsCensoredLows(t *testing.T) {
 	ps, _, nev := st.belief(60_000)
 	if hull := ps[nev-1]; hull.lo != 70_000 || hull.hi != 180_000 {
 		t.Errorf("hull (%d, %d], want (70000, 180000]", hull.lo, hull.hi)
+	}
+}
+
+// TestAdaptTriesASiblingsFall: when one credential's reset falls below
+// what its evidence held, another credential of the same provider, model
+// and quota bucket retries at the wait the first one recovered at, where
+// its own plan would retry later, once; it finds the drop sooner than it
+// would on its own. A credential of another scope does not.
+func TestAdaptTriesASiblingsFall(t *testing.T) {
+	// The second credential held a longer reset than the first: the first
+	// sees the drop at a wait the second would not try.
+	const before, beforeB, after = 400 * sec, 600 * sec, 100 * sec
+	a := pool.LearnEvent{Provider: "api", Model: "decide-mini", Identity: identity("key-a", "api", "decide-mini", "")}
+	sibling := pool.LearnEvent{Provider: "api", Model: "decide-mini", Identity: identity("key-b", "api", "decide-mini", "")}
+	stranger := pool.LearnEvent{Provider: "zdr", Model: "decide-large", QuotaBucket: "shared-decide", Identity: identity("key-b", "zdr", "decide-large", "shared-decide")}
+	run := func(b pool.LearnEvent) (fellTo time.Duration, eps []episode) {
+		h := newHarness(t, ModeApply, withAdapt())
+		h.ev = a
+		at, _ := h.drive(0, 30, steadyReset(before))
+		h.ev = b
+		at, _ = h.drive(at, 30, steadyReset(beforeB))
+		h.ev = a
+		at, _ = h.drive(at, 3, steadyReset(after))
+		h.l.fallMu.Lock()
+		for _, f := range h.l.falls {
+			fellTo = time.Duration(f.hi) * time.Millisecond
+		}
+		h.l.fallMu.Unlock()
+		h.ev = b
+		_, eps = h.drive(at, 3, steadyReset(after))
+		return fellTo, eps
+	}
+	fellTo, withSibling := run(sibling)
+	if fellTo == 0 || fellTo >= before {
+		t.Fatalf("after the drop to %v the first credential recorded no fall (%v)", after, fellTo)
+	}
+	_, alone := run(stranger)
+	// Its own trial at the existing cooldown is refused; its next retry
+	// is the sibling's wait, not its own plan's.
+	if got, want := withSibling[0].idle, fellTo-after; got != want {
+		t.Errorf("the sibling's first episode after the drop idled %v, want %v: a recovery at the fall the first credential saw, %v", got, want, fellTo)
+	}
+	if alone[0].idle <= fellTo-after {
+		t.Errorf("another scope's first episode after the drop idled %v, want its own plan's, more than %v", alone[0].idle, fellTo-after)
+	}
+	idle := func(eps []episode) (d time.Duration) {
+		for _, ep := range eps {
+			d += ep.idle
+		}
+		return d
+	}
+	if idle(withSibling) >= idle(alone) {
+		t.Errorf("after the drop the sibling idled %v in 3 episodes, alone %v; want less with the sibling's fall", idle(withSibling), idle(alone))
+	}
+}
+
+// TestAdaptTriesASiblingsFallOnce: a sibling whose own reset did not fall
+// spends one refused retry on the other's fall, in one episode only.
+func TestAdaptTriesASiblingsFallOnce(t *testing.T) {
+	h := newHarness(t, ModeApply, withAdapt())
+	a, b := h.ev, h.ev
+	b.Identity = identity("key-b", "api", "decide-mini", "")
+	at, _ := h.drive(0, 30, steadyReset(400*sec))
+	h.ev = b
+	at, _ = h.drive(at, 30, steadyReset(600*sec))
+	h.ev = a
+	at, _ = h.drive(at, 3, steadyReset(100*sec))
+	g := maphash.String(h.l.seed, a.Provider+"\x00"+a.Model+"\x00"+a.QuotaBucket)
+	fell := h.l.fallFor(g, h.clk.Now().UnixMilli(), b.Identity)
+	if fell == 0 {
+		t.Fatal("the first credential's drop from 400 s to 100 s left no fall for its sibling")
+	}
+	h.ev = b
+	for i := range 3 {
+		at, _ = h.drive(at, 1, steadyReset(600*sec))
+		if got := h.l.fallFor(g, h.clk.Now().UnixMilli(), b.Identity); got != 0 {
+			t.Fatalf("after %d episodes of its own the sibling is still offered the fall at %d ms", i+1, got)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -160,6 +161,11 @@ type Learner struct {
 	seed  maphash.Seed
 	locks [lockStripes]sync.Mutex
 
+	// falls holds, per sibling group, the latest fall of the reset one
+	// credential saw, for the others to try (adapt; memory only).
+	fallMu sync.Mutex
+	falls  map[uint64]*fall
+
 	warned [numFailures]atomic.Bool
 	stats  counters
 }
@@ -250,7 +256,7 @@ func (l *Learner) Observe(ev pool.LearnEvent) {
 	for attempt := 0; ; attempt++ {
 		before := st
 		eff := st.observe(o)
-		l.adaptObserve(&st, &before, o, eff)
+		l.adaptObserve(&st, &before, o, eff, id)
 		if st == before {
 			return
 		}
@@ -293,8 +299,8 @@ func (l *Learner) Suggest(ev pool.LearnEvent) (time.Duration, bool) {
 		}
 		before := st
 		eff := st.observe(o)
-		l.adaptObserve(&st, &before, o, eff)
-		dec := l.decide(&st, o)
+		l.adaptObserve(&st, &before, o, eff, id)
+		dec := l.decide(&st, o, id)
 		if st != before {
 			err := l.save(id, &st, rev)
 			if errors.Is(err, ErrStaleRevision) && attempt == 0 {
@@ -326,7 +332,7 @@ type decision struct {
 
 // decide computes the cooldown for the throttle o once st has observed it,
 // and records an apply-mode decision in st.
-func (l *Learner) decide(st *state, o observation) decision {
+func (l *Learner) decide(st *state, o observation, id string) decision {
 	if st.anchor == 0 || o.at >= st.until {
 		return decision{} // not part of the open episode
 	}
@@ -342,7 +348,7 @@ func (l *Learner) decide(st *state, o observation) decision {
 		return decision{ms: l.bound(st, o, st.until-o.at), apply: true} // decided already
 	}
 	if l.mode == ModeApply && l.adapt {
-		return l.decideAdapt(st, o)
+		return l.decideAdapt(st, o, id)
 	}
 	target, trial := st.target()
 	rem := max(st.anchor+target-o.at, minBoundMS)
@@ -372,17 +378,27 @@ func (l *Learner) decide(st *state, o observation) decision {
 }
 
 // adaptObserve applies the adapt evidence of o in apply mode with adapt on.
-func (l *Learner) adaptObserve(st, before *state, o observation, eff effect) {
+func (l *Learner) adaptObserve(st, before *state, o observation, eff effect, id string) {
 	if l.adapt && l.mode == ModeApply {
 		st.adaptObserve(before, o, eff)
+		if hi, ok := st.fell(before); ok {
+			l.noteFall(o.group, o.at, hi, id)
+		}
 	}
 }
 
 // decideAdapt is decide with learned_cooldown.adapt on (adapt.go).
-func (l *Learner) decideAdapt(st *state, o observation) decision {
+func (l *Learner) decideAdapt(st *state, o observation, id string) decision {
 	target, trial, ok := st.adaptTarget(o)
 	if !ok {
 		return decision{}
+	}
+	if sib := l.fallFor(o.group, o.at, id); sib > 0 {
+		var tried bool
+		if target, tried = st.trySibling(o.at-st.anchor, target, sib); tried {
+			trial = true
+			l.tookFall(o.group, id)
+		}
 	}
 	rem := max(st.anchor+target-o.at, minBoundMS)
 	d := decision{ms: l.bound(st, o, rem), apply: true, fresh: true}
@@ -442,6 +458,9 @@ func (l *Learner) admit(ev pool.LearnEvent) (observation, string, bool) {
 		at = l.clock.Now()
 	}
 	o := observation{throttle: ev.Outcome == pool.OutcomeThrottled, at: at.UnixMilli(), hint: -1}
+	if l.adapt {
+		o.group = maphash.String(l.seed, ev.Provider+"\x00"+ev.Model+"\x00"+ev.QuotaBucket)
+	}
 	if o.at <= 0 {
 		return observation{}, "", false
 	}
@@ -600,4 +619,64 @@ func (l *Learner) Snapshot() Snapshot {
 func (s Snapshot) String() string {
 	return fmt.Sprintf("mode=%s scopes=%d observations=%d evidence=%d contradictions=%d suggestions=%d trial_steps=%d",
 		s.Mode, s.Scopes, s.Observations, s.Evidence, s.Contradictions, s.Suggestions, s.TrialSteps)
+}
+
+// fall is a drop of the reset one credential saw at at: a recovery hi ms
+// after its episode's first throttle, at or below its evidence's lower
+// bound (state.fell). The others of its group try hi once (trySibling).
+type fall struct {
+	at, hi int64
+	took   []string // identities that saw or tried it
+}
+
+// fallTTL is how long a sibling's fall is offered.
+const fallTTL = adaptBudgetMS
+
+// maxFallTook bounds the credentials one fall is offered to.
+const maxFallTook = 16
+
+// noteFall records that id's reset fell to hi at at, as its group's
+// latest fall (the one id saw itself). At most StoreCapacity groups keep
+// a fall; one older than fallTTL gives way.
+func (l *Learner) noteFall(g uint64, at, hi int64, id string) {
+	l.fallMu.Lock()
+	defer l.fallMu.Unlock()
+	if l.falls == nil {
+		l.falls = map[uint64]*fall{}
+	}
+	if f := l.falls[g]; f != nil && at <= f.at {
+		return
+	}
+	if _, ok := l.falls[g]; !ok && len(l.falls) >= StoreCapacity {
+		for k, f := range l.falls {
+			if at-f.at >= fallTTL {
+				delete(l.falls, k)
+			}
+		}
+		if len(l.falls) >= StoreCapacity {
+			return
+		}
+	}
+	l.falls[g] = &fall{at: at, hi: hi, took: []string{id}}
+}
+
+// fallFor returns a sibling's recent fall that id has not tried (0:
+// none).
+func (l *Learner) fallFor(g uint64, at int64, id string) int64 {
+	l.fallMu.Lock()
+	defer l.fallMu.Unlock()
+	f := l.falls[g]
+	if f == nil || at-f.at >= fallTTL || at < f.at || len(f.took) >= maxFallTook || slices.Contains(f.took, id) {
+		return 0
+	}
+	return f.hi
+}
+
+// tookFall marks the group's fall tried by id.
+func (l *Learner) tookFall(g uint64, id string) {
+	l.fallMu.Lock()
+	defer l.fallMu.Unlock()
+	if f := l.falls[g]; f != nil && !slices.Contains(f.took, id) && len(f.took) < maxFallTook {
+		f.took = append(f.took, id)
+	}
 }

@@ -93,6 +93,9 @@ type observation struct {
 	// existing is the cooldown the pool applies to this throttle without
 	// the learner: the advice or the fallback, within 1 s and the cap.
 	existing int64
+	// group is the process-local key of the credential's siblings: the
+	// same provider, model and quota bucket (adapt, learner.go).
+	group uint64
 }
 
 // effect is what an observation did to a state.
