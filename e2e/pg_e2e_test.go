@@ -27,6 +27,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/rotorhq/rotor/internal/dburl"
 	fp "github.com/rotorhq/rotor/internal/fakeprovider"
 	"github.com/rotorhq/rotor/internal/testutil/pgtest"
 	"github.com/rotorhq/rotor/ledger"
@@ -535,7 +536,7 @@ func TestPostgresBridgeStartRefusesOldSchemaAndUnreachable(t *testing.T) {
 	e := newE2E(t)
 	e.env = append(e.env, "ROTOR_DB="+u.String())
 	r := e.run("bridge", "start", "--listen", "127.0.0.1:0")
-	if r.code != 2 || r.stdout != "" || !strings.Contains(r.stderr, "rotor ledger migrate") || !strings.Contains(r.stderr, pgledger.MaskURL(u.String())) {
+	if r.code != 2 || r.stdout != "" || !strings.Contains(r.stderr, "rotor ledger migrate") || !strings.Contains(r.stderr, dburl.Mask(u.String())) {
 		t.Errorf("bridge on an empty schema: exit %d, stdout %q, stderr %q; want exit 2 before the URL line, saying to migrate", r.code, r.stdout, r.stderr)
 	}
 	for _, args := range [][]string{{"budget", "list"}, {"runtime", "start", "--listen", "127.0.0.1:0"}} {
@@ -552,7 +553,7 @@ func TestPostgresBridgeStartRefusesOldSchemaAndUnreachable(t *testing.T) {
 	u.Host = dead
 	e.env = append(e.env, "ROTOR_DB="+u.String(), "ROTOR_LEDGER_CONNECT_TIMEOUT=1s")
 	r2 := e.run("bridge", "start", "--listen", "127.0.0.1:0")
-	if r2.code != 1 || r2.stdout != "" || !strings.Contains(r2.stderr, pgledger.MaskURL(u.String())) {
+	if r2.code != 1 || r2.stdout != "" || !strings.Contains(r2.stderr, dburl.Mask(u.String())) {
 		t.Errorf("bridge on an unreachable database: exit %d, stdout %q, stderr %q; want exit 1 naming the masked URL", r2.code, r2.stdout, r2.stderr)
 	}
 	for _, o := range []string{r.stderr, r2.stderr} {
@@ -682,7 +683,7 @@ func TestPostgresLedgerPruneKeepsDayReportsBesideABridge(t *testing.T) {
 	tm.run(0, "budget", "remove", "weekly")
 	out := tm.run(0, "ledger", "prune", "--before", cut).stdout
 	if want := fmt.Sprintf("pruned %d usage rows before %s", seeded-(3+6), cut); !strings.Contains(out, want) || !strings.Contains(out, "kept the rollups") ||
-		!strings.Contains(out, pgledger.MaskURL(tm.url)) {
+		!strings.Contains(out, dburl.Mask(tm.url)) {
 		t.Errorf("prune said %q, want %q, the rollups kept and the masked URL", out, want)
 	}
 	if got := tm.run(0, report...).stdout; !equalJSON(t, got, before) {

@@ -51,7 +51,7 @@ fuzz=(
   "./internal/sse FuzzScanner"
   "./internal/sse FuzzChatRewriter"
   "./cmd/rotor FuzzParseLiteLLM"
-  "./ledger/pgledger FuzzMaskURL"
+  "./internal/dburl FuzzMask"
 )
 
 if [ "$list" = 1 ]; then

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rotorhq/rotor/ledger/pgledger"
+	"github.com/rotorhq/rotor/internal/dburl"
 )
 
 // cellKey names a table row.
@@ -272,7 +272,7 @@ func printHeader(w io.Writer, o *options, elapsed time.Duration, cpuLine, perLin
 	if contains(o.modes, modeRotor) {
 		where := fmt.Sprintf("ledger on disk (synchronous: %s)", sync)
 		if o.db != "" && o.db != "sqlite" {
-			where = "ledger on PostgreSQL (" + pgledger.MaskURL(o.db) + ")"
+			where = "ledger on PostgreSQL (" + dburl.Mask(o.db) + ")"
 		}
 		fmt.Fprintf(w, "rotor: `rotor bridge start`, runtime in-process, 3 credentials, model cooldown on, requests and tokens budgets active, %s\n", where)
 		fmt.Fprintf(w, "rotor request logging: log.level=%s", o.logLevel)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/rotorhq/rotor/ledger/pgledger"
+	"github.com/rotorhq/rotor/internal/dburl"
 )
 
 // defaultPostgres is the PostgreSQL `-db postgres` uses when
@@ -26,7 +26,7 @@ func benchDB(ctx context.Context, db string) (dbURL string, drop func(), err err
 	switch {
 	case db == "" || db == "sqlite":
 		return "", func() {}, nil
-	case pgledger.IsURL(db):
+	case dburl.IsPostgres(db):
 		return db, func() {}, nil
 	case db != "postgres":
 		return "", nil, fmt.Errorf("-db %q: want sqlite, postgres or a postgres:// URL", db)
@@ -38,7 +38,7 @@ func benchDB(ctx context.Context, db string) (dbURL string, drop func(), err err
 	schema := "rotor_bench_" + strings.ToLower(rand.Text()[:10])
 	conn, err := pgx.Connect(ctx, base)
 	if err != nil {
-		return "", nil, fmt.Errorf("-db postgres: %s: %v", pgledger.MaskURL(base), err)
+		return "", nil, fmt.Errorf("-db postgres: %s: %v", dburl.Mask(base), err)
 	}
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rotorhq/rotor/config"
-	"github.com/rotorhq/rotor/ledger/pgledger"
+	"github.com/rotorhq/rotor/internal/dburl"
 )
 
 type configCheckOptions struct {
@@ -101,7 +101,7 @@ func configCheckRun(opts *configCheckOptions) error {
 	fmt.Fprintf(opts.IO.ErrOut, "config ok: %s (model cooldown %s, learned cooldown %s)\n", path, onOff(cfg.ModelCooldown.Enabled), cfg.LearnedCooldown.Mode)
 	if opts.DBPath != nil {
 		if db, err := opts.DBPath(); err == nil {
-			fmt.Fprintf(opts.IO.ErrOut, "ledger: %s\n", pgledger.MaskURL(db))
+			fmt.Fprintf(opts.IO.ErrOut, "ledger: %s\n", dburl.Mask(db))
 		}
 	}
 	return nil

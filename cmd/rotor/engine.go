@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/rotorhq/rotor/internal/dburl"
 	"github.com/rotorhq/rotor/ledger"
 	"github.com/rotorhq/rotor/ledger/pgledger"
 )
@@ -38,7 +39,7 @@ func (e *maskedError) Unwrap() error { return e.err }
 // maskErr returns err with dbURL's password taken out of its message (nil
 // stays nil). A backstop: the engines name the database masked already.
 func maskErr(err error, dbURL string) error {
-	if err == nil || !pgledger.IsURL(dbURL) {
+	if err == nil || !dburl.IsPostgres(dbURL) {
 		return err
 	}
 	msg := scrubURL(err.Error(), dbURL)
@@ -53,10 +54,10 @@ var passwordParamValue = regexp.MustCompile(`(?i)(?:^|[?&])password=([^&#]*)`)
 // scrubURL replaces dbURL, and each password it holds, in msg by the
 // masked URL and "xxxxx".
 func scrubURL(msg, dbURL string) string {
-	if !pgledger.IsURL(dbURL) {
+	if !dburl.IsPostgres(dbURL) {
 		return msg
 	}
-	msg = strings.ReplaceAll(msg, dbURL, pgledger.MaskURL(dbURL))
+	msg = strings.ReplaceAll(msg, dbURL, dburl.Mask(dbURL))
 	for _, pw := range urlPasswords(dbURL) {
 		msg = strings.ReplaceAll(msg, pw, "xxxxx")
 	}

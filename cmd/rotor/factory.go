@@ -19,6 +19,7 @@ import (
 
 	"github.com/rotorhq/rotor/config"
 	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/internal/dburl"
 	"github.com/rotorhq/rotor/learned"
 	"github.com/rotorhq/rotor/ledger"
 	"github.com/rotorhq/rotor/ledger/pgledger"
@@ -40,7 +41,7 @@ type Factory struct {
 	// it explicitly.
 	ConfigPath func() (path string, explicit bool, err error)
 	// DBPath returns the ledger's database: a SQLite file, or a PostgreSQL
-	// URL (print it with pgledger.MaskURL: it may hold a password).
+	// URL (print it with dburl.Mask: it may hold a password).
 	DBPath func() (string, error)
 	// Config loads, overrides and validates the configuration once.
 	Config func() (*config.Config, error)
@@ -349,7 +350,7 @@ func (f *Factory) ledgerExists() error {
 	if err != nil {
 		return err
 	}
-	if pgledger.IsURL(path) {
+	if dburl.IsPostgres(path) {
 		return nil
 	}
 	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
@@ -390,7 +391,7 @@ func (f *Factory) openLedgerLocked(ctx context.Context, cfg *config.Config, onCo
 		return nil, err
 	}
 	var s ledger.Ledger
-	if pgledger.IsURL(path) {
+	if dburl.IsPostgres(path) {
 		s, err = openPostgres(ctx, path, f.pgOptions(cfg, onCommit))
 	} else {
 		if f.dbInHome() {
@@ -424,7 +425,7 @@ func (f *Factory) pgOptions(cfg *config.Config, onCommit func(writes int, d time
 // user's to migrate (exit 2); anything else, a newer schema or a database
 // that cannot be reached, exits 1.
 func ledgerOpenErr(path string, err error) error {
-	where := pgledger.MaskURL(path)
+	where := dburl.Mask(path)
 	msg := scrubURL(err.Error(), path)
 	if !strings.Contains(msg, where) {
 		msg = where + ": " + msg

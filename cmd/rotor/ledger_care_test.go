@@ -17,6 +17,7 @@ import (
 
 	"github.com/rotorhq/rotor/budgets"
 	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/internal/dburl"
 	"github.com/rotorhq/rotor/internal/testutil/pgtest"
 	"github.com/rotorhq/rotor/ledger"
 	"github.com/rotorhq/rotor/ledger/pgledger"
@@ -271,7 +272,7 @@ func TestLedgerPruneKeepsDayReports(t *testing.T) {
 		}
 		f.store = store
 		testLedgerPrune(t, f, out, errOut)
-		if !strings.Contains(out.String(), pgledger.MaskURL(dbURL)) {
+		if !strings.Contains(out.String(), dburl.Mask(dbURL)) {
 			t.Errorf("prune printed %q, want the ledger's masked URL", out)
 		}
 	})

@@ -14,9 +14,9 @@ import (
 
 	"github.com/rotorhq/rotor/budgets"
 	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/internal/dburl"
 	"github.com/rotorhq/rotor/internal/dur"
 	"github.com/rotorhq/rotor/ledger"
-	"github.com/rotorhq/rotor/ledger/pgledger"
 )
 
 func newCmdLedger(f *Factory) *cobra.Command {
@@ -697,9 +697,9 @@ A PostgreSQL ledger is backed up with PostgreSQL's own tools (pg_dump).`,
 
 func backupRun(ctx context.Context, opts *backupOptions) error {
 	pgDump := func(loc string) error {
-		return usageErrorf("ledger %s is on PostgreSQL: back it up with pg_dump (rotor ledger backup copies SQLite ledgers)", pgledger.MaskURL(loc))
+		return usageErrorf("ledger %s is on PostgreSQL: back it up with pg_dump (rotor ledger backup copies SQLite ledgers)", dburl.Mask(loc))
 	}
-	if path, err := opts.DBPath(); err == nil && pgledger.IsURL(path) {
+	if path, err := opts.DBPath(); err == nil && dburl.IsPostgres(path) {
 		return pgDump(path)
 	}
 	if _, err := os.Lstat(opts.File); err == nil {
@@ -711,7 +711,7 @@ func backupRun(ctx context.Context, opts *backupOptions) error {
 	}
 	b, ok := store.(ledger.Backuper)
 	if !ok {
-		if pgledger.IsURL(store.Location()) {
+		if dburl.IsPostgres(store.Location()) {
 			return pgDump(store.Location())
 		}
 		return usageErrorf("ledger %s: this engine has no backup in rotor", store.Location())

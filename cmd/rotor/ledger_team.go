@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rotorhq/rotor/internal/dburl"
 	"github.com/rotorhq/rotor/ledger"
-	"github.com/rotorhq/rotor/ledger/pgledger"
 )
 
 // The commands of a team's shared ledger: migrate and copy.
@@ -82,8 +82,8 @@ func (f *Factory) migrateLedger(ctx context.Context) (migration, error) {
 	if err != nil {
 		return migration{}, err
 	}
-	m := migration{Where: pgledger.MaskURL(path), From: -1}
-	if pgledger.IsURL(path) {
+	m := migration{Where: dburl.Mask(path), From: -1}
+	if dburl.IsPostgres(path) {
 		m.From, m.To, err = migratePostgres(ctx, path, f.pgOptions(cfg, nil))
 		if err != nil {
 			return migration{}, ledgerOpenErr(path, err)
@@ -109,7 +109,7 @@ func (f *Factory) initLedger(ctx context.Context) (ledger.Ledger, error) {
 	if err != nil {
 		return nil, err
 	}
-	if pgledger.IsURL(path) {
+	if dburl.IsPostgres(path) {
 		f.storeMu.Lock()
 		opened := f.store != nil
 		f.storeMu.Unlock()
@@ -175,7 +175,7 @@ func (f *Factory) openCopyTarget(ctx context.Context, target string) (ledger.Led
 	if err != nil {
 		return nil, err
 	}
-	if !pgledger.IsURL(target) {
+	if !dburl.IsPostgres(target) {
 		l, err := ledger.Open(ctx, target, ledger.Options{Clock: f.Clock, Logger: f.Logger(), Synchronous: cfg.Ledger.Synchronous, BusyTimeout: cfg.Ledger.BusyTimeout})
 		if err != nil {
 			return nil, ledgerOpenErr(target, err)
@@ -189,7 +189,7 @@ func (f *Factory) openCopyTarget(ctx context.Context, target string) (ledger.Led
 		if from, to, err = migratePostgres(ctx, target, o); err != nil {
 			return nil, ledgerOpenErr(target, err)
 		}
-		fmt.Fprintf(f.IO.ErrOut, "%s: migrated schema version %d to %d\n", pgledger.MaskURL(target), from, to)
+		fmt.Fprintf(f.IO.ErrOut, "%s: migrated schema version %d to %d\n", dburl.Mask(target), from, to)
 		l, err = openPostgres(ctx, target, o)
 	}
 	if err != nil {
@@ -199,7 +199,7 @@ func (f *Factory) openCopyTarget(ctx context.Context, target string) (ledger.Led
 }
 
 func copyRun(ctx context.Context, opts *copyOptions) error {
-	where := pgledger.MaskURL(opts.URL)
+	where := dburl.Mask(opts.URL)
 	if src, err := opts.Source(); err == nil && src == opts.URL {
 		return usageErrorf("--to %s is the current ledger: name another one", where)
 	}
@@ -209,7 +209,7 @@ func copyRun(ctx context.Context, opts *copyOptions) error {
 	}
 	srcImp, ok := src.(ledger.Importer)
 	if !ok {
-		return fmt.Errorf("the ledger %s cannot be copied from", pgledger.MaskURL(src.Location()))
+		return fmt.Errorf("the ledger %s cannot be copied from", dburl.Mask(src.Location()))
 	}
 	dst, err := opts.To(ctx, opts.URL)
 	if err != nil {

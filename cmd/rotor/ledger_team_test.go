@@ -14,10 +14,10 @@ import (
 
 	"github.com/rotorhq/rotor/budgets"
 	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/internal/dburl"
 	"github.com/rotorhq/rotor/internal/testutil/pgtest"
 	"github.com/rotorhq/rotor/internal/tokenfile"
 	"github.com/rotorhq/rotor/ledger"
-	"github.com/rotorhq/rotor/ledger/pgledger"
 )
 
 func init() {
@@ -328,7 +328,7 @@ func TestLedgerCopyToPostgres(t *testing.T) {
 	if err := copyRun(ctx, opts); err != nil {
 		t.Fatal(err)
 	}
-	masked := pgledger.MaskURL(target)
+	masked := dburl.Mask(target)
 	if want := "copied to " + masked + ": 30 rows (0 already there), 1 budgets, 1 tokens, 1 prices, 1 learned records\n"; out.String() != want {
 		t.Errorf("copy printed %q, want %q", out, want)
 	}

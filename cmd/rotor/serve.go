@@ -19,11 +19,11 @@ import (
 	"github.com/rotorhq/rotor/bridge"
 	"github.com/rotorhq/rotor/config"
 	"github.com/rotorhq/rotor/gateway"
+	"github.com/rotorhq/rotor/internal/dburl"
 	"github.com/rotorhq/rotor/internal/httpx"
 	"github.com/rotorhq/rotor/internal/secret"
 	"github.com/rotorhq/rotor/internal/tokenfile"
 	"github.com/rotorhq/rotor/ledger"
-	"github.com/rotorhq/rotor/ledger/pgledger"
 )
 
 // listenErr maps a listen failure to the right exit status.
@@ -346,7 +346,7 @@ func serveUntilDone(ctx context.Context, f *Factory, cfg *config.Config, name st
 	fmt.Fprintln(f.IO.Out, listenURL(ln))
 	attrs = append([]any{"url", listenURL(ln)}, attrs...)
 	if path, err := f.DBPath(); err == nil {
-		attrs = append(attrs, "ledger", pgledger.MaskURL(path))
+		attrs = append(attrs, "ledger", dburl.Mask(path))
 	}
 	attrs = append(attrs, "model_cooldown", cfg.ModelCooldown.Enabled, "learned_cooldown", cfg.LearnedCooldown.Mode, "gomaxprocs", procs, "cpus", cpus)
 	f.Logger().Info(name+" started", attrs...)

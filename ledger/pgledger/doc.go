@@ -19,7 +19,8 @@
 //	prune.go      Prune (`rotor ledger prune`): settled rows go, rollups
 //	              stay; meta pruned_until rounds reads there to buckets
 //	learned.go    learned-cooldown state
-//	url.go        IsURL, MaskURL (a URL is printed masked, always)
+//
+// The database's URL is printed masked, always (internal/dburl.Mask).
 //
 // # Admission
 //

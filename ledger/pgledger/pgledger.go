@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/internal/dburl"
 	"github.com/rotorhq/rotor/ledger"
 )
 
@@ -116,10 +117,10 @@ func Open(ctx context.Context, dbURL string, opts Options) (*Store, error) {
 	switch {
 	case have > know:
 		pool.Close()
-		return nil, &ledger.SchemaError{Path: MaskURL(dbURL), Have: have, Know: know}
+		return nil, &ledger.SchemaError{Path: dburl.Mask(dbURL), Have: have, Know: know}
 	case have < know:
 		pool.Close()
-		return nil, fmt.Errorf("ledger %s: schema version %d, this rotor needs %d: %w", MaskURL(dbURL), have, know, ledger.ErrSchemaTooOld)
+		return nil, fmt.Errorf("ledger %s: schema version %d, this rotor needs %d: %w", dburl.Mask(dbURL), have, know, ledger.ErrSchemaTooOld)
 	}
 	s.w = newWriter(s, opts.MaxBatch, opts.OnCommit)
 	return s, nil
@@ -142,7 +143,7 @@ func Migrate(ctx context.Context, dbURL string, opts Options) (from, to int, err
 		if errors.As(err, &se) {
 			return from, from, err
 		}
-		return from, from, wrapErr("migrate ledger "+MaskURL(dbURL), err)
+		return from, from, wrapErr("migrate ledger "+dburl.Mask(dbURL), err)
 	}
 	tx, err := pool.Begin(ctx)
 	if err != nil {
@@ -156,7 +157,7 @@ func Migrate(ctx context.Context, dbURL string, opts Options) (from, to int, err
 		return fail(err)
 	}
 	if from > len(names) {
-		return fail(&ledger.SchemaError{Path: MaskURL(dbURL), Have: from, Know: len(names)})
+		return fail(&ledger.SchemaError{Path: dburl.Mask(dbURL), Have: from, Know: len(names)})
 	}
 	for i := from; i < len(names); i++ {
 		body, err := migrationFS.ReadFile(names[i])
@@ -214,8 +215,8 @@ func schemaVersion(ctx context.Context, q queryRower) (int, error) {
 // connect opens a pool on dbURL and waits, at most opts.ConnectTimeout,
 // for the server to answer; it returns the pool and the current schema.
 func connect(ctx context.Context, dbURL string, opts Options) (*pgxpool.Pool, string, error) {
-	masked := MaskURL(dbURL)
-	if !IsURL(dbURL) {
+	masked := dburl.Mask(dbURL)
+	if !dburl.IsPostgres(dbURL) {
 		return nil, "", fmt.Errorf("open ledger %s: not a postgres:// or postgresql:// URL", masked)
 	}
 	cfg, err := pgxpool.ParseConfig(dbURL)
@@ -300,7 +301,7 @@ func lockKey(purpose, schema string) int64 {
 func (s *Store) OnSettle(fn func(ledger.Settled)) { s.onSettle.Store(&fn) }
 
 // Location returns the URL with its password masked.
-func (s *Store) Location() string { return MaskURL(s.url) }
+func (s *Store) Location() string { return dburl.Mask(s.url) }
 
 // Close waits for queued writes to commit, then closes the pool.
 func (s *Store) Close() error {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rotorhq/rotor/budgets"
 	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/internal/dburl"
 	"github.com/rotorhq/rotor/internal/testutil/pgtest"
 	"github.com/rotorhq/rotor/ledger"
 )
@@ -65,7 +66,7 @@ func TestOpenRefusesUnmigratedOlderAndNewerSchemas(t *testing.T) {
 		t.Fatalf("second Migrate = %d, %d, %v; want nothing to do", from, to, err)
 	}
 	s := openURL(t, u, Options{})
-	if got := s.Location(); got != MaskURL(u) {
+	if got := s.Location(); got != dburl.Mask(u) {
 		t.Fatalf("Location = %q", got)
 	}
 	s.Close()
@@ -77,7 +78,7 @@ func TestOpenRefusesUnmigratedOlderAndNewerSchemas(t *testing.T) {
 	exec(t, u, "UPDATE meta SET value = 999 WHERE key = 'schema_version'")
 	_, err = Open(ctx, u, Options{})
 	var se *ledger.SchemaError
-	if !errors.As(err, &se) || !errors.Is(err, ledger.ErrSchemaTooNew) || se.Path != MaskURL(u) {
+	if !errors.As(err, &se) || !errors.Is(err, ledger.ErrSchemaTooNew) || se.Path != dburl.Mask(u) {
 		t.Fatalf("Open on a newer schema = %v, want *SchemaError", err)
 	}
 	if _, _, err := Migrate(ctx, u, Options{}); !errors.As(err, &se) {
@@ -100,7 +101,7 @@ func TestPasswordNeverInErrors(t *testing.T) {
 	} {
 		_, err := Open(context.Background(), u, Options{ConnectTimeout: 300 * time.Millisecond})
 		if err == nil {
-			t.Fatalf("Open(%s) succeeded", MaskURL(u))
+			t.Fatalf("Open(%s) succeeded", dburl.Mask(u))
 		}
 		if strings.Contains(err.Error(), pw) {
 			t.Fatalf("error leaks the password: %v", err)

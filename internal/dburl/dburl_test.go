@@ -1,4 +1,4 @@
-package pgledger
+package dburl
 
 import (
 	"net/url"
@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-func TestMaskURLHidesEveryPassword(t *testing.T) {
+func TestMaskHidesEveryPassword(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"postgres://postgres@127.0.0.1:5432/test", "postgres://postgres@127.0.0.1:5432/test"},
 		{"postgres://alice:s3cret@db.example:5432/rotor?sslmode=require", "postgres://alice:xxxxx@db.example:5432/rotor?sslmode=require"},
@@ -18,42 +18,42 @@ func TestMaskURLHidesEveryPassword(t *testing.T) {
 		{"postgres://:0000@0000", "postgres://:xxxxx@0000"},
 		{"/home/alice/.rotor/rotor.db", "/home/alice/.rotor/rotor.db"},
 	} {
-		got := MaskURL(tc.in)
+		got := Mask(tc.in)
 		if got != tc.want {
-			t.Errorf("MaskURL(%q) = %q, want %q", tc.in, got, tc.want)
+			t.Errorf("Mask(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 		if strings.Contains(got, "s3cret") {
-			t.Errorf("MaskURL(%q) leaks the password: %q", tc.in, got)
+			t.Errorf("Mask(%q) leaks the password: %q", tc.in, got)
 		}
 	}
 }
 
-func TestIsURL(t *testing.T) {
+func TestIsPostgres(t *testing.T) {
 	for in, want := range map[string]bool{
 		"postgres://x/y": true, "POSTGRESQL://x/y": true, "/home/me/.rotor/rotor.db": false, "rotor.db": false, "sqlite://x": false,
 	} {
-		if got := IsURL(in); got != want {
-			t.Errorf("IsURL(%q) = %v, want %v", in, got, want)
+		if got := IsPostgres(in); got != want {
+			t.Errorf("IsPostgres(%q) = %v, want %v", in, got, want)
 		}
 	}
 }
 
-func FuzzMaskURL(f *testing.F) {
+func FuzzMask(f *testing.F) {
 	for _, s := range []string{"postgres://a:pw@h/d?password=pw", "postgresql://h/d", "postgres://a:pw@h:x/d", "%%", "postgres://:0000@0000", "postgres://h/d?pass%77ord=pw"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
-		got := MaskURL(in)
-		if !IsURL(in) {
+		got := Mask(in)
+		if !IsPostgres(in) {
 			if got != in {
-				t.Fatalf("MaskURL(%q) = %q changed a path", in, got)
+				t.Fatalf("Mask(%q) = %q changed a path", in, got)
 			}
 			return
 		}
 		u, err := url.Parse(in)
 		if err != nil {
 			if !strings.HasSuffix(got, "://xxxxx") {
-				t.Fatalf("MaskURL(%q) = %q, unparsable URL not masked whole", in, got)
+				t.Fatalf("Mask(%q) = %q, unparsable URL not masked whole", in, got)
 			}
 			return
 		}
@@ -62,14 +62,14 @@ func FuzzMaskURL(f *testing.F) {
 		// legitimately also spell part of the host or path.)
 		m, err := url.Parse(got)
 		if err != nil {
-			t.Fatalf("MaskURL(%q) = %q does not parse: %v", in, got, err)
+			t.Fatalf("Mask(%q) = %q does not parse: %v", in, got, err)
 		}
 		if p, ok := m.User.Password(); ok && p != "xxxxx" {
-			t.Fatalf("MaskURL(%q) = %q keeps the password %q", in, got, p)
+			t.Fatalf("Mask(%q) = %q keeps the password %q", in, got, p)
 		}
 		if _, had := u.User.Password(); had {
 			if _, ok := m.User.Password(); !ok {
-				t.Fatalf("MaskURL(%q) = %q lost the user info's shape", in, got)
+				t.Fatalf("Mask(%q) = %q lost the user info's shape", in, got)
 			}
 		}
 		q, _ := url.ParseQuery(m.RawQuery)
@@ -77,12 +77,12 @@ func FuzzMaskURL(f *testing.F) {
 			for _, v := range vs {
 				// An empty value ("?password") hides nothing.
 				if strings.EqualFold(k, "password") && v != "" && v != "xxxxx" {
-					t.Fatalf("MaskURL(%q) = %q keeps the password parameter %q", in, got, v)
+					t.Fatalf("Mask(%q) = %q keeps the password parameter %q", in, got, v)
 				}
 			}
 		}
 		if m.Fragment != "" {
-			t.Fatalf("MaskURL(%q) = %q keeps a fragment", in, got)
+			t.Fatalf("Mask(%q) = %q keeps a fragment", in, got)
 		}
 	})
 }

@@ -1,25 +1,31 @@
-package pgledger
+// Package dburl tells a PostgreSQL URL from a SQLite path and masks the
+// passwords a URL holds, for everything rotor prints of a ledger's
+// database: logs, errors, status and config check.
+//
+// It imports no other rotor package (and no database driver), so its fuzz
+// test builds without SQLite.
+package dburl
 
 import (
 	"net/url"
 	"strings"
 )
 
-// IsURL reports whether target names a PostgreSQL database (a postgres://
+// IsPostgres reports whether target names a PostgreSQL database (a postgres://
 // or postgresql:// URL) rather than a SQLite file.
-func IsURL(target string) bool {
+func IsPostgres(target string) bool {
 	l := strings.ToLower(target)
 	return strings.HasPrefix(l, "postgres://") || strings.HasPrefix(l, "postgresql://")
 }
 
-// MaskURL returns target with every password it holds replaced by "xxxxx":
+// Mask returns target with every password it holds replaced by "xxxxx":
 // the user info's and any password= parameter's. It is what rotor prints of
 // a database URL, in logs, errors, status and config check. A URL it cannot
 // parse is masked whole after its scheme, since it may still hold one; a
 // fragment (meaningless to PostgreSQL) is dropped. Anything but a
 // PostgreSQL URL (a SQLite path) is returned as it is.
-func MaskURL(target string) string {
-	if !IsURL(target) {
+func Mask(target string) string {
+	if !IsPostgres(target) {
 		return target
 	}
 	u, err := url.Parse(target)
