@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math/big"
 	"time"
+
+	"github.com/rotorhq/rotor/internal/pricefile"
 )
 
 // OperationDecisions is the Decisions route's operation: its rows always
@@ -29,8 +31,9 @@ type Price struct {
 	Updated time.Time
 }
 
-// MaxPriceMicros bounds a price: $1,000,000 per 1M tokens.
-const MaxPriceMicros = 1_000_000_000_000
+// MaxPriceMicros bounds a price: $1,000,000 per 1M tokens. It is
+// pricefile.MaxMicros, the bound `rotor pricing` reads prices under.
+const MaxPriceMicros = pricefile.MaxMicros
 
 // Validate checks a price's fields.
 func (p Price) Validate() error {

@@ -50,7 +50,7 @@ fuzz=(
   "./decisions FuzzReadUsage"
   "./internal/sse FuzzScanner"
   "./internal/sse FuzzChatRewriter"
-  "./cmd/rotor FuzzParseLiteLLM"
+  "./internal/pricefile FuzzParseLiteLLM"
   "./internal/dburl FuzzMask"
 )
 

@@ -1,22 +1,18 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"math/big"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/spf13/cobra"
 
+	"github.com/rotorhq/rotor/internal/pricefile"
 	"github.com/rotorhq/rotor/ledger"
 )
 
@@ -37,60 +33,33 @@ policy_blocked). Decisions rows have no cost, whatever the price.`,
 	return cmd
 }
 
-// decimalRE is a plain decimal, with an optional exponent as JSON writes
-// small numbers (1.5e-07): never a fraction, a sign or a hex number.
-var decimalRE = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]{1,3})?$`)
-
-// parseDecimal reads s exactly (never through a float).
-func parseDecimal(s string) (*big.Rat, bool) {
-	if len(s) > 64 || !decimalRE.MatchString(s) {
-		return nil, false
-	}
-	r, ok := new(big.Rat).SetString(s)
-	return r, ok
-}
-
-// microsOf returns r x scale as an integer count of micro-USD per 1M
-// tokens, rounded half up (exact: only r x scale of more than 6
-// decimals of a micro-USD rounds); ok=false above ledger.MaxPriceMicros.
-func microsOf(r *big.Rat, scale int64) (int64, bool) {
-	v := new(big.Rat).Mul(r, new(big.Rat).SetInt64(scale))
-	v.Add(v, big.NewRat(1, 2))
-	n := new(big.Int).Quo(v.Num(), v.Denom())
-	if !n.IsInt64() || n.Int64() > ledger.MaxPriceMicros {
-		return 0, false
-	}
-	return n.Int64(), true
-}
-
 // parseUSDPer1M reads a price in USD per 1M tokens, with up to 6 decimals,
 // into micro-USD per 1M tokens.
 func parseUSDPer1M(flag, s string) (int64, error) {
 	whole, frac, _ := strings.Cut(s, ".")
-	r, ok := parseDecimal(s)
+	r, ok := pricefile.ParseDecimal(s)
 	if !ok || strings.ContainsAny(s, "eE") || whole == "" {
 		return 0, usageErrorf("--%s %q: want USD per 1M tokens, such as 2.5 or 0.15", flag, s)
 	}
 	if len(frac) > 6 {
 		return 0, usageErrorf("--%s %q: at most 6 decimals (micro-USD)", flag, s)
 	}
-	m, ok := microsOf(r, 1_000_000)
+	m, ok := pricefile.Micros(r, 1_000_000)
 	if !ok {
 		return 0, usageErrorf("--%s %q: more than $1,000,000 per 1M tokens", flag, s)
 	}
 	return m, nil
 }
 
-// checkModel refuses a model name rotor cannot price: empty, with spaces
-// or control characters, or with the prefix a caller writes.
+// checkModel refuses a model name rotor cannot price
+// (pricefile.ModelOK): empty, with spaces or control characters, or with
+// the prefix a caller writes.
 func checkModel(model string) error {
-	if model == "" || len(model) > 256 || strings.IndexFunc(model, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+	if !pricefile.ValidModel(model) {
 		return usageErrorf("MODEL %q: want the model as sent upstream, such as gpt-4.1-mini", model)
 	}
-	for _, p := range []string{"api/", "zdr/"} {
-		if strings.HasPrefix(model, p) {
-			return usageErrorf("MODEL %q: prices are for the model as sent upstream; drop the %s prefix", model, p)
-		}
+	if p := pricefile.CallerPrefix(model); p != "" {
+		return usageErrorf("MODEL %q: prices are for the model as sent upstream; drop the %s prefix", model, p)
 	}
 	return nil
 }
@@ -269,13 +238,17 @@ func pricingImportRun(ctx context.Context, opts *pricingImportOptions) error {
 	if len(data) > maxPriceFile {
 		return usageErrorf("%s: larger than %d MiB, not a LiteLLM price file", opts.Path, maxPriceFile>>20)
 	}
-	prices, skipped, err := parseLiteLLM(data, opts.Provider)
+	read, skipped, err := pricefile.ParseLiteLLM(data, opts.Provider)
 	if err != nil {
 		return usageErrorf("%s: %v", opts.Path, err)
 	}
 	source := filepath.Base(opts.Path)
-	for i := range prices {
-		prices[i].Source = source
+	prices := make([]ledger.Price, len(read))
+	for i, p := range read {
+		prices[i] = ledger.Price{Model: p.Model, InputMicros: p.InputMicros, OutputMicros: p.OutputMicros, Source: source}
+		if p.CachedKnown {
+			prices[i].CachedInputMicros = ledger.Known(p.CachedInputMicros)
+		}
 	}
 	store, err := opts.Ledger(ctx)
 	if err != nil {
@@ -291,90 +264,4 @@ func pricingImportRun(ctx context.Context, opts *pricingImportOptions) error {
 	}
 	fmt.Fprintln(opts.IO.Out)
 	return nil
-}
-
-// liteLLMEntry is the part of an entry of LiteLLM's price file rotor
-// reads. Numbers stay json.Number: never a float.
-type liteLLMEntry struct {
-	Input  json.Number `json:"input_cost_per_token"`
-	Output json.Number `json:"output_cost_per_token"`
-	Cached json.Number `json:"cache_read_input_token_cost"`
-}
-
-// parseLiteLLM reads LiteLLM's model_prices_and_context_window.json into
-// prices (without a source), sorted by model, and counts the entries it
-// skipped. Only a file that is not a JSON object is an error.
-func parseLiteLLM(data []byte, provider string) ([]ledger.Price, int, error) {
-	var entries map[string]json.RawMessage
-	if err := json.Unmarshal(data, &entries); err != nil {
-		return nil, 0, fmt.Errorf("not a LiteLLM price file (a JSON object of models): %v", err)
-	}
-	keys := make([]string, 0, len(entries))
-	for k := range entries {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	byModel := map[string]ledger.Price{}
-	fromProvider := map[string]bool{}
-	skipped := 0
-	for _, key := range keys {
-		model, own := key, false
-		if provider != "" && strings.HasPrefix(key, provider+"/") {
-			model, own = strings.TrimPrefix(key, provider+"/"), true
-		}
-		p, ok := liteLLMPrice(model, entries[key])
-		if !ok || key == "sample_spec" || strings.Contains(model, "/") || checkModel(model) != nil {
-			skipped++
-			continue
-		}
-		if _, dup := byModel[model]; dup {
-			// A bare key and the provider's key of one model: the
-			// provider's wins, the other is skipped.
-			skipped++
-			if fromProvider[model] && !own {
-				continue
-			}
-		}
-		byModel[model], fromProvider[model] = p, own
-	}
-	out := make([]ledger.Price, 0, len(byModel))
-	for _, p := range byModel {
-		out = append(out, p)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Model < out[j].Model })
-	return out, skipped, nil
-}
-
-// liteLLMPrice reads one entry; ok=false for an entry rotor cannot use:
-// not an object, a price that is not a plain non-negative number, or no
-// nonzero input or output price.
-func liteLLMPrice(model string, raw json.RawMessage) (ledger.Price, bool) {
-	var e liteLLMEntry
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&e); err != nil {
-		return ledger.Price{}, false
-	}
-	p := ledger.Price{Model: model}
-	for _, f := range []struct {
-		n   json.Number
-		dst *int64
-	}{{e.Input, &p.InputMicros}, {e.Output, &p.OutputMicros}, {e.Cached, &p.CachedInputMicros.V}} {
-		if f.n == "" {
-			continue
-		}
-		r, ok := parseDecimal(string(f.n))
-		if !ok {
-			return p, false
-		}
-		// USD per token x 10^12 = micro-USD per 1M tokens.
-		if *f.dst, ok = microsOf(r, 1_000_000_000_000); !ok {
-			return p, false
-		}
-	}
-	p.CachedInputMicros.Known = e.Cached != ""
-	if p.InputMicros == 0 && p.OutputMicros == 0 {
-		return p, false
-	}
-	return p, true
 }
