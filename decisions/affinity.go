@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/internal/jsonobj"
 )
 
 // Responses state lives with one provider account: a previous_response_id
@@ -67,22 +68,9 @@ func responseID(body []byte) string {
 
 // stringMember is a top-level string member of a JSON object.
 func stringMember(body []byte, name string) (string, bool) {
-	raw, ok := member(body, name)
+	raw, ok := jsonobj.Member(body, name)
 	if !ok {
 		return "", false
 	}
-	return unquote(raw)
-}
-
-// member is the raw value of a top-level member of a JSON object (the
-// last one, as encoding/json reads duplicates).
-func member(body []byte, name string) ([]byte, bool) {
-	var out []byte
-	_ = topLevel(body, func(key string, _ []byte, v span) bool {
-		if key == name {
-			out = body[v.start:v.end]
-		}
-		return true
-	})
-	return out, out != nil
+	return jsonobj.Unquote(raw)
 }

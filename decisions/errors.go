@@ -2,9 +2,11 @@ package decisions
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -70,6 +72,36 @@ func sanitize(s, key string) string {
 		return ""
 	}
 	return s
+}
+
+// providerError is the structured error of a provider answer.
+type providerError struct {
+	Message, Type, Code, Param string
+	structured                 bool
+}
+
+func parseProviderError(body []byte) providerError {
+	var e struct {
+		Error *struct {
+			Message any `json:"message"`
+			Type    any `json:"type"`
+			Code    any `json:"code"`
+			Param   any `json:"param"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(body, &e); err != nil || e.Error == nil {
+		return providerError{}
+	}
+	str := func(v any) string {
+		switch x := v.(type) {
+		case string:
+			return x
+		case float64:
+			return strconv.FormatFloat(x, 'f', -1, 64)
+		}
+		return ""
+	}
+	return providerError{Message: str(e.Error.Message), Type: str(e.Error.Type), Code: str(e.Error.Code), Param: str(e.Error.Param), structured: true}
 }
 
 func newProviderError(status int, pe providerError, key string) *ProviderError {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/rotorhq/rotor/internal/httpx"
+	"github.com/rotorhq/rotor/internal/jsonobj"
 	"github.com/rotorhq/rotor/internal/names"
 )
 
@@ -29,7 +30,7 @@ type Kind struct {
 	// not Config.Deadline.
 	generation bool
 	// usage reads the answer's token counts.
-	usage func([]byte) Usage
+	usage func([]byte) jsonobj.Usage
 	// poolUnavailable and tooLarge are the route's names for
 	// ErrPoolUnavailable and ErrResponseTooLarge.
 	poolUnavailable, tooLarge string
@@ -37,13 +38,13 @@ type Kind struct {
 
 // The routes.
 var (
-	KindDecisions = &Kind{Path: Endpoint, Operation: Operation, strictProfiles: true, usage: readUsage,
+	KindDecisions = &Kind{Path: Endpoint, Operation: Operation, strictProfiles: true, usage: jsonobj.ReadUsage,
 		poolUnavailable: httpx.CodePoolUnavailable, tooLarge: httpx.CodeResponseTooLarge}
-	KindResponses = &Kind{Path: "/v1/responses", Operation: "responses", barePool: true, generation: true, streams: true, usage: readResponsesUsage,
+	KindResponses = &Kind{Path: "/v1/responses", Operation: "responses", barePool: true, generation: true, streams: true, usage: jsonobj.ReadResponsesUsage,
 		poolUnavailable: httpx.CodeRoutePoolUnavailable, tooLarge: httpx.CodeRouteResponseTooLarge}
-	KindChat = &Kind{Path: "/v1/chat/completions", Operation: "chat.completions", barePool: true, generation: true, streams: true, usage: readChatUsage,
+	KindChat = &Kind{Path: "/v1/chat/completions", Operation: "chat.completions", barePool: true, generation: true, streams: true, usage: jsonobj.ReadChatUsage,
 		poolUnavailable: httpx.CodeRoutePoolUnavailable, tooLarge: httpx.CodeRouteResponseTooLarge}
-	KindEmbeddings = &Kind{Path: "/v1/embeddings", Operation: "embeddings", barePool: true, generation: true, usage: readEmbeddingsUsage,
+	KindEmbeddings = &Kind{Path: "/v1/embeddings", Operation: "embeddings", barePool: true, generation: true, usage: jsonobj.ReadEmbeddingsUsage,
 		poolUnavailable: httpx.CodeRoutePoolUnavailable, tooLarge: httpx.CodeRouteResponseTooLarge}
 )
 

@@ -16,6 +16,7 @@ import (
 	"github.com/rotorhq/rotor/budgets"
 	"github.com/rotorhq/rotor/internal/clock"
 	"github.com/rotorhq/rotor/internal/httpx"
+	"github.com/rotorhq/rotor/internal/jsonobj"
 	"github.com/rotorhq/rotor/ledger"
 )
 
@@ -233,12 +234,12 @@ func TestOpenAIRoutesForwardByteForByte(t *testing.T) {
 func TestOpenAIUsageDetailsRead(t *testing.T) {
 	for _, c := range []struct {
 		name              string
-		read              func([]byte) Usage
+		read              func([]byte) jsonobj.Usage
 		body              string
 		cached, reasoning int64
 	}{
-		{"chat", readChatUsage, chatAnswer, 3, 2},
-		{"responses", readResponsesUsage, responsesAnswer, 5, 4},
+		{"chat", jsonobj.ReadChatUsage, chatAnswer, 3, 2},
+		{"responses", jsonobj.ReadResponsesUsage, responsesAnswer, 5, 4},
 	} {
 		u := c.read([]byte(c.body))
 		if u.Cached == nil || *u.Cached != c.cached || u.Reasoning == nil || *u.Reasoning != c.reasoning {
@@ -247,10 +248,10 @@ func TestOpenAIUsageDetailsRead(t *testing.T) {
 	}
 	// An embedding generates nothing: output is a known 0, so the row's
 	// cost is known when the model is priced.
-	if u := readEmbeddingsUsage([]byte(embeddingsAnswer)); u.Input == nil || *u.Input != 6 || u.Output == nil || *u.Output != 0 || u.Cached != nil {
+	if u := jsonobj.ReadEmbeddingsUsage([]byte(embeddingsAnswer)); u.Input == nil || *u.Input != 6 || u.Output == nil || *u.Output != 0 || u.Cached != nil {
 		t.Errorf("embeddings usage %+v, want input 6, output 0", u)
 	}
-	if u := readEmbeddingsUsage([]byte(`{"object":"list","data":[]}`)); u.Input != nil || u.Output != nil {
+	if u := jsonobj.ReadEmbeddingsUsage([]byte(`{"object":"list","data":[]}`)); u.Input != nil || u.Output != nil {
 		t.Errorf("embeddings without usage read as %+v, want unknown", u)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/rotorhq/rotor/internal/defaults"
 	"github.com/rotorhq/rotor/internal/failpoint"
 	"github.com/rotorhq/rotor/internal/httpx"
+	"github.com/rotorhq/rotor/internal/jsonobj"
 	"github.com/rotorhq/rotor/internal/names"
 	"github.com/rotorhq/rotor/internal/secret"
 	"github.com/rotorhq/rotor/ledger"
@@ -328,13 +329,13 @@ func (rt *Route) serve(ctx context.Context, k *Kind, w http.ResponseWriter, r *h
 		return httpx.NewError(httpx.CodeInvalidJSON).WithMessage("could not read the request body")
 	}
 	defer body.Release()
-	req, err := parseRequest(body.b)
+	req, err := jsonobj.ParseRequest(body.b)
 	if err != nil {
 		rt.refused("invalid_json")
 		switch {
-		case errors.Is(err, errNoModel), errors.Is(err, errModelNotString):
+		case errors.Is(err, jsonobj.ErrNoModel), errors.Is(err, jsonobj.ErrModelNotString):
 			return httpx.NewError(httpx.CodeInvalidModelPrefix).WithParam("model").WithMessage("%v; select api/<model> or zdr/<model>", err)
-		case errors.Is(err, errDuplicateModel):
+		case errors.Is(err, jsonobj.ErrDuplicateModel):
 			return httpx.NewError(httpx.CodeInvalidJSON).WithParam("model").WithMessage("%v", err)
 		}
 		return httpx.NewError(httpx.CodeInvalidJSON)
@@ -344,10 +345,10 @@ func (rt *Route) serve(ctx context.Context, k *Kind, w http.ResponseWriter, r *h
 		rt.refused("invalid_json")
 		return httpx.NewError(httpx.CodeInvalidJSON).WithParam("stream_options")
 	}
-	prefix, upstream, ok := strings.Cut(req.model, "/")
+	prefix, upstream, ok := strings.Cut(req.Model, "/")
 	if k.barePool && rt.cfg.DefaultPool != "" && (!ok || !slices.Contains(PoolNames, prefix)) {
 		// routes.default_pool: a bare name, on the OpenAI routes only.
-		prefix, upstream, ok = rt.cfg.DefaultPool, req.model, req.model != ""
+		prefix, upstream, ok = rt.cfg.DefaultPool, req.Model, req.Model != ""
 	}
 	ps := rt.pools[prefix]
 	if !ok || !slices.Contains(PoolNames, prefix) || upstream == "" {
@@ -405,7 +406,7 @@ func (rt *Route) serve(ctx context.Context, k *Kind, w http.ResponseWriter, r *h
 	wk := &walk{rt: rt, kind: k, ps: ps, req: req, beta: r.Header.Get("OpenAI-Beta"), stream: stream, upstream: upstream, region: region, id: id, info: info,
 		scope: pool.Scope{Model: upstream, QuotaBucket: ps.pool.BucketFor(upstream)}, deadline: start.Add(rt.cfg.Deadline)}
 	if k == KindResponses {
-		if prev, ok := stringMember(req.body, "previous_response_id"); ok && prev != "" {
+		if prev, ok := stringMember(req.Body, "previous_response_id"); ok && prev != "" {
 			if name, ok := rt.affinity.lookup(prev); ok {
 				wk.pinned = name
 			}
@@ -513,7 +514,7 @@ type answer struct {
 	status int
 	header http.Header
 	body   *buffer
-	usage  Usage
+	usage  jsonobj.Usage
 	// stream, when set, is an event stream to pump to the caller instead
 	// of body; cancel ends its provider call with a cause, and streamCtx
 	// is that call's context.

@@ -2,13 +2,14 @@ package decisions
 
 import (
 	"github.com/rotorhq/rotor/internal/httpx"
+	"github.com/rotorhq/rotor/internal/jsonobj"
 	"github.com/rotorhq/rotor/ledger"
 )
 
 // settleUsage puts the usage an answer reported into its row; a count the
 // answer did not report stays unknown. The ledger computes the cost from
 // the price taken at admission.
-func settleUsage(st *ledger.Settlement, u Usage) {
+func settleUsage(st *ledger.Settlement, u jsonobj.Usage) {
 	for _, f := range []struct {
 		dst *ledger.Count
 		v   *int64

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rotorhq/rotor/internal/jsonobj"
 	"github.com/rotorhq/rotor/internal/spectest"
 
 	fp "github.com/rotorhq/rotor/internal/fakeprovider"
@@ -139,7 +140,7 @@ func TestUsageRecordedForLargeAnswers(t *testing.T) {
 	if len(rows) != 1 || !rows[0].TotalTokens.Known || rows[0].TotalTokens == (ledger.Count{}) {
 		t.Fatalf("rows = %+v, want the provider's token counts", rows)
 	}
-	u := readUsage(r.body)
+	u := jsonobj.ReadUsage(r.body)
 	if u.Total == nil || rows[0].TotalTokens.V != *u.Total {
 		t.Errorf("row tokens %v, answer usage %v", rows[0].TotalTokens, u.Total)
 	}

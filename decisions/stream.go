@@ -14,6 +14,7 @@ import (
 
 	"github.com/rotorhq/rotor/internal/clock"
 	"github.com/rotorhq/rotor/internal/httpx"
+	"github.com/rotorhq/rotor/internal/jsonobj"
 	"github.com/rotorhq/rotor/internal/sse"
 	"github.com/rotorhq/rotor/ledger"
 )
@@ -40,18 +41,18 @@ func isEventStream(h http.Header) bool {
 // streamRequest reads "stream": true and, for chat, asks the provider for
 // the usage chunk (stream_options.include_usage) when the caller did not:
 // injected says rotor added it, so the caller must not see that chunk.
-func streamRequest(k *Kind, req request) (out request, stream, injected bool, err error) {
+func streamRequest(k *Kind, req jsonobj.Request) (out jsonobj.Request, stream, injected bool, err error) {
 	if !k.streams {
 		return req, false, false, nil
 	}
 	var streamRaw, optsRaw []byte
-	optsAt := span{-1, -1}
-	_ = topLevel(req.body, func(key string, _ []byte, v span) bool {
+	optsAt := jsonobj.Span{Start: -1, End: -1}
+	_ = jsonobj.TopLevel(req.Body, func(key string, _ []byte, v jsonobj.Span) bool {
 		switch key {
 		case "stream":
-			streamRaw = req.body[v.start:v.end]
+			streamRaw = req.Body[v.Start:v.End]
 		case "stream_options":
-			optsRaw, optsAt = req.body[v.start:v.end], v
+			optsRaw, optsAt = req.Body[v.Start:v.End], v
 		}
 		return true
 	})
@@ -73,21 +74,21 @@ func streamRequest(k *Kind, req request) (out request, stream, injected bool, er
 	opts["include_usage"] = json.RawMessage("true")
 	enc, _ := json.Marshal(opts)
 	var body []byte
-	if optsAt.start >= 0 {
-		body = append(append(append(body, req.body[:optsAt.start]...), enc...), req.body[optsAt.end:]...)
+	if optsAt.Start >= 0 {
+		body = append(append(append(body, req.Body[:optsAt.Start]...), enc...), req.Body[optsAt.End:]...)
 	} else {
 		// Appended as the last member: every byte the caller sent stays
 		// where it was.
-		end := len(req.body) - 1
-		for end > 0 && req.body[end] != '}' {
+		end := len(req.Body) - 1
+		for end > 0 && req.Body[end] != '}' {
 			end--
 		}
-		body = append(body, req.body[:end]...)
+		body = append(body, req.Body[:end]...)
 		body = append(body, `,"stream_options":`...)
 		body = append(body, enc...)
-		body = append(body, req.body[end:]...)
+		body = append(body, req.Body[end:]...)
 	}
-	out, err = parseRequest(body)
+	out, err = jsonobj.ParseRequest(body)
 	return out, true, true, err
 }
 
@@ -126,7 +127,7 @@ func (rt *Route) streamAnswer(ctx context.Context, caller context.Context, k *Ki
 	if k == KindChat {
 		chat = sse.NewChatRewriter(injected)
 	}
-	var usage Usage
+	var usage jsonobj.Usage
 	var terminal []byte
 	ended := false // a Responses stream's final event was seen
 	respID := ""   // its response's id
@@ -163,9 +164,9 @@ func (rt *Route) streamAnswer(ctx context.Context, caller context.Context, k *Ki
 			held = sse.IsDone(ev)
 		default:
 			if typ, u, ok := sse.ResponsesUsage(ev); ok {
-				usage, ended = responsesUsage.read(u), true
+				usage, ended = jsonobj.ResponsesUsage.Read(u), true
 				held = typ == sse.ResponseCompleted
-				if obj, ok := member(ev.Data, "response"); ok {
+				if obj, ok := jsonobj.Member(ev.Data, "response"); ok {
 					respID = responseID(obj)
 				}
 			}
@@ -210,7 +211,7 @@ func (rt *Route) streamAnswer(ctx context.Context, caller context.Context, k *Ki
 		writeErr = true
 	}
 	if chat != nil {
-		usage = chatUsage.read(chat.Usage())
+		usage = jsonobj.ChatUsage.Read(chat.Usage())
 	}
 	end := ""
 	switch {

@@ -12,6 +12,7 @@ import (
 	"github.com/rotorhq/rotor/internal/clock"
 	"github.com/rotorhq/rotor/internal/failpoint"
 	"github.com/rotorhq/rotor/internal/httpx"
+	"github.com/rotorhq/rotor/internal/jsonobj"
 	"github.com/rotorhq/rotor/pool"
 )
 
@@ -26,7 +27,7 @@ type walk struct {
 	// request (a Responses previous_response_id).
 	pinned   string
 	ps       *poolState
-	req      request
+	req      jsonobj.Request
 	upstream string
 	region   string
 	id       string
@@ -336,7 +337,7 @@ func classify(status int, pe providerError, model, path string) outcome {
 func (wk *walk) send(ctx context.Context, c *credential) (out *answer, next bool, err error) {
 	rt := wk.rt
 	if wk.body == nil {
-		wk.body = wk.req.withModel(wk.upstream)
+		wk.body = wk.req.WithModel(wk.upstream)
 	}
 	callCtx, cancelCause := context.WithCancelCause(ctx)
 	cancelCall := func() { cancelCause(nil) }

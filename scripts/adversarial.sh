@@ -36,7 +36,8 @@ tests=(
   "./internal/httpx ^(TestGuardClosesConnectionAfterTransferEncodedRequest|FuzzRetryAfter)$"
   "./config ^(TestServerAndLedgerTimeoutKeys|FuzzCooldownSettings|FuzzParseFile)$"
   "./learned ^(FuzzPolicy|FuzzAdaptTransitions)$"
-  "./decisions ^(TestAnnouncedOversizedBodyRefusedWithoutBuffering|TestDeadlineSharedAndProviderThatNeverAnswersIsNotReplayed|TestClientDisconnectCancelsUpstreamAndRowIsCommitted|TestProviderRedirectIsNotFollowed|TestCanaryKeyNeverLeaks|TestAmbiguousFailuresAreNotReplayed|TestAnswerOver64MiBGives502AndNullTokens|TestStalledErrorBodyReleasesFailover|TestErrorBodyReadStopsAt64KiB|FuzzParseRequest|FuzzReadUsage)$"
+  "./decisions ^(TestAnnouncedOversizedBodyRefusedWithoutBuffering|TestDeadlineSharedAndProviderThatNeverAnswersIsNotReplayed|TestClientDisconnectCancelsUpstreamAndRowIsCommitted|TestProviderRedirectIsNotFollowed|TestCanaryKeyNeverLeaks|TestAmbiguousFailuresAreNotReplayed|TestAnswerOver64MiBGives502AndNullTokens|TestStalledErrorBodyReleasesFailover|TestErrorBodyReadStopsAt64KiB)$"
+  "./internal/jsonobj ^(FuzzParseRequest|FuzzReadUsage)$"
 )
 # Case 15: native fuzzing, each target from its seed corpus.
 fuzz=(
@@ -46,8 +47,8 @@ fuzz=(
   "./internal/httpx FuzzRetryAfter"
   "./internal/httpx FuzzAccessInfoMerge"
   "./config FuzzParseFile"
-  "./decisions FuzzParseRequest"
-  "./decisions FuzzReadUsage"
+  "./internal/jsonobj FuzzParseRequest"
+  "./internal/jsonobj FuzzReadUsage"
   "./internal/sse FuzzScanner"
   "./internal/sse FuzzChatRewriter"
   "./internal/pricefile FuzzParseLiteLLM"

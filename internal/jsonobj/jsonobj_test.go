@@ -1,4 +1,4 @@
-package decisions
+package jsonobj
 
 import (
 	"bytes"
@@ -22,9 +22,9 @@ func TestReadUsage(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.body, func(t *testing.T) {
-			u := readUsage([]byte(tt.body))
+			u := ReadUsage([]byte(tt.body))
 			if (u.Total != nil) != tt.known || (tt.known && (*u.Input != tt.in || *u.Output != tt.out || *u.Total != tt.total)) {
-				t.Errorf("readUsage(%s) = %+v", tt.body, u)
+				t.Errorf("ReadUsage(%s) = %+v", tt.body, u)
 			}
 		})
 	}
@@ -47,7 +47,7 @@ func FuzzParseRequest(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, err := parseRequest(body)
+		req, err := ParseRequest(body)
 		if err != nil {
 			return
 		}
@@ -55,10 +55,10 @@ func FuzzParseRequest(f *testing.F) {
 		if err := json.Unmarshal(body, &std); err != nil {
 			t.Fatalf("accepted a body the standard decoder refuses: %v", err)
 		}
-		if std["model"] != req.model {
-			t.Fatalf("model %q, standard decoder reads %v", req.model, std["model"])
+		if std["model"] != req.Model {
+			t.Fatalf("model %q, standard decoder reads %v", req.Model, std["model"])
 		}
-		out := req.withModel("decide-mini")
+		out := req.WithModel("decide-mini")
 		var got map[string]any
 		if err := json.Unmarshal(out, &got); err != nil {
 			t.Fatalf("rewritten body is not JSON: %v\n%s", err, out)
@@ -87,7 +87,7 @@ func FuzzReadUsage(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		u := readUsage(body)
+		u := ReadUsage(body)
 		// The oracle: encoding/json into maps, which match keys exactly
 		// (struct fields would also match "Input_Tokens") and keep the
 		// last of duplicate keys.
@@ -117,7 +117,7 @@ func FuzzReadUsage(f *testing.F) {
 		}
 		eq := func(a, b *int64) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
 		if !eq(u.Input, want.Input) || !eq(u.Output, want.Output) || !eq(u.Total, want.Total) {
-			t.Fatalf("readUsage(%s) = %v/%v/%v, encoding/json reads %v/%v/%v", body, u.Input, u.Output, u.Total, want.Input, want.Output, want.Total)
+			t.Fatalf("ReadUsage(%s) = %v/%v/%v, encoding/json reads %v/%v/%v", body, u.Input, u.Output, u.Total, want.Input, want.Output, want.Total)
 		}
 	})
 }

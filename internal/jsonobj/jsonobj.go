@@ -1,4 +1,11 @@
-package decisions
+// Package jsonobj reads and rewrites the top-level members of a JSON
+// object in place, without decoding what it does not need: the model of a
+// request (found, checked, and replaced with every other byte unchanged)
+// and the token usage of a provider's answer.
+//
+// It imports no other rotor package: go test -fuzz instruments every
+// package the fuzzed one imports, and its fuzz tests build without SQLite.
+package jsonobj
 
 import (
 	"bytes"
@@ -9,20 +16,20 @@ import (
 	"unicode/utf8"
 )
 
-// errBadJSON is a request body that is not a JSON object.
-var errBadJSON = errors.New("request body is not a valid JSON object")
+// ErrBadJSON is a request body that is not a JSON object.
+var ErrBadJSON = errors.New("request body is not a valid JSON object")
 
-// span is a value's byte range in a JSON document.
-type span struct{ start, end int }
+// Span is a value's byte range in a JSON document.
+type Span struct{ Start, End int }
 
-// topLevel walks the members of a JSON object that json.Valid accepted and
+// TopLevel walks the members of a JSON object that json.Valid accepted and
 // calls fn with each key (decoded) and its value's span. Only keys are
 // decoded; values are skipped over, so the cost is one pass without
 // allocation for bodies that need no rewrite.
-func topLevel(b []byte, fn func(key string, rawKey []byte, v span) bool) error {
+func TopLevel(b []byte, fn func(key string, rawKey []byte, v Span) bool) error {
 	i := skipWS(b, 0)
 	if i >= len(b) || b[i] != '{' {
-		return errBadJSON
+		return ErrBadJSON
 	}
 	i = skipWS(b, i+1)
 	if i < len(b) && b[i] == '}' {
@@ -30,24 +37,24 @@ func topLevel(b []byte, fn func(key string, rawKey []byte, v span) bool) error {
 	}
 	for i < len(b) {
 		if b[i] != '"' {
-			return errBadJSON
+			return ErrBadJSON
 		}
 		kEnd := skipString(b, i)
 		rawKey := b[i:kEnd]
-		key, ok := unquote(rawKey)
+		key, ok := Unquote(rawKey)
 		if !ok {
-			return errBadJSON
+			return ErrBadJSON
 		}
 		i = skipWS(b, kEnd)
 		if i >= len(b) || b[i] != ':' {
-			return errBadJSON
+			return ErrBadJSON
 		}
 		vStart := skipWS(b, i+1)
 		vEnd := skipValue(b, vStart)
 		if vEnd <= vStart {
-			return errBadJSON
+			return ErrBadJSON
 		}
-		if !fn(key, rawKey, span{vStart, vEnd}) {
+		if !fn(key, rawKey, Span{vStart, vEnd}) {
 			return nil
 		}
 		i = skipWS(b, vEnd)
@@ -58,9 +65,9 @@ func topLevel(b []byte, fn func(key string, rawKey []byte, v span) bool) error {
 		if i < len(b) && b[i] == '}' {
 			return nil
 		}
-		return errBadJSON
+		return ErrBadJSON
 	}
-	return errBadJSON
+	return ErrBadJSON
 }
 
 func skipWS(b []byte, i int) int {
@@ -125,8 +132,8 @@ func skipValue(b []byte, i int) int {
 	}
 }
 
-// unquote decodes a JSON string token, fast when it has no escapes.
-func unquote(tok []byte) (string, bool) {
+// Unquote decodes a JSON string token, fast when it has no escapes.
+func Unquote(tok []byte) (string, bool) {
 	if len(tok) < 2 || tok[0] != '"' || tok[len(tok)-1] != '"' {
 		return "", false
 	}
@@ -141,70 +148,86 @@ func unquote(tok []byte) (string, bool) {
 	return s, true
 }
 
-// request is what rotor reads of a Decisions request: the model and where
-// it is, and nothing else.
-type request struct {
-	body  []byte
-	model string
-	span  span
+// Member is the raw value of a top-level member of a JSON object (the
+// last one, as encoding/json reads duplicates).
+func Member(body []byte, name string) ([]byte, bool) {
+	var out []byte
+	_ = TopLevel(body, func(key string, _ []byte, v Span) bool {
+		if key == name {
+			out = body[v.Start:v.End]
+		}
+		return true
+	})
+	return out, out != nil
 }
 
-// parseRequest validates the body as a JSON object and finds its model.
+// Request is what rotor reads of a Decisions request: the model and where
+// it is, and nothing else.
+type Request struct {
+	// Body is the body as the caller sent it.
+	Body []byte
+	// Model is the model asked for, decoded.
+	Model string
+	// at is where the model's value is in Body.
+	at Span
+}
+
+// ParseRequest validates the body as a JSON object and finds its model.
 // A second key that a lenient decoder might also read as "model" (a
 // duplicate or a case variant) is refused: rotor and the provider must
 // agree on which model is asked for.
-func parseRequest(body []byte) (request, error) {
+func ParseRequest(body []byte) (Request, error) {
 	if !json.Valid(body) {
-		return request{}, errBadJSON
+		return Request{}, ErrBadJSON
 	}
-	r := request{body: body, span: span{-1, -1}}
+	r := Request{Body: body, at: Span{-1, -1}}
 	var dup bool
-	err := topLevel(body, func(key string, _ []byte, v span) bool {
+	err := TopLevel(body, func(key string, _ []byte, v Span) bool {
 		if !strings.EqualFold(key, "model") {
 			return true
 		}
-		if r.span.start >= 0 || key != "model" {
+		if r.at.Start >= 0 || key != "model" {
 			dup = true
 			return false
 		}
-		r.span = v
+		r.at = v
 		return true
 	})
 	if err != nil {
-		return request{}, err
+		return Request{}, err
 	}
 	if dup {
-		return request{}, errDuplicateModel
+		return Request{}, ErrDuplicateModel
 	}
-	if r.span.start < 0 {
-		return request{}, errNoModel
+	if r.at.Start < 0 {
+		return Request{}, ErrNoModel
 	}
-	m, ok := unquote(body[r.span.start:r.span.end])
+	m, ok := Unquote(body[r.at.Start:r.at.End])
 	if !ok {
-		return request{}, errModelNotString
+		return Request{}, ErrModelNotString
 	}
-	r.model = m
+	r.Model = m
 	return r, nil
 }
 
 var (
-	errDuplicateModel = errors.New(`request has more than one "model" field`)
-	errNoModel        = errors.New(`request has no "model" field`)
-	errModelNotString = errors.New(`"model" must be a string`)
+	ErrDuplicateModel = errors.New(`request has more than one "model" field`)
+	ErrNoModel        = errors.New(`request has no "model" field`)
+	ErrModelNotString = errors.New(`"model" must be a string`)
 )
 
-// withModel returns the body with the model value replaced by upstream and
+// WithModel returns the body with the model value replaced by upstream and
 // every other byte unchanged.
-func (r request) withModel(upstream string) []byte {
+func (r Request) WithModel(upstream string) []byte {
 	q := strconv.Quote(upstream)
 	if !isPlainJSONString(upstream) {
 		b, _ := json.Marshal(upstream)
 		q = string(b)
 	}
-	out := make([]byte, 0, len(r.body)-(r.span.end-r.span.start)+len(q))
-	out = append(out, r.body[:r.span.start]...)
+	out := make([]byte, 0, len(r.Body)-(r.at.End-r.at.Start)+len(q))
+	out = append(out, r.Body[:r.at.Start]...)
 	out = append(out, q...)
-	return append(out, r.body[r.span.end:]...)
+	return append(out, r.Body[r.at.End:]...)
 }
 
 // isPlainJSONString reports whether strconv.Quote yields valid JSON for s:
@@ -227,32 +250,38 @@ type Usage struct {
 	Cached, Reasoning *int64
 }
 
-// usageNames are the member names one route's usage object uses.
-type usageNames struct {
+// UsageNames are the member names one route's usage object uses.
+type UsageNames struct {
 	input, output string
 	// inputDetails and outputDetails hold cached_tokens and
 	// reasoning_tokens; empty when the route has none.
 	inputDetails, outputDetails string
 }
 
+// The usage objects of the routes: decisionsUsage is the Decisions API's;
+// ResponsesUsage and ChatUsage are those of the OpenAI Responses and chat
+// (and embeddings) answers.
 var (
-	decisionsUsage = usageNames{input: "input_tokens", output: "output_tokens"}
-	responsesUsage = usageNames{input: "input_tokens", output: "output_tokens", inputDetails: "input_tokens_details", outputDetails: "output_tokens_details"}
-	chatUsage      = usageNames{input: "prompt_tokens", output: "completion_tokens", inputDetails: "prompt_tokens_details", outputDetails: "completion_tokens_details"}
+	decisionsUsage = UsageNames{input: "input_tokens", output: "output_tokens"}
+	ResponsesUsage = UsageNames{input: "input_tokens", output: "output_tokens", inputDetails: "input_tokens_details", outputDetails: "output_tokens_details"}
+	ChatUsage      = UsageNames{input: "prompt_tokens", output: "completion_tokens", inputDetails: "prompt_tokens_details", outputDetails: "completion_tokens_details"}
 )
 
-func readUsage(body []byte) Usage          { return decisionsUsage.read(topUsage(body)) }
-func readResponsesUsage(body []byte) Usage { return responsesUsage.read(topUsage(body)) }
+// ReadUsage reads a Decisions answer's usage.
+func ReadUsage(body []byte) Usage { return decisionsUsage.Read(topUsage(body)) }
 
-// readChatUsage reads a chat completion's usage.
-func readChatUsage(body []byte) Usage { return chatUsage.read(topUsage(body)) }
+// ReadResponsesUsage reads a Responses answer's usage.
+func ReadResponsesUsage(body []byte) Usage { return ResponsesUsage.Read(topUsage(body)) }
 
-// readEmbeddingsUsage reads an embeddings answer's usage: prompt_tokens and
+// ReadChatUsage reads a chat completion's usage.
+func ReadChatUsage(body []byte) Usage { return ChatUsage.Read(topUsage(body)) }
+
+// ReadEmbeddingsUsage reads an embeddings answer's usage: prompt_tokens and
 // total_tokens in chat's names. An embedding generates nothing, so output
 // is a known 0 once the input is known: else every embeddings row would
 // hold unknown tokens and cost, and close every cost budget.
-func readEmbeddingsUsage(body []byte) Usage {
-	u := chatUsage.read(topUsage(body))
+func ReadEmbeddingsUsage(body []byte) Usage {
+	u := ChatUsage.Read(topUsage(body))
 	if u.Input != nil && u.Output == nil {
 		zero := int64(0)
 		u.Output = &zero
@@ -264,17 +293,17 @@ func readEmbeddingsUsage(body []byte) Usage {
 // untouched and undecoded. The answer is not validated first: a malformed
 // one yields no usage.
 func topUsage(body []byte) []byte {
-	raw, _ := member(body, "usage")
+	raw, _ := Member(body, "usage")
 	return raw
 }
 
-// read reads the token counts of a usage object.
-func (n usageNames) read(raw []byte) Usage {
+// Read reads the token counts of a usage object.
+func (n UsageNames) Read(raw []byte) Usage {
 	var u Usage
 	if len(raw) == 0 || raw[0] != '{' || !json.Valid(raw) {
 		return u
 	}
-	_ = topLevel(raw, func(key string, _ []byte, v span) bool {
+	_ = TopLevel(raw, func(key string, _ []byte, v Span) bool {
 		var p **int64
 		switch key {
 		case n.input:
@@ -286,16 +315,16 @@ func (n usageNames) read(raw []byte) Usage {
 		case "":
 			return true
 		case n.inputDetails:
-			u.Cached = detail(raw[v.start:v.end], "cached_tokens")
+			u.Cached = detail(raw[v.Start:v.End], "cached_tokens")
 			return true
 		case n.outputDetails:
-			u.Reasoning = detail(raw[v.start:v.end], "reasoning_tokens")
+			u.Reasoning = detail(raw[v.Start:v.End], "reasoning_tokens")
 			return true
 		default:
 			return true
 		}
 		*p = nil
-		if n, ok := parseCount(raw[v.start:v.end]); ok {
+		if n, ok := parseCount(raw[v.Start:v.End]); ok {
 			*p = &n
 		}
 		return true
@@ -309,7 +338,7 @@ func (n usageNames) read(raw []byte) Usage {
 
 // detail reads one count of a *_details object; nil when absent.
 func detail(obj []byte, name string) *int64 {
-	raw, _ := member(obj, name)
+	raw, _ := Member(obj, name)
 	if n, ok := parseCount(raw); ok {
 		return &n
 	}
@@ -329,34 +358,4 @@ func parseCount(b []byte) (int64, bool) {
 		n = n*10 + int64(c-'0')
 	}
 	return n, true
-}
-
-// providerError is the structured error of a provider answer.
-type providerError struct {
-	Message, Type, Code, Param string
-	structured                 bool
-}
-
-func parseProviderError(body []byte) providerError {
-	var e struct {
-		Error *struct {
-			Message any `json:"message"`
-			Type    any `json:"type"`
-			Code    any `json:"code"`
-			Param   any `json:"param"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal(body, &e); err != nil || e.Error == nil {
-		return providerError{}
-	}
-	str := func(v any) string {
-		switch x := v.(type) {
-		case string:
-			return x
-		case float64:
-			return strconv.FormatFloat(x, 'f', -1, 64)
-		}
-		return ""
-	}
-	return providerError{Message: str(e.Error.Message), Type: str(e.Error.Type), Code: str(e.Error.Code), Param: str(e.Error.Param), structured: true}
 }
