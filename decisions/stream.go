@@ -164,7 +164,7 @@ func (rt *Route) streamAnswer(ctx context.Context, caller context.Context, k *Ki
 			held = sse.IsDone(ev)
 		default:
 			if typ, u, ok := sse.ResponsesUsage(ev); ok {
-				usage, ended = jsonobj.ResponsesUsage.Read(u), true
+				usage, ended = jsonobj.ResponsesUsageObject(u), true
 				held = typ == sse.ResponseCompleted
 				if obj, ok := jsonobj.Member(ev.Data, "response"); ok {
 					respID = responseID(obj)
@@ -211,7 +211,7 @@ func (rt *Route) streamAnswer(ctx context.Context, caller context.Context, k *Ki
 		writeErr = true
 	}
 	if chat != nil {
-		usage = jsonobj.ChatUsage.Read(chat.Usage())
+		usage = jsonobj.ChatUsageObject(chat.Usage())
 	}
 	end := ""
 	switch {

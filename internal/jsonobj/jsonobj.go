@@ -250,8 +250,8 @@ type Usage struct {
 	Cached, Reasoning *int64
 }
 
-// UsageNames are the member names one route's usage object uses.
-type UsageNames struct {
+// usageNames are the member names one route's usage object uses.
+type usageNames struct {
 	input, output string
 	// inputDetails and outputDetails hold cached_tokens and
 	// reasoning_tokens; empty when the route has none.
@@ -259,29 +259,37 @@ type UsageNames struct {
 }
 
 // The usage objects of the routes: decisionsUsage is the Decisions API's;
-// ResponsesUsage and ChatUsage are those of the OpenAI Responses and chat
+// responsesUsage and chatUsage are those of the OpenAI Responses and chat
 // (and embeddings) answers.
 var (
-	decisionsUsage = UsageNames{input: "input_tokens", output: "output_tokens"}
-	ResponsesUsage = UsageNames{input: "input_tokens", output: "output_tokens", inputDetails: "input_tokens_details", outputDetails: "output_tokens_details"}
-	ChatUsage      = UsageNames{input: "prompt_tokens", output: "completion_tokens", inputDetails: "prompt_tokens_details", outputDetails: "completion_tokens_details"}
+	decisionsUsage = usageNames{input: "input_tokens", output: "output_tokens"}
+	responsesUsage = usageNames{input: "input_tokens", output: "output_tokens", inputDetails: "input_tokens_details", outputDetails: "output_tokens_details"}
+	chatUsage      = usageNames{input: "prompt_tokens", output: "completion_tokens", inputDetails: "prompt_tokens_details", outputDetails: "completion_tokens_details"}
 )
 
 // ReadUsage reads a Decisions answer's usage.
-func ReadUsage(body []byte) Usage { return decisionsUsage.Read(topUsage(body)) }
+func ReadUsage(body []byte) Usage { return decisionsUsage.read(topUsage(body)) }
 
 // ReadResponsesUsage reads a Responses answer's usage.
-func ReadResponsesUsage(body []byte) Usage { return ResponsesUsage.Read(topUsage(body)) }
+func ReadResponsesUsage(body []byte) Usage { return responsesUsage.read(topUsage(body)) }
+
+// ResponsesUsageObject reads a Responses usage object itself (a stream's
+// terminal event carries one).
+func ResponsesUsageObject(obj []byte) Usage { return responsesUsage.read(obj) }
 
 // ReadChatUsage reads a chat completion's usage.
-func ReadChatUsage(body []byte) Usage { return ChatUsage.Read(topUsage(body)) }
+func ReadChatUsage(body []byte) Usage { return chatUsage.read(topUsage(body)) }
+
+// ChatUsageObject reads a chat usage object itself (a stream's final
+// chunk carries one).
+func ChatUsageObject(obj []byte) Usage { return chatUsage.read(obj) }
 
 // ReadEmbeddingsUsage reads an embeddings answer's usage: prompt_tokens and
 // total_tokens in chat's names. An embedding generates nothing, so output
 // is a known 0 once the input is known: else every embeddings row would
 // hold unknown tokens and cost, and close every cost budget.
 func ReadEmbeddingsUsage(body []byte) Usage {
-	u := ChatUsage.Read(topUsage(body))
+	u := chatUsage.read(topUsage(body))
 	if u.Input != nil && u.Output == nil {
 		zero := int64(0)
 		u.Output = &zero
@@ -297,8 +305,8 @@ func topUsage(body []byte) []byte {
 	return raw
 }
 
-// Read reads the token counts of a usage object.
-func (n UsageNames) Read(raw []byte) Usage {
+// read reads the token counts of a usage object.
+func (n usageNames) read(raw []byte) Usage {
 	var u Usage
 	if len(raw) == 0 || raw[0] != '{' || !json.Valid(raw) {
 		return u
