@@ -125,8 +125,15 @@ func Run(t *testing.T, e Engine) {
 		{"ConcurrentMigrationsAgree", testConcurrentMigrate},
 		{"NewerSchemaRefusedDatabaseUnchanged", testNewerSchema},
 	}
+	// Every test makes a database of its own (fresh) and shares nothing
+	// else, so they run in parallel: much of the suite waits on fsyncs or
+	// on the PostgreSQL server, and the longest tests (the prune cuts)
+	// then overlap with the rest.
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) { tc.fn(t, e) })
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, e)
+		})
 	}
 }
 

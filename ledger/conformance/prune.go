@@ -356,7 +356,10 @@ func testPruneMidHour(t *testing.T, e Engine) {
 	} {
 		k := len(offs)
 		offs = append(offs, off)
-		t.Run(fmt.Sprint(off), func(t *testing.T) { pruneMidHour(t, e, off, k) })
+		t.Run(fmt.Sprint(off), func(t *testing.T) {
+			t.Parallel() // each cut has a database of its own
+			pruneMidHour(t, e, off, k)
+		})
 	}
 }
 
