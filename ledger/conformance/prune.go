@@ -520,12 +520,14 @@ func pruneMidHour(t *testing.T, e Engine, off time.Duration, k int) {
 				}
 			}
 		}
-		err := l.View(ctx, func(v ledger.WindowReader) error {
-			middle := []int64{7, 50, 1_000}
-			for i, a := range edges {
-				for _, b := range edges[i+1:] {
-					x := midHourWindow{w: ledger.Window{From: a, To: b}}
-					mid := middle[(len(r.windows)+k)%len(middle)]
+		// One View per window: a View is one bounded read (PostgreSQL's
+		// at most ten seconds), and nothing writes while the probe reads.
+		middle := []int64{7, 50, 1_000}
+		for i, a := range edges {
+			for _, b := range edges[i+1:] {
+				x := midHourWindow{w: ledger.Window{From: a, To: b}}
+				mid := middle[(len(r.windows)+k)%len(middle)]
+				err := l.View(ctx, func(v ledger.WindowReader) error {
 					var err error
 					if x.totals, err = v.Totals(x.w); err != nil {
 						return err
@@ -539,20 +541,18 @@ func pruneMidHour(t *testing.T, e Engine, off time.Duration, k int) {
 							x.reach = append(x.reach, a)
 						}
 					}
-					if x.newest.at, x.newest.ok, err = v.NewestUnknownCost(x.w); err != nil {
-						return err
-					}
-					r.windows = append(r.windows, x)
+					x.newest.at, x.newest.ok, err = v.NewestUnknownCost(x.w)
+					return err
+				})
+				if err != nil {
+					t.Fatalf("View: %v", err)
 				}
+				r.windows = append(r.windows, x)
 			}
-			return nil
-		})
-		if err != nil {
-			t.Fatalf("View: %v", err)
 		}
 		// The same windows ending now, read at admission (the writer's
 		// view, whose cache slides windows).
-		err = l.Reserve(ctx, ledger.Reservation{RequestID: fmt.Sprint("probe-", probes), Operation: opDecisions, Expires: now.Add(time.Minute)},
+		err := l.Reserve(ctx, ledger.Reservation{RequestID: fmt.Sprint("probe-", probes), Operation: opDecisions, Expires: now.Add(time.Minute)},
 			admitFunc(func(v ledger.WindowReader, _ ledger.Reservation) error {
 				r.admitted = r.admitted[:0] // the last run decides (ledger.Admitter)
 				for _, a := range edges[:len(edges)-1] {
