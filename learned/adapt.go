@@ -63,8 +63,12 @@ import "math"
 //     evidence's lower bound, the others of its provider, model and quota
 //     bucket retry once at that wait where their plan would retry later,
 //     within an hour and while credit holds a refusal (Learner.noteFall,
-//     trySibling; memory only). The spec keeps each credential's evidence
-//     apart, and after a long hold each had to find a drop on its own.
+//     trySibling; memory only). A sibling already cooling then has its
+//     cooldown ended at that wait after its own first throttle, if its
+//     episode began no earlier than the faller's and its own resets are
+//     not drawn anew (Learner.Fell and Release, which the pool calls;
+//     release). The spec keeps each credential's evidence apart, and
+//     after a long hold each had to find a drop on its own.
 //
 // Adapt adds no request: a retry is the next natural request, let through
 // earlier or later. Every other bound stays: trusted advice is a hard
@@ -489,3 +493,30 @@ func (s *state) trySibling(e, t, sib int64) (int64, bool) {
 	s.aflags = s.aflags&^(flagAtExisting|flagCheck) | flagTrial
 	return sib, true
 }
+
+// release ends the open episode's cooldown, held at now, at sib (ms after
+// its first throttle), the wait a sibling recovered at when its reset
+// fell in an episode that began at from, if the cooldown ends later; not
+// when this episode began before the sibling's (its reset may be the one
+// from before the fall), when a retry of it was refused at or beyond sib,
+// when its own resets are drawn anew (a miss share of an eighth or more:
+// the sibling's fall says nothing of its reset), or when the credit
+// holds no refusal; never before trusted advice, never before now. The
+// retry is a trial, as with trySibling. It reports the new end.
+func (s *state) release(now, sib, from int64) (int64, bool) {
+	if s.anchor == 0 || s.anchor < from || s.decidedAt == 0 || now <= s.decidedAt || now >= s.until ||
+		sib <= s.elo || s.credit < 16 || s.miss >= releaseMissMax {
+		return 0, false
+	}
+	t := max(s.anchor+sib, s.hintUntil, now)
+	if t >= s.until {
+		return 0, false
+	}
+	s.until = t
+	s.aflags = s.aflags&^(flagAtExisting|flagCheck) | flagTrial
+	return t, true
+}
+
+// releaseMissMax is the miss share (of 256) from which release leaves a
+// cooldown alone.
+const releaseMissMax = 32

@@ -361,8 +361,9 @@ func FuzzAdaptTransitions(f *testing.F) {
 		0, 120, 0, 0, 250, 0, 0, 250, 0, 0, 250, 0, 1, 250, 0, 0, 120, 0, 0, 100, 0, 1, 50, 0, 0, 120, 0, 0, 130, 0, 1, 90, 0})
 	// A fourth op bit switches to a sibling credential (the same
 	// provider, model and quota bucket), so that one credential's fall
-	// is tried by the other.
+	// is tried by the other, or ends its cooldown early (Release).
 	f.Add([]byte{0, 0, 0, 4, 0, 0, 0, 60, 0, 5, 60, 0, 0, 200, 0, 1, 20, 0, 4, 20, 0, 0, 250, 0, 1, 10, 0, 4, 40, 0, 5, 30, 0})
+	f.Add(releaseSeed(f))
 	const capSeconds = 1800
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		if len(ops) > 3*64 {
@@ -374,6 +375,9 @@ func FuzzAdaptTransitions(f *testing.F) {
 		at := time.Duration(0)
 		for i := 0; i+2 < len(ops); i += 3 {
 			kind, step, hint := ops[i]%4, time.Duration(ops[i+1])*sec/2, float64(ops[i+2])*15
+			if ops[i]&8 != 0 {
+				step *= 8 // a long step: up to 1,020 s
+			}
 			h.ev = ids[ops[i]/4%2]
 			at += step
 			switch kind {
@@ -382,6 +386,7 @@ func FuzzAdaptTransitions(f *testing.F) {
 				checkAdaptWait(t, d, ok, -1, capSeconds)
 			case 1:
 				h.success(at)
+				checkRelease(t, h, ids[1-ops[i]/4%2])
 			case 2:
 				d, ok := h.throttleHint(at, hint)
 				checkAdaptWait(t, d, ok, hint, capSeconds)
@@ -398,6 +403,102 @@ func FuzzAdaptTransitions(f *testing.F) {
 			}
 		}
 	})
+}
+
+// releaseSeed returns FuzzAdaptTransitions ops in which one credential's
+// reset falls while its sibling cools, so that the fuzzer starts from a
+// release: it drives a harness as the fuzz body would and records each
+// event as an op. The credentials learn resets of 240 s and 300 s, until
+// the first checks its bound below 240 s; then the first throttles, the
+// sibling 5 s later, and the first's reset is 20 s.
+func releaseSeed(tb testing.TB) []byte {
+	h := newHarness(tb, ModeApply, withAdapt(), withMaxSeconds(1800))
+	ids := [2]pool.LearnEvent{h.ev, h.ev}
+	ids[1].Identity = identity("key-b", "api", "decide-mini", "")
+	var ops []byte
+	at := time.Duration(0)
+	type run struct {
+		id                 int
+		anchor, next, r    time.Duration
+		started, recovered bool
+	}
+	// step records the run's next event: a throttle until its reset has
+	// passed, then the recovery.
+	step := func(c *run) {
+		op, unit := byte(c.id<<2), sec/2
+		if c.next-at > 255*unit {
+			op, unit = op|8, 4*sec // a long step
+		}
+		n := (c.next - at + unit - 1) / unit
+		if n > 255 {
+			tb.Fatalf("a gap of %v does not fit one op", c.next-at)
+		}
+		at += n * unit
+		h.ev = ids[c.id]
+		if c.started && at >= c.anchor+c.r {
+			ops = append(ops, op|1, byte(n), 0)
+			h.success(at)
+			c.recovered = true
+			return
+		}
+		ops = append(ops, op, byte(n), 0)
+		d, ok := h.throttle(at)
+		if !ok {
+			d = time.Minute
+		}
+		if !c.started {
+			c.anchor, c.started = at, true
+		}
+		c.next = at + d
+	}
+	// episodes runs the runs' episodes, in time order, until the first
+	// has recovered.
+	episodes := func(rs ...*run) {
+		for !rs[0].recovered {
+			c := rs[0]
+			for _, o := range rs[1:] {
+				if !o.recovered && o.next < c.next {
+					c = o
+				}
+			}
+			step(c)
+		}
+	}
+	for id, n := range [2]int{12, 6} {
+		for range n {
+			episodes(&run{id: id, next: at + 10*sec, r: [2]time.Duration{240 * sec, 300 * sec}[id]})
+		}
+	}
+	episodes(&run{id: 0, next: at + 10*sec, r: 20 * sec}, &run{id: 1, next: at + 15*sec, r: 300 * sec})
+	if len(ops) > 3*64 {
+		tb.Fatalf("the seed has %d ops; the fuzz body reads 64", len(ops)/3)
+	}
+	return ops
+}
+
+// checkRelease asks, after the harness identity's success, whether it was
+// a fall, and if so releases the sibling sib as the pool would: a release
+// only shortens a held cooldown, never below trusted advice or now, and
+// leaves a valid state.
+func checkRelease(t *testing.T, h *harness, sib pool.LearnEvent) {
+	t.Helper()
+	ev := h.ev
+	ev.Outcome, ev.At = pool.OutcomeSuccess, h.clk.Now()
+	if !h.l.Fell(ev) {
+		return
+	}
+	now := ev.At.UnixMilli()
+	before, _ := storedState(t, h.store, sib.Identity, ev.At)
+	sib.At = ev.At
+	rest, ok := h.l.Release(sib)
+	if !ok {
+		return
+	}
+	after, _ := storedState(t, h.store, sib.Identity, ev.At)
+	end := now + rest.Milliseconds()
+	if rest < 0 || end >= before.until || end < after.hintUntil || after.until != end || !after.valid() {
+		t.Fatalf("release by %v: until %d -> %d (hint %d, now %d), valid %v", rest, before.until, after.until, after.hintUntil, now, after.valid())
+	}
 }
 
 func checkAdaptWait(t *testing.T, d time.Duration, ok bool, hint float64, capSeconds int64) {
@@ -1123,15 +1224,145 @@ func TestAdaptTriesASiblingsFallOnce(t *testing.T) {
 	h.ev = a
 	at, _ = h.drive(at, 3, steadyReset(100*sec))
 	g := maphash.String(h.l.seed, a.Provider+"\x00"+a.Model+"\x00"+a.QuotaBucket)
-	fell := h.l.fallFor(g, h.clk.Now().UnixMilli(), b.Identity)
+	fell, _ := h.l.fallFor(g, h.clk.Now().UnixMilli(), b.Identity)
 	if fell == 0 {
 		t.Fatal("the first credential's drop from 400 s to 100 s left no fall for its sibling")
 	}
 	h.ev = b
 	for i := range 3 {
 		at, _ = h.drive(at, 1, steadyReset(600*sec))
-		if got := h.l.fallFor(g, h.clk.Now().UnixMilli(), b.Identity); got != 0 {
+		if got, _ := h.l.fallFor(g, h.clk.Now().UnixMilli(), b.Identity); got != 0 {
 			t.Fatalf("after %d episodes of its own the sibling is still offered the fall at %d ms", i+1, got)
 		}
+	}
+}
+
+// TestAdaptReleasesASiblingsHeldCooldown: a sibling already cooling when
+// the other credential's reset falls does not wait for its own retry: the
+// pool ends its cooldown at the fall's wait (Fell, Release), once, and
+// the retry then is evidence like any other.
+func TestAdaptReleasesASiblingsHeldCooldown(t *testing.T) {
+	h := newHarness(t, ModeApply, withAdapt())
+	a, b := h.ev, h.ev
+	b.Identity = identity("key-b", "api", "decide-mini", "")
+	at, _ := h.drive(0, 30, steadyReset(400*sec))
+	h.ev = b
+	at, _ = h.drive(at, 30, steadyReset(600*sec))
+
+	// a throttles, then b; both follow their cooldowns with natural
+	// retries, in time order, until a recovers: its reset fell to 100 s,
+	// while b's is still 600 s.
+	type cred struct {
+		ev                 pool.LearnEvent
+		anchor, next, r    time.Duration
+		recovered, started bool
+	}
+	aStart := at + 10*sec
+	bStart := aStart + 30*sec
+	cs := []*cred{{ev: a, anchor: aStart, next: aStart, r: 100 * sec}, {ev: b, anchor: bStart, next: bStart, r: 600 * sec}}
+	step := func(c *cred) {
+		h.ev = c.ev
+		if c.started && c.next >= c.anchor+c.r {
+			h.success(c.next)
+			c.recovered = true
+			return
+		}
+		d, ok := h.throttle(c.next)
+		if !ok {
+			d = time.Minute
+		}
+		c.started = true
+		c.next += d
+	}
+	for !cs[0].recovered {
+		c := cs[0]
+		if cs[1].next < c.next {
+			c = cs[1]
+		}
+		step(c)
+	}
+	if cs[1].recovered {
+		t.Fatal("b recovered before a's reset fell")
+	}
+	rel := cs[0].next
+	now := h.clk.Now()
+	success := a
+	success.Outcome, success.At = pool.OutcomeSuccess, now
+	if !h.l.Fell(success) {
+		t.Fatal("a's recovery below its evidence is not a fall")
+	}
+	other := b
+	other.Outcome, other.At = pool.OutcomeSuccess, now
+	if h.l.Fell(other) {
+		t.Error("Fell is true for a credential that did not fall")
+	}
+	var hi time.Duration
+	h.l.fallMu.Lock()
+	for _, f := range h.l.falls {
+		hi = time.Duration(f.hi) * time.Millisecond
+	}
+	h.l.fallMu.Unlock()
+	if bStart+hi >= cs[1].next || bStart+hi <= rel {
+		t.Fatalf("fall at %v: want it inside b's cooldown (to %v after its throttle) and still ahead", hi, cs[1].next-bStart)
+	}
+
+	sib := b
+	sib.At = now
+	rest, ok := h.l.Release(sib)
+	if want := bStart + hi - rel; !ok || rest != want {
+		t.Fatalf("Release(b) = %v, %v; want %v: b's cooldown ends at the fall's wait after its own throttle", rest, ok, want)
+	}
+	if _, ok := h.l.Release(sib); ok {
+		t.Error("a second Release for the same fall")
+	}
+	g := maphash.String(h.l.seed, b.Provider+"\x00"+b.Model+"\x00"+b.QuotaBucket)
+	if got, _ := h.l.fallFor(g, now.UnixMilli(), b.Identity); got != 0 {
+		t.Errorf("after the release the fall is still offered to b (%d ms): a sibling tries it once", got)
+	}
+	h.ev = b
+	h.success(rel + rest)
+	st := h.mustState()
+	if st.anchor != 0 || st.at(0).hi != int64(hi/time.Millisecond) {
+		t.Errorf("b's retry at the fall left anchor %d, newest interval %+v; want a recovery at %v", st.anchor, st.at(0), hi)
+	}
+}
+
+// TestAdaptReleaseBounds: release ends only a cooldown adapt decided and
+// still holds, never before trusted advice or now, never later.
+func TestAdaptReleaseBounds(t *testing.T) {
+	const anchor, now, from = 1_000_000, 1_100_000, 990_000
+	held := state{anchor: anchor, decidedAt: anchor, until: anchor + 400_000, credit: 16, rn: 1}
+	cases := []struct {
+		name string
+		mod  func(*state)
+		sib  int64
+		want int64 // 0: no release
+	}{
+		{"at the fall", func(*state) {}, 150_000, anchor + 150_000},
+		{"a fall already past ends it now", func(*state) {}, 50_000, now},
+		{"trusted advice stays a minimum", func(s *state) { s.hintUntil = anchor + 200_000 }, 150_000, anchor + 200_000},
+		{"not later than held", func(*state) {}, 450_000, 0},
+		{"no episode", func(s *state) { s.anchor = 0 }, 150_000, 0},
+		{"a cooldown adapt did not decide", func(s *state) { s.decidedAt = 0 }, 150_000, 0},
+		{"a cooldown that ran out", func(s *state) { s.until = now }, 150_000, 0},
+		{"refused at or beyond the fall", func(s *state) { s.elo = 150_000 }, 150_000, 0},
+		{"no credit for a refusal", func(s *state) { s.credit = 15 }, 150_000, 0},
+		{"an episode older than the sibling's", func(s *state) { s.anchor = from - 1 }, 150_000, 0},
+		{"resets drawn anew", func(s *state) { s.miss = releaseMissMax }, 150_000, 0},
+		{"resets rarely missed", func(s *state) { s.miss = releaseMissMax - 1 }, 150_000, anchor + 150_000},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			st := held
+			c.mod(&st)
+			until := st.until
+			got, ok := st.release(now, c.sib, from)
+			switch {
+			case c.want == 0 && (ok || st.until != until):
+				t.Errorf("release = %d, %v (until %d); want none", got, ok, st.until)
+			case c.want != 0 && (!ok || got != c.want || st.until != c.want || st.aflags&flagTrial == 0):
+				t.Errorf("release = %d, %v (until %d, flags %b); want %d, a trial", got, ok, st.until, st.aflags, c.want)
+			}
+		})
 	}
 }

@@ -49,7 +49,7 @@ func newLogger() (*slog.Logger, *syncBuffer) {
 
 // harness drives one learner for one scope with a fake clock.
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	clk   *clock.Fake
 	store Store
 	l     *Learner
@@ -63,7 +63,7 @@ func withStore(s Store) harnessOption         { return func(c *Config) { c.Store
 func withMaxSeconds(n int64) harnessOption    { return func(c *Config) { c.MaxSeconds = n } }
 func withClock(clk *clock.Fake) harnessOption { return func(c *Config) { c.Clock = clk } }
 
-func newHarness(t *testing.T, mode Mode, opts ...harnessOption) *harness {
+func newHarness(t testing.TB, mode Mode, opts ...harnessOption) *harness {
 	t.Helper()
 	log, buf := newLogger()
 	clk := clock.NewFake(epoch)
@@ -128,7 +128,7 @@ func (h *harness) mustState() state {
 	return st
 }
 
-func storedState(t *testing.T, s Store, id string, now time.Time) (state, bool) {
+func storedState(t testing.TB, s Store, id string, now time.Time) (state, bool) {
 	t.Helper()
 	rec, ok, err := s.Get(context.Background(), id, now)
 	if err != nil {

@@ -170,7 +170,7 @@ type Learner struct {
 	stats  counters
 }
 
-var _ pool.Learner = (*Learner)(nil)
+var _ pool.SiblingLearner = (*Learner)(nil)
 
 type counters struct {
 	observations, evidence, contradictions, suggestions, trials atomic.Uint64
@@ -320,6 +320,64 @@ func (l *Learner) Suggest(ev pool.LearnEvent) (time.Duration, bool) {
 	}
 }
 
+// Fell reports whether the success ev, just observed, was a fall of its
+// reset that adapt recorded for the siblings (noteFall): the pool then
+// asks Release for each sibling that still cools.
+func (l *Learner) Fell(ev pool.LearnEvent) bool {
+	if !l.Adapt() || ev.Outcome != pool.OutcomeSuccess {
+		return false
+	}
+	o, id, ok := l.admit(ev)
+	if !ok {
+		return false
+	}
+	l.fallMu.Lock()
+	defer l.fallMu.Unlock()
+	f := l.falls[o.group]
+	return f != nil && f.at == o.at && f.took[0] == id
+}
+
+// Release ends early the cooldown the credential ev names holds when a
+// sibling's reset fell while it cooled (state.release): the sibling would
+// otherwise try the fall only at its next refusal or throttle. It returns
+// the rest left from ev.At; ok=false leaves the cooldown alone.
+func (l *Learner) Release(ev pool.LearnEvent) (time.Duration, bool) {
+	if !l.Adapt() {
+		return 0, false
+	}
+	ev.Outcome, ev.HasRetryAfter = pool.OutcomeThrottled, false // admit reads the scope and identity only
+	o, id, ok := l.admit(ev)
+	if !ok {
+		return 0, false
+	}
+	sib, from := l.fallFor(o.group, o.at, id)
+	if sib == 0 {
+		return 0, false
+	}
+	mu := l.lock(id)
+	defer mu.Unlock()
+	for attempt := 0; ; attempt++ {
+		st, rev, ok := l.load(id)
+		if !ok {
+			return 0, false
+		}
+		until, ok := st.release(o.at, sib, from)
+		if !ok {
+			return 0, false
+		}
+		err := l.save(id, &st, rev)
+		if errors.Is(err, ErrStaleRevision) && attempt == 0 {
+			continue // another process wrote first: decide again on its state
+		}
+		if err != nil {
+			l.fail(err)
+			return 0, false
+		}
+		l.tookFall(o.group, id)
+		return time.Duration(until-o.at) * time.Millisecond, true
+	}
+}
+
 // decision is what decide concluded for one throttle.
 type decision struct {
 	ms     int64 // the learned duration, bounded by advice and cap
@@ -382,7 +440,7 @@ func (l *Learner) adaptObserve(st, before *state, o observation, eff effect, id 
 	if l.adapt && l.mode == ModeApply {
 		st.adaptObserve(before, o, eff)
 		if hi, ok := st.fell(before); ok {
-			l.noteFall(o.group, o.at, hi, id)
+			l.noteFall(o.group, o.at, hi, before.anchor, id)
 		}
 	}
 }
@@ -393,7 +451,7 @@ func (l *Learner) decideAdapt(st *state, o observation, id string) decision {
 	if !ok {
 		return decision{}
 	}
-	if sib := l.fallFor(o.group, o.at, id); sib > 0 {
+	if sib, _ := l.fallFor(o.group, o.at, id); sib > 0 {
 		var tried bool
 		if target, tried = st.trySibling(o.at-st.anchor, target, sib); tried {
 			trial = true
@@ -622,11 +680,12 @@ func (s Snapshot) String() string {
 }
 
 // fall is a drop of the reset one credential saw at at: a recovery hi ms
-// after its episode's first throttle, at or below its evidence's lower
-// bound (state.fell). The others of its group try hi once (trySibling).
+// after its episode's first throttle (at from), at or below its
+// evidence's lower bound (state.fell). The others of its group try hi once
+// (trySibling, release).
 type fall struct {
-	at, hi int64
-	took   []string // identities that saw or tried it
+	at, hi, from int64
+	took         []string // identities that saw or tried it
 }
 
 // fallTTL is how long a sibling's fall is offered.
@@ -635,10 +694,10 @@ const fallTTL = adaptBudgetMS
 // maxFallTook bounds the credentials one fall is offered to.
 const maxFallTook = 16
 
-// noteFall records that id's reset fell to hi at at, as its group's
-// latest fall (the one id saw itself). At most StoreCapacity groups keep
+// noteFall records that id's reset fell to hi at at, in an episode that
+// began at from, as its group's latest fall (the one id saw itself). At most StoreCapacity groups keep
 // a fall; one older than fallTTL gives way.
-func (l *Learner) noteFall(g uint64, at, hi int64, id string) {
+func (l *Learner) noteFall(g uint64, at, hi, from int64, id string) {
 	l.fallMu.Lock()
 	defer l.fallMu.Unlock()
 	if l.falls == nil {
@@ -657,19 +716,19 @@ func (l *Learner) noteFall(g uint64, at, hi int64, id string) {
 			return
 		}
 	}
-	l.falls[g] = &fall{at: at, hi: hi, took: []string{id}}
+	l.falls[g] = &fall{at: at, hi: hi, from: from, took: []string{id}}
 }
 
-// fallFor returns a sibling's recent fall that id has not tried (0:
-// none).
-func (l *Learner) fallFor(g uint64, at int64, id string) int64 {
+// fallFor returns a sibling's recent fall that id has not tried, and when
+// the sibling's episode began (0, 0: none).
+func (l *Learner) fallFor(g uint64, at int64, id string) (hi, from int64) {
 	l.fallMu.Lock()
 	defer l.fallMu.Unlock()
 	f := l.falls[g]
 	if f == nil || at-f.at >= fallTTL || at < f.at || len(f.took) >= maxFallTook || slices.Contains(f.took, id) {
-		return 0
+		return 0, 0
 	}
-	return f.hi
+	return f.hi, f.from
 }
 
 // tookFall marks the group's fall tried by id.

@@ -38,7 +38,8 @@
 //     legacy pools' rule); a scoped success never does.
 //   - Any delay below one second, zero included, is kept as one second;
 //     delays above it are kept exactly and round up only in Retry-After.
-//   - A new rest never shortens a live one: the later release wins.
+//   - A new rest never shortens a live one: the later release wins. Only
+//     a SiblingLearner's Release does (below).
 //   - Credential identity is the key: two configured credentials with the
 //     same key in one pool share its rests and observations; the same key
 //     in two pools shares nothing.
@@ -50,6 +51,13 @@
 //     bucket, on both paths, first Observe and then, for a throttle,
 //     Suggest; a suggestion applies on both paths as min(maximum,
 //     max(valid advice, suggestion)), never below one second.
+//   - After a scoped inference success, a SiblingLearner (learned
+//     cooldowns with adapt on) is asked whether the success proved a fall
+//     of the reset; if so, each other credential still cooling in the same
+//     scope rests only as long as its Release says, never longer, and a
+//     rest renewed meanwhile by a newer throttle is kept. The pool logs
+//     "credential cooldown ended early: a sibling's reset fell" with the
+//     credential's name.
 //
 // # Storage
 //

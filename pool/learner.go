@@ -40,3 +40,21 @@ type Learner interface {
 	// cooldown. The pool caps the result at MODEL_COOLDOWN_MAX_SECONDS.
 	Suggest(ev LearnEvent) (d time.Duration, ok bool)
 }
+
+// A SiblingLearner is a Learner that may end early the cooldowns a
+// credential's siblings already hold when the credential's reset fell
+// (learned_cooldown.adapt: a sibling's fall). After each natural success
+// in a model scope the pool asks Fell; only when it reports true does it
+// ask Release for each other credential of the pool still cooling in the
+// same scope. A Release never lengthens a cooldown and adds no request:
+// the sibling's next natural request is let through earlier.
+type SiblingLearner interface {
+	Learner
+	// Fell reports whether the success ev, just observed, proved that the
+	// reset fell, so that the siblings should try the shorter wait.
+	Fell(ev LearnEvent) bool
+	// Release returns how much longer, from ev.At, the sibling ev names
+	// (its identity, provider, model and bucket; ev.Outcome is ignored)
+	// should rest, or ok=false to leave its cooldown as it is.
+	Release(ev LearnEvent) (rest time.Duration, ok bool)
+}

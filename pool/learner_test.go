@@ -183,3 +183,127 @@ func TestLearnerPanicDoesNotInterruptRecord(t *testing.T) {
 		t.Error("learner panic not logged")
 	}
 }
+
+// siblingLearner is a SiblingLearner whose Fell and Release answer as
+// scripted; it records the identities Release was asked about.
+type siblingLearner struct {
+	fakeLearner
+	fell     bool
+	rest     time.Duration
+	released []string
+}
+
+func (l *siblingLearner) Fell(LearnEvent) bool { return l.fell }
+
+func (l *siblingLearner) Release(ev LearnEvent) (time.Duration, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.released = append(l.released, ev.Identity)
+	return l.rest, l.rest >= 0
+}
+
+// A sibling's fall (learned_cooldown.adapt): when a success proves that
+// the reset fell, the other credentials cooling in the same scope rest
+// only as long as the learner says; nothing else is shortened.
+func TestSiblingLearnerEndsSiblingsCooldownsEarly(t *testing.T) {
+	long := func(LearnEvent) (time.Duration, bool) { return 300 * time.Second, true }
+	cases := []struct {
+		name     string
+		fell     bool
+		rest     time.Duration
+		wantB    time.Duration // b's cooldown left after a's success
+		released int
+	}{
+		{"a fall shortens", true, 20 * time.Second, 20 * time.Second, 2},
+		{"a fall past due ends it", true, 0, 0, 2},
+		{"no fall keeps it", false, 20 * time.Second, 290 * time.Second, 0},
+		{"the learner declines", true, -1, 290 * time.Second, 2},
+		{"never longer", true, 400 * time.Second, 290 * time.Second, 2},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			l := &siblingLearner{fakeLearner: fakeLearner{suggest: long}, fell: c.fell, rest: c.rest}
+			f := newFixture(t, withLearner(l))
+			f.record("b", throttle(modelA))
+			f.record("c", throttle(modelA))
+			f.record("c", throttle(modelB)) // another scope: never asked about
+			f.clk.Advance(10 * time.Second)
+			f.record("a", success(modelA))
+			if len(l.released) != c.released {
+				t.Fatalf("Release asked %d times, want %d", len(l.released), c.released)
+			}
+			for _, id := range l.released {
+				if id != learnIdentity(testCreds[1].Key, "api", "model-alpha", "") &&
+					id != learnIdentity(testCreds[2].Key, "api", "model-alpha", "") {
+					t.Errorf("Release asked about %s, not a sibling in model-alpha", id)
+				}
+			}
+			if !f.cooling("c", modelB) {
+				t.Error("c's cooldown for another model ended")
+			}
+			logs := f.logs.String()
+			if ended := strings.Contains(logs, `"msg":"credential cooldown ended early: a sibling's reset fell","pool":"api","credential":"b"`); ended != (c.wantB < 290*time.Second) {
+				t.Errorf("log of b's early end: %v, want %v:\n%s", ended, c.wantB < 290*time.Second, logs)
+			}
+			if strings.Contains(logs, "sk-canary") {
+				t.Errorf("a key in the logs:\n%s", logs)
+			}
+			if c.wantB == 0 {
+				f.wantAvailable(modelA, "a", "b", "c")
+			} else {
+				f.clk.Advance(c.wantB - time.Millisecond)
+				if !f.cooling("b", modelA) {
+					t.Fatalf("b serves before %v", c.wantB)
+				}
+				f.clk.Advance(time.Millisecond)
+				if f.cooling("b", modelA) {
+					t.Fatalf("b still cools after %v", c.wantB)
+				}
+			}
+		})
+	}
+}
+
+// A rest that a new throttle renewed after Release was asked is not cut,
+// and a panicking SiblingLearner leaves the cooldowns as they were.
+func TestSiblingReleaseKeepsARenewedRestAndSurvivesAPanic(t *testing.T) {
+	var f *fixture
+	long := func(LearnEvent) (time.Duration, bool) { return 300 * time.Second, true }
+	l := &renewingLearner{siblingLearner: siblingLearner{fakeLearner: fakeLearner{suggest: long}, fell: true, rest: 5 * time.Second}}
+	f = newFixture(t, withLearner(l))
+	l.renew = func() { f.record("b", throttle(modelA)) } // b rests anew, for 300 s from now
+	f.record("b", throttle(modelA))
+	f.clk.Advance(10 * time.Second)
+	f.record("a", success(modelA))
+	f.clk.Advance(300*time.Second - time.Millisecond)
+	if !f.cooling("b", modelA) {
+		t.Fatal("a release cut the rest a newer throttle set")
+	}
+
+	p := &panickySibling{fakeLearner: fakeLearner{suggest: long}}
+	g := newFixture(t, withLearner(p))
+	g.record("b", throttle(modelA))
+	g.record("a", success(modelA))
+	if !g.cooling("b", modelA) {
+		t.Fatal("a panicking learner ended b's cooldown")
+	}
+	g.clk.Advance(300 * time.Second)
+	g.wantAvailable(modelA, "a", "b", "c")
+}
+
+// renewingLearner's Release records a new throttle of the sibling first,
+// as a concurrent request would.
+type renewingLearner struct {
+	siblingLearner
+	renew func()
+}
+
+func (l *renewingLearner) Release(ev LearnEvent) (time.Duration, bool) {
+	l.renew()
+	return l.siblingLearner.Release(ev)
+}
+
+type panickySibling struct{ fakeLearner }
+
+func (*panickySibling) Fell(LearnEvent) bool                     { return true }
+func (*panickySibling) Release(LearnEvent) (time.Duration, bool) { panic("release") }

@@ -81,6 +81,8 @@ func (o Observation) advice(limit time.Duration) (time.Duration, bool) {
 //     deadline, so unscoped selection observes it;
 //   - a success clears only this scope's observation: not another model,
 //     not an auth rejection, not a legacy rest, not the capacity guard;
+//     a SiblingLearner that says the success proved a fall may end the
+//     other credentials' cooldowns in this scope early (Release);
 //   - a catalog fetch counts only as a genuine auth rejection;
 //   - caller errors (a bare 402 included), transport failures,
 //     cancellation and provider failures change nothing.
@@ -94,7 +96,7 @@ func (o Observation) advice(limit time.Duration) (time.Duration, bool) {
 // rejection at inference, CatalogTTL for one at a catalog fetch; at least
 // MinRest, at most the configured maximum. A throttle's duration may come
 // from the Learner: min(max, max(valid advice, suggestion)). A new rest
-// never shortens a live one.
+// never shortens a live one; only a sibling's Release does.
 func (p *Pool) Record(name string, obs Observation) {
 	i, ok := p.byName[name]
 	if !ok {
@@ -108,8 +110,9 @@ func (p *Pool) Record(name string, obs Observation) {
 
 	var suggestion time.Duration
 	var suggested bool
+	var ev LearnEvent // what the learner was told, if anything
 	if p.learner != nil && !obs.Catalog && kind != scopeNone {
-		ev := LearnEvent{
+		ev = LearnEvent{
 			Provider:      p.name,
 			Model:         obs.Model,
 			QuotaBucket:   bucket,
@@ -138,6 +141,9 @@ func (p *Pool) Record(name string, obs Observation) {
 			p.store.mu.Lock()
 			p.store.remove(k, now)
 			p.store.mu.Unlock()
+			if ev.Identity != "" {
+				p.releaseSiblings(ev, i, k.scope, now)
+			}
 		}
 	case OutcomeThrottled:
 		if scoped && obs.Catalog {
@@ -232,6 +238,52 @@ func (p *Pool) observe(ev LearnEvent) {
 func (p *Pool) suggest(ev LearnEvent) (d time.Duration, ok bool) {
 	defer p.recoverLearner()
 	return p.learner.Suggest(ev)
+}
+
+// releaseSiblings asks a SiblingLearner whether credential i's success ev
+// proved a fall, and if so ends early the cooldowns the pool's other
+// credentials hold in the same scope, where the learner says so.
+func (p *Pool) releaseSiblings(ev LearnEvent, i int, scope digest, now int64) {
+	sl, ok := p.learner.(SiblingLearner)
+	if !ok || !p.fell(sl, ev) {
+		return
+	}
+	for j := range p.creds {
+		if j == i {
+			continue
+		}
+		k := obsKey{cred: p.ids[j], scope: scope}
+		p.store.mu.Lock()
+		p.store.prune(now)
+		was := p.store.lookup(k)
+		p.store.mu.Unlock()
+		if was <= now {
+			continue // not cooling here
+		}
+		sib := ev
+		sib.Identity = learnIdentity(p.creds[j].Key, ev.Provider, ev.Model, ev.QuotaBucket)
+		rest, ok := p.release(sl, sib)
+		if !ok {
+			continue
+		}
+		p.store.mu.Lock()
+		done := p.store.shorten(k, was, now+int64(max(rest, 0)), now)
+		p.store.mu.Unlock()
+		if done && p.log.Enabled(context.Background(), slog.LevelInfo) {
+			p.log.Info("credential cooldown ended early: a sibling's reset fell",
+				"pool", p.name, "credential", p.creds[j].Name, "seconds", max(rest, 0).Seconds())
+		}
+	}
+}
+
+func (p *Pool) fell(sl SiblingLearner, ev LearnEvent) bool {
+	defer p.recoverLearner()
+	return sl.Fell(ev)
+}
+
+func (p *Pool) release(sl SiblingLearner, ev LearnEvent) (rest time.Duration, ok bool) {
+	defer p.recoverLearner()
+	return sl.Release(ev)
 }
 
 func (p *Pool) recoverLearner() {

@@ -106,6 +106,7 @@ var specRules = []spectest.Rule{
 	spectest.R("learned: with model cooldowns disabled, the pool keeps its legacy credential-wide rests while learning separate scope records.", []string{"TestLearnerLearnsOnLegacyPath"}, ""),
 	spectest.R("learned: the model cooldown cap bounds an applied trial; trusted advice is a hard minimum.", []string{"TestLearnerSuggestionBoundedByAdviceAndCap"}, ""),
 	spectest.R("learned: credential-keyed HMAC identities per credential, provider, model and bucket; stable across processes; rotation changes them.", []string{"TestLearnerIdentityIsCredentialKeyedAndUnambiguous"}, ""),
+	spectest.R("learned (adapt): after a success that the learner calls a fall, the pool ends early, where the learner says, the cooldowns its other credentials hold in the same scope; never lengthens one, never cuts a rest a newer throttle set, and a failing learner changes nothing.", []string{"TestSiblingLearnerEndsSiblingsCooldownsEarly", "TestSiblingReleaseKeepsARenewedRestAndSurvivesAPanic"}, ""),
 	spectest.R("learned: without a usable suggestion the pool keeps its existing cooldown and keeps serving.", []string{"TestLearnerSuggestionBoundedByAdviceAndCap", "TestLearnerPanicDoesNotInterruptRecord"}, ""),
 }
 

@@ -220,6 +220,24 @@ func (s *Store) remove(k obsKey, now int64) {
 	}
 }
 
+// shorten moves the release of k from was to until (< was), or removes k
+// when until is not after now. It reports whether it did: not when k is
+// gone or its release changed since it read was (a new throttle rested
+// it again).
+func (s *Store) shorten(k obsKey, was, until, now int64) bool {
+	i, ok := s.index[k]
+	if !ok || s.slots[i].until != was || until >= was {
+		return false
+	}
+	if until <= now {
+		s.removeSlot(i)
+		return true
+	}
+	s.slots[i].until = until
+	s.up(int(s.slots[i].pos))
+	return true
+}
+
 // overflowUntil returns the capacity guard deadline, or 0 when no guard
 // is active at now.
 func (s *Store) overflowUntil(now int64) int64 {
