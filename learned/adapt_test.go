@@ -1167,16 +1167,11 @@ func TestAdaptHullSkipsCensoredLows(t *testing.T) {
 func TestAdaptTriesASiblingsFall(t *testing.T) {
 	// The second credential held a longer reset than the first: the first
 	// sees the drop at a wait the second would not try.
-	const before, beforeB, after = 400 * sec, 600 * sec, 100 * sec
-	a := pool.LearnEvent{Provider: "api", Model: "decide-mini", Identity: identity("key-a", "api", "decide-mini", "")}
+	const after = 100 * sec
 	sibling := pool.LearnEvent{Provider: "api", Model: "decide-mini", Identity: identity("key-b", "api", "decide-mini", "")}
 	stranger := pool.LearnEvent{Provider: "zdr", Model: "decide-large", QuotaBucket: "shared-decide", Identity: identity("key-b", "zdr", "decide-large", "shared-decide")}
 	run := func(b pool.LearnEvent) (fellTo time.Duration, eps []episode) {
-		h := newHarness(t, ModeApply, withAdapt())
-		h.ev = a
-		at, _ := h.drive(0, 30, steadyReset(before))
-		h.ev = b
-		at, _ = h.drive(at, 30, steadyReset(beforeB))
+		h, a, at := learnTwo(t, b)
 		h.ev = a
 		at, _ = h.drive(at, 3, steadyReset(after))
 		h.l.fallMu.Lock()
@@ -1189,7 +1184,7 @@ func TestAdaptTriesASiblingsFall(t *testing.T) {
 		return fellTo, eps
 	}
 	fellTo, withSibling := run(sibling)
-	if fellTo == 0 || fellTo >= before {
+	if fellTo == 0 || fellTo >= 400*sec {
 		t.Fatalf("after the drop to %v the first credential recorded no fall (%v)", after, fellTo)
 	}
 	_, alone := run(stranger)
@@ -1212,15 +1207,24 @@ func TestAdaptTriesASiblingsFall(t *testing.T) {
 	}
 }
 
+// learnTwo returns an adapt harness in which credential a (the harness's
+// own) learned a reset of 400 s in 30 episodes, then b one of 600 s, and
+// where they stopped.
+func learnTwo(t *testing.T, b pool.LearnEvent) (h *harness, a pool.LearnEvent, at time.Duration) {
+	t.Helper()
+	h = newHarness(t, ModeApply, withAdapt())
+	a = h.ev
+	at, _ = h.drive(0, 30, steadyReset(400*sec))
+	h.ev = b
+	at, _ = h.drive(at, 30, steadyReset(600*sec))
+	return h, a, at
+}
+
 // TestAdaptTriesASiblingsFallOnce: a sibling whose own reset did not fall
 // spends one refused retry on the other's fall, in one episode only.
 func TestAdaptTriesASiblingsFallOnce(t *testing.T) {
-	h := newHarness(t, ModeApply, withAdapt())
-	a, b := h.ev, h.ev
-	b.Identity = identity("key-b", "api", "decide-mini", "")
-	at, _ := h.drive(0, 30, steadyReset(400*sec))
-	h.ev = b
-	at, _ = h.drive(at, 30, steadyReset(600*sec))
+	b := pool.LearnEvent{Provider: "api", Model: "decide-mini", Identity: identity("key-b", "api", "decide-mini", "")}
+	h, a, at := learnTwo(t, b)
 	h.ev = a
 	at, _ = h.drive(at, 3, steadyReset(100*sec))
 	g := maphash.String(h.l.seed, a.Provider+"\x00"+a.Model+"\x00"+a.QuotaBucket)
@@ -1242,12 +1246,8 @@ func TestAdaptTriesASiblingsFallOnce(t *testing.T) {
 // pool ends its cooldown at the fall's wait (Fell, Release), once, and
 // the retry then is evidence like any other.
 func TestAdaptReleasesASiblingsHeldCooldown(t *testing.T) {
-	h := newHarness(t, ModeApply, withAdapt())
-	a, b := h.ev, h.ev
-	b.Identity = identity("key-b", "api", "decide-mini", "")
-	at, _ := h.drive(0, 30, steadyReset(400*sec))
-	h.ev = b
-	at, _ = h.drive(at, 30, steadyReset(600*sec))
+	b := pool.LearnEvent{Provider: "api", Model: "decide-mini", Identity: identity("key-b", "api", "decide-mini", "")}
+	h, a, at := learnTwo(t, b)
 
 	// a throttles, then b; both follow their cooldowns with natural
 	// retries, in time order, until a recovers: its reset fell to 100 s,

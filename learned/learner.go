@@ -249,30 +249,42 @@ func (l *Learner) Observe(ev pool.LearnEvent) {
 	l.stats.observations.Add(1)
 	mu := l.lock(id)
 	defer mu.Unlock()
-	st, rev, ok := l.load(id)
-	if !ok {
-		return
+	var eff effect
+	if _, saved, _ := l.update(id, func(st *state) {
+		before := *st
+		eff = st.observe(o)
+		l.adaptObserve(st, &before, o, eff, id)
+	}); saved {
+		l.count(eff)
 	}
+}
+
+// update applies fn to id's stored state and saves the state if fn
+// changed it; when another process wrote first, it applies fn once more
+// on the fresh state. It returns the state fn left, whether a change was
+// saved, and ok=false when the state could not be read or saved (a
+// storage fallback, counted and warned about). The caller holds id's
+// lock.
+func (l *Learner) update(id string, fn func(st *state)) (st state, saved, ok bool) {
 	for attempt := 0; ; attempt++ {
+		st, rev, ok := l.load(id)
+		if !ok {
+			return state{}, false, false
+		}
 		before := st
-		eff := st.observe(o)
-		l.adaptObserve(&st, &before, o, eff, id)
+		fn(&st)
 		if st == before {
-			return
+			return st, false, true
 		}
 		err := l.save(id, &st, rev)
-		if err == nil {
-			l.count(eff)
-			return
+		if errors.Is(err, ErrStaleRevision) && attempt == 0 {
+			continue // another process wrote first: apply fn again on its state
 		}
-		if !errors.Is(err, ErrStaleRevision) || attempt > 0 {
+		if err != nil {
 			l.fail(err)
-			return
+			return st, false, false
 		}
-		// Another process wrote first: re-read and apply on top, once.
-		if st, rev, ok = l.load(id); !ok {
-			return
-		}
+		return st, true, true
 	}
 }
 
@@ -292,32 +304,25 @@ func (l *Learner) Suggest(ev pool.LearnEvent) (time.Duration, bool) {
 	}
 	mu := l.lock(id)
 	defer mu.Unlock()
-	for attempt := 0; ; attempt++ {
-		st, rev, ok := l.load(id)
-		if !ok {
-			return 0, false
-		}
-		before := st
-		eff := st.observe(o)
-		l.adaptObserve(&st, &before, o, eff, id)
-		dec := l.decide(&st, o, id)
-		if st != before {
-			err := l.save(id, &st, rev)
-			if errors.Is(err, ErrStaleRevision) && attempt == 0 {
-				continue // another process wrote first: decide again on its state
-			}
-			if err != nil {
-				l.fail(err)
-				return 0, false
-			}
-			l.count(eff)
-		}
-		l.report(dec, id, &st)
-		if !dec.apply {
-			return 0, false
-		}
-		return time.Duration(dec.ms) * time.Millisecond, true
+	var eff effect
+	var dec decision
+	st, saved, ok := l.update(id, func(st *state) {
+		before := *st
+		eff = st.observe(o)
+		l.adaptObserve(st, &before, o, eff, id)
+		dec = l.decide(st, o, id) // on fresh state, decide again
+	})
+	if !ok {
+		return 0, false
 	}
+	if saved {
+		l.count(eff)
+	}
+	l.report(dec, id, &st)
+	if !dec.apply {
+		return 0, false
+	}
+	return time.Duration(dec.ms) * time.Millisecond, true
 }
 
 // Fell reports whether the success ev, just observed, was a fall of its
@@ -356,26 +361,14 @@ func (l *Learner) Release(ev pool.LearnEvent) (time.Duration, bool) {
 	}
 	mu := l.lock(id)
 	defer mu.Unlock()
-	for attempt := 0; ; attempt++ {
-		st, rev, ok := l.load(id)
-		if !ok {
-			return 0, false
-		}
-		until, ok := st.release(o.at, sib, from)
-		if !ok {
-			return 0, false
-		}
-		err := l.save(id, &st, rev)
-		if errors.Is(err, ErrStaleRevision) && attempt == 0 {
-			continue // another process wrote first: decide again on its state
-		}
-		if err != nil {
-			l.fail(err)
-			return 0, false
-		}
-		l.tookFall(o.group, id)
-		return time.Duration(until-o.at) * time.Millisecond, true
+	var until int64
+	if _, saved, _ := l.update(id, func(st *state) {
+		until, _ = st.release(o.at, sib, from)
+	}); !saved {
+		return 0, false
 	}
+	l.tookFall(o.group, id)
+	return time.Duration(until-o.at) * time.Millisecond, true
 }
 
 // decision is what decide concluded for one throttle.
