@@ -688,8 +688,8 @@ const fallTTL = adaptBudgetMS
 const maxFallTook = 16
 
 // noteFall records that id's reset fell to hi at at, in an episode that
-// began at from, as its group's latest fall (the one id saw itself). At most StoreCapacity groups keep
-// a fall; one older than fallTTL gives way.
+// began at from, as its group's latest fall (the one id saw itself). At
+// most StoreCapacity groups keep a fall; one older than fallTTL gives way.
 func (l *Learner) noteFall(g uint64, at, hi, from int64, id string) {
 	l.fallMu.Lock()
 	defer l.fallMu.Unlock()
