@@ -195,3 +195,41 @@ func TestHungServerFailsAtTheDeadline(t *testing.T) {
 		t.Fatalf("Reserve once the server answers: %v", err)
 	}
 }
+
+// TestCloseAfterAHangDoesNotWait: after a call failed on a server that
+// stopped answering, Close returns without waiting out pgx's 15 s close
+// of the connection the call left behind, so a bridge or command exits
+// promptly; the server stays hung until the test ends.
+func TestCloseAfterAHangDoesNotWait(t *testing.T) {
+	ctx := context.Background()
+	u, _ := pgtest.Schema(t)
+	if _, _, err := Migrate(ctx, u, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	pu, _ := url.Parse(u)
+	p := newProxy(t, pu.Host)
+	pu.Host = p.addr
+	s, err := Open(ctx, pu.String(), Options{MaxConns: 2, ConnectTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.stalled.Store(true)
+	cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	err = s.Reserve(cctx, ledger.Reservation{RequestID: "hung", Expires: time.Now().Add(time.Hour), Operation: "chat"}, nil)
+	cancel()
+	if !errors.Is(err, ledger.ErrUnavailable) {
+		t.Fatalf("call to a hung server = %v, want ErrUnavailable", err)
+	}
+	closed := make(chan struct{})
+	go func() {
+		s.Close()
+		close(closed)
+	}()
+	// pgx alone takes 15 s; Close waits closeWait (1 s). The bound is
+	// generous for a loaded machine and still short of pgx's.
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close still waits on the connection the hung server left behind")
+	}
+}

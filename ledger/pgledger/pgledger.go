@@ -303,15 +303,32 @@ func (s *Store) OnSettle(fn func(ledger.Settled)) { s.onSettle.Store(&fn) }
 // Location returns the URL with its password masked.
 func (s *Store) Location() string { return dburl.Mask(s.url) }
 
-// Close waits for queued writes to commit, then closes the pool.
+// Close waits for queued writes to commit, then closes the pool, waiting
+// at most closeWait for its connections to close.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
 	s.w.close()
-	s.pool.Close()
+	done := make(chan struct{})
+	go func() {
+		s.pool.Close()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(closeWait):
+		// A connection left mid-query by a server that stopped answering
+		// closes in the background: nothing is left to write on it.
+	}
 	return nil
 }
+
+// closeWait bounds how long Close waits for the pool's connections to
+// close. pgx gives a connection whose query a hung server left unanswered
+// 15 s to close, which would hold a bridge's exit, or a command's, that
+// long after the call already failed.
+const closeWait = time.Second
 
 // isUnavailable reports an error of the connection rather than of the
 // statement: the server unreachable, restarting, shutting down, a
