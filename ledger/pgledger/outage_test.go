@@ -37,6 +37,23 @@ func newProxy(t *testing.T, target string) *proxy {
 	return p
 }
 
+// proxiedStore opens a Store with opts on a fresh, migrated schema
+// through a proxy the test can stall or take down.
+func proxiedStore(t *testing.T, opts Options) (*Store, *proxy) {
+	t.Helper()
+	u, _ := pgtest.Schema(t)
+	if _, _, err := Migrate(context.Background(), u, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	pu, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newProxy(t, pu.Host)
+	pu.Host = p.addr
+	return openURL(t, pu.String(), opts), p
+}
+
 func (p *proxy) up() {
 	addr := "127.0.0.1:0"
 	if p.addr != "" {
@@ -102,17 +119,7 @@ func (p *proxy) down() {
 // context's deadline); once it is back, the same Store serves again.
 func TestServerDownIsUnavailableThenServesAgain(t *testing.T) {
 	ctx := context.Background()
-	u, _ := pgtest.Schema(t)
-	if _, _, err := Migrate(ctx, u, Options{}); err != nil {
-		t.Fatal(err)
-	}
-	pu, err := url.Parse(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := newProxy(t, pu.Host)
-	pu.Host = p.addr
-	s := openURL(t, pu.String(), Options{})
+	s, p := proxiedStore(t, Options{})
 	exp := time.Now().Add(time.Hour)
 	if err := s.Reserve(ctx, ledger.Reservation{RequestID: "before", Expires: exp, Operation: "chat"}, nil); err != nil {
 		t.Fatal(err)
@@ -163,14 +170,7 @@ func TestServerDownIsUnavailableThenServesAgain(t *testing.T) {
 // Store serves again once the server answers.
 func TestHungServerFailsAtTheDeadline(t *testing.T) {
 	ctx := context.Background()
-	u, _ := pgtest.Schema(t)
-	if _, _, err := Migrate(ctx, u, Options{}); err != nil {
-		t.Fatal(err)
-	}
-	pu, _ := url.Parse(u)
-	p := newProxy(t, pu.Host)
-	pu.Host = p.addr
-	s := openURL(t, pu.String(), Options{MaxConns: 2, ConnectTimeout: time.Second})
+	s, p := proxiedStore(t, Options{MaxConns: 2, ConnectTimeout: time.Second})
 	// Cut the proxied connections before the Store closes: pgx closes a
 	// connection left mid-query by the stall only after its 15 s close
 	// timeout, which the test would otherwise wait out in its cleanup.
@@ -201,21 +201,10 @@ func TestHungServerFailsAtTheDeadline(t *testing.T) {
 // of the connection the call left behind, so a bridge or command exits
 // promptly; the server stays hung until the test ends.
 func TestCloseAfterAHangDoesNotWait(t *testing.T) {
-	ctx := context.Background()
-	u, _ := pgtest.Schema(t)
-	if _, _, err := Migrate(ctx, u, Options{}); err != nil {
-		t.Fatal(err)
-	}
-	pu, _ := url.Parse(u)
-	p := newProxy(t, pu.Host)
-	pu.Host = p.addr
-	s, err := Open(ctx, pu.String(), Options{MaxConns: 2, ConnectTimeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, p := proxiedStore(t, Options{MaxConns: 2, ConnectTimeout: time.Second})
 	p.stalled.Store(true)
-	cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-	err = s.Reserve(cctx, ledger.Reservation{RequestID: "hung", Expires: time.Now().Add(time.Hour), Operation: "chat"}, nil)
+	cctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	err := s.Reserve(cctx, ledger.Reservation{RequestID: "hung", Expires: time.Now().Add(time.Hour), Operation: "chat"}, nil)
 	cancel()
 	if !errors.Is(err, ledger.ErrUnavailable) {
 		t.Fatalf("call to a hung server = %v, want ErrUnavailable", err)
