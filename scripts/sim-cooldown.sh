@@ -9,6 +9,8 @@
 #   scripts/sim-cooldown.sh --schedule "0:120,3600:40,7200:200"   your own reset schedule (seconds:reset)
 #   scripts/sim-cooldown.sh --seed 7 --random 3     another seed, plus three random schedules
 #   scripts/sim-cooldown.sh --span 30m --rates 1    quick
+#   scripts/sim-cooldown.sh --scenarios "bursty,noisy"              only these built-in scenarios
+#                                                   ("none" with --random N: only the random schedules)
 #   scripts/sim-cooldown.sh --seeds 16 --random 2   seeds 1-16, two random schedules of its own each:
 #                                                   the mean table (per scenario and rate: mean and worst
 #                                                   margin, cells and points lost, worst waste ratio)

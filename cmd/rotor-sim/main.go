@@ -16,6 +16,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +36,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	random := fs.Int("random", 0, "also run this many random schedules (seeds seed..seed+N-1; with -seeds, N more for each further seed)")
 	seeds := fs.Int("seeds", 1, "run seeds seed..seed+N-1 and print, instead of the full table, the mean table: per scenario and rate, adapt's mean and worst margin, cells lost, points lost, worst waste ratio")
 	failover := fs.Bool("failover", true, "a refused request fails over to an untried available credential, as the route does; false: one call per request, as issue 19 measured")
+	only := fs.String("scenarios", "", `run only these built-in scenarios, comma-separated names such as "bursty,noisy" ("none": only the -random schedules); default every one`)
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "cells run in parallel")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -57,6 +59,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 		rs = append(rs, r)
 	}
 	scs := sim.Scenarios()
+	if *only != "" {
+		if *schedule != "" {
+			fmt.Fprintln(stderr, "rotor-sim: -scenarios and -schedule exclude each other: -schedule runs only its own")
+			return 2
+		}
+		var err error
+		if scs, err = pick(scs, *only); err != nil {
+			fmt.Fprintf(stderr, "rotor-sim: -scenarios: %v\n", err)
+			return 2
+		}
+		if len(scs) == 0 && *random == 0 {
+			fmt.Fprintln(stderr, "rotor-sim: -scenarios none runs nothing without -random N")
+			return 2
+		}
+	}
 	if *schedule != "" {
 		sc, err := sim.ParseSchedule(*schedule)
 		if err != nil {
@@ -111,4 +128,25 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// pick returns the scenarios of scs that list names, comma-separated, in
+// the order of scs; "none" names none of them.
+func pick(scs []sim.Scenario, list string) ([]sim.Scenario, error) {
+	if strings.TrimSpace(list) == "none" {
+		return nil, nil
+	}
+	want := map[string]bool{}
+	for _, n := range strings.Split(list, ",") {
+		n = strings.TrimSpace(n)
+		if !slices.ContainsFunc(scs, func(sc sim.Scenario) bool { return sc.Name == n }) {
+			names := make([]string, len(scs))
+			for i, sc := range scs {
+				names[i] = strconv.Quote(sc.Name)
+			}
+			return nil, fmt.Errorf("no scenario %q: the names are %s, or none", n, strings.Join(names, ", "))
+		}
+		want[n] = true
+	}
+	return slices.DeleteFunc(slices.Clone(scs), func(sc sim.Scenario) bool { return !want[sc.Name] }), nil
 }

@@ -60,6 +60,10 @@ func TestRunFlags(t *testing.T) {
 		{[]string{"extra"}, 2},
 		{[]string{"-seeds", "0"}, 2},
 		{[]string{"-random", "-1"}, 2},
+		{[]string{"-scenarios", "burst"}, 2},
+		{[]string{"-scenarios", "none"}, 2},
+		{[]string{"-scenarios", "bursty", "-schedule", "0:60"}, 2},
+		{[]string{"-span", "5m", "-rates", "5", "-scenarios", "none", "-random", "1"}, 0},
 	} {
 		var out, errOut bytes.Buffer
 		if got := run(c.args, &out, &errOut); got != c.code {
@@ -95,5 +99,39 @@ func TestRunSeeds(t *testing.T) {
 	}
 	if !lastLine.MatchString(last(s)) {
 		t.Errorf("last line %q", last(s))
+	}
+}
+
+// -scenarios runs only the built-in scenarios it names, in the table's
+// order, with -random's schedules as usual; "none" runs only those.
+func TestRunScenarios(t *testing.T) {
+	for _, c := range []struct {
+		args      []string
+		rows, not []string
+	}{
+		{[]string{"-scenarios", "step 300->60, noisy"}, []string{"| noisy | 1 req/s | fixed 60 s |", "| step 300->60 | 1 req/s | fixed 60 s |"}, []string{"| steady 30 |", "| bursty |", "| random"}},
+		{[]string{"-scenarios", "none", "-random", "1"}, []string{"| random 1 | 1 req/s | fixed 60 s |"}, []string{"| steady 30 |", "| noisy |"}},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(append([]string{"-span", "10m", "-rates", "1"}, c.args...), &out, &errOut); code != 0 {
+			t.Fatalf("run(%q): exit %d: %s", c.args, code, errOut.String())
+		}
+		s := out.String()
+		for _, row := range c.rows {
+			if !strings.Contains(s, row) {
+				t.Errorf("run(%q) lacks %q:\n%s", c.args, row, s)
+			}
+		}
+		for _, row := range c.not {
+			if strings.Contains(s, row) {
+				t.Errorf("run(%q) has %q:\n%s", c.args, row, s)
+			}
+		}
+		if strings.Index(s, "| noisy |") > strings.Index(s, "| step 300->60 |") {
+			t.Errorf("run(%q) left the table's order", c.args)
+		}
+		if !lastLine.MatchString(last(s)) {
+			t.Errorf("run(%q) last line %q", c.args, last(s))
+		}
 	}
 }
