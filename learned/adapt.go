@@ -69,6 +69,12 @@ import "math"
 //     not drawn anew (Learner.Fell and Release, which the pool calls;
 //     release). The spec keeps each credential's evidence apart, and
 //     after a long hold each had to find a drop on its own.
+//   - A sibling's refused retries: a credential whose episode began
+//     within riseWindow of a sibling's does not retry at or below the
+//     wait the sibling just had refused, if that is at or beyond its own
+//     held wait, and plans past it instead (Learner.noteRise, skipRise;
+//     memory only). When the reset rises, each credential grew through
+//     the same refusals in turn.
 //
 // Adapt adds no request: a retry is the next natural request, let through
 // earlier or later. Every other bound stays: trusted advice is a hard
@@ -520,3 +526,29 @@ func (s *state) release(now, sib, from int64) (int64, bool) {
 // releaseMissMax is the miss share (of 256) from which release leaves a
 // cooldown alone.
 const releaseMissMax = 32
+
+// skipRise moves the retry planned at t (ms after the episode's first
+// throttle; e is this throttle's) past r, a sibling's refused retry, to
+// the plan's next retry after it, and reports whether it did: when the
+// sibling's episode began within riseWindow of this one (the same reset
+// most likely refused them both), its refusal was at or beyond the wait
+// this credential's evidence holds and at or beyond t (this retry would be
+// refused too), and this credential's resets are not drawn anew (a miss
+// share under riseMissMax; a sibling's refusal then says nothing of its
+// reset).
+func (s *state) skipRise(e, t int64, r rise, existing int64) (int64, bool) {
+	if s.anchor == 0 || max(r.anchor-s.anchor, s.anchor-r.anchor) >= riseWindow ||
+		s.miss >= riseMissMax || r.e <= e || t > r.e || r.e < s.held(existing) {
+		return t, false
+	}
+	n := s.planAfter(r.e, existing)
+	if n <= r.e {
+		return t, false
+	}
+	s.aflags &^= flagTrial | flagCheck | flagAtExisting
+	return n, true
+}
+
+// riseMissMax is the miss share (of 256) from which skipRise leaves a
+// retry alone.
+const riseMissMax = 16

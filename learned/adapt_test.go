@@ -347,7 +347,8 @@ func TestAdaptOffStoresVersion1(t *testing.T) {
 
 // FuzzAdaptTransitions drives a learner with adapt on through arbitrary
 // throttles, recoveries and advice of two sibling credentials (each
-// may try a fall the other saw): it never panics, every stored state
+// may try a fall the other saw, or skip past its refused retries): it
+// never panics, every stored state
 // decodes, round-trips and keeps its invariants (bounds, the ring, at
 // most 12 steps), and no applied wait is below trusted advice, above the
 // cap or under a second.
@@ -364,6 +365,9 @@ func FuzzAdaptTransitions(f *testing.F) {
 	// is tried by the other, or ends its cooldown early (Release).
 	f.Add([]byte{0, 0, 0, 4, 0, 0, 0, 60, 0, 5, 60, 0, 0, 200, 0, 1, 20, 0, 4, 20, 0, 0, 250, 0, 1, 10, 0, 4, 40, 0, 5, 30, 0})
 	f.Add(releaseSeed(f))
+	// Found by the fuzzer: a credential skips its retries past a wait
+	// its sibling just had refused (skipRise).
+	f.Add([]byte("000000800000000000900000000201000000000000000000000000,00000000800000%000000001000000000000\x0400\x0508\x0400 00\x0500007\x040"))
 	const capSeconds = 1800
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		if len(ops) > 3*64 {
@@ -1362,6 +1366,125 @@ func TestAdaptReleaseBounds(t *testing.T) {
 				t.Errorf("release = %d, %v (until %d); want none", got, ok, st.until)
 			case c.want != 0 && (!ok || got != c.want || st.until != c.want || st.aflags&flagTrial == 0):
 				t.Errorf("release = %d, %v (until %d, flags %b); want %d, a trial", got, ok, st.until, st.aflags, c.want)
+			}
+		})
+	}
+}
+
+// TestAdaptSkipsASiblingsRefusedRetries: when the reset rises for two
+// credentials of the same provider, model and quota bucket whose episodes
+// began moments apart, the second does not retry at a wait the first
+// already had refused: it plans its first retry past it, and spends
+// fewer refusals than it would alone, recovering no later.
+func TestAdaptSkipsASiblingsRefusedRetries(t *testing.T) {
+	const rose = 600 * sec
+	sibling := pool.LearnEvent{Provider: "api", Model: "decide-mini", Identity: identity("key-b", "api", "decide-mini", "")}
+	stranger := pool.LearnEvent{Provider: "zdr", Model: "decide-large", QuotaBucket: "shared-decide", Identity: identity("key-b", "zdr", "decide-large", "shared-decide")}
+	// run: a and b learn a steady 45 s; then, in one episode each, the
+	// reset is 600 s; a throttles first and b 100 s later, after two of
+	// a's retries were refused (at 45 and 72 s). It returns b's
+	// refused retries and its idle time after the reset in that episode.
+	run := func(b pool.LearnEvent) (refused int, idle time.Duration) {
+		h := newHarness(t, ModeApply, withAdapt())
+		a := h.ev
+		at, _ := h.drive(0, 20, steadyReset(45*sec))
+		h.ev = b
+		at, _ = h.drive(at, 20, steadyReset(45*sec))
+		// Both episodes run on one clock, in time order.
+		type cred struct {
+			ev     pool.LearnEvent
+			anchor time.Duration
+			next   time.Duration // when its cooldown ends
+			done   bool
+		}
+		cs := []*cred{{ev: a, anchor: at, next: at}, {ev: b, anchor: at + 100*sec, next: at + 100*sec}}
+		for !cs[0].done || !cs[1].done {
+			c := cs[0]
+			if c.done || !cs[1].done && cs[1].next < c.next {
+				c = cs[1]
+			}
+			h.ev = c.ev
+			if c.next == c.anchor {
+				d, ok := h.throttle(c.anchor)
+				if !ok {
+					t.Fatal("a throttle after 20 episodes of evidence got no learned cooldown")
+				}
+				c.next += d
+				continue
+			}
+			if c.next >= c.anchor+rose {
+				h.success(c.next)
+				c.done = true
+				if c.ev == b {
+					idle = c.next - c.anchor - rose
+				}
+				continue
+			}
+			if c.ev == b {
+				refused++
+			}
+			d, ok := h.throttle(c.next)
+			if !ok {
+				d = time.Minute
+			}
+			c.next += d
+		}
+		return refused, idle
+	}
+	withSibling, idleWith := run(sibling)
+	alone, idleAlone := run(stranger)
+	if withSibling >= alone {
+		t.Errorf("b had %d retries refused beside a sibling whose retries were refused first, %d alone; want fewer", withSibling, alone)
+	}
+	if idleWith > idleAlone {
+		t.Errorf("b idled %v after the reset beside the sibling, %v alone; want no more", idleWith, idleAlone)
+	}
+}
+
+// TestAdaptSkipRiseBounds: skipRise moves a retry past a sibling's
+// refusal only when the two episodes began within riseWindow, the
+// refusal is beyond this throttle and at or beyond both the retry and
+// the held wait, and this credential's resets are not drawn anew.
+func TestAdaptSkipRiseBounds(t *testing.T) {
+	const anchor, existing = 1_000_000, 60_000
+	var held state
+	held.anchor = anchor
+	for range adaptRing {
+		held.push(span{40_000, 45_000})
+	}
+	if h := held.held(existing); h != 45_000 {
+		t.Fatalf("held %d, want 45000", h)
+	}
+	sib := rise{id: "a", anchor: anchor - 30_000, at: anchor + 70_000, e: 72_000}
+	cases := []struct {
+		name string
+		mod  func(*state, *rise)
+		e, t int64
+		skip bool
+	}{
+		{"past the sibling's refusal", func(*state, *rise) {}, 45_000, 72_000, true},
+		{"a retry below it too", func(*state, *rise) {}, 45_000, 50_000, true},
+		{"a retry already past it", func(*state, *rise) {}, 45_000, 90_000, false},
+		{"a refusal not beyond this throttle", func(*state, *rise) {}, 72_000, 72_000, false},
+		{"a refusal below the held wait", func(_ *state, r *rise) { r.e = 44_000 }, 30_000, 40_000, false},
+		{"episodes begun riseWindow apart", func(_ *state, r *rise) { r.anchor = anchor - riseWindow }, 45_000, 72_000, false},
+		{"episodes begun just within it", func(_ *state, r *rise) { r.anchor = anchor - riseWindow + 1 }, 45_000, 72_000, true},
+		{"the sibling's episode began later", func(_ *state, r *rise) { r.anchor = anchor + 60_000 }, 45_000, 72_000, true},
+		{"resets drawn anew", func(s *state, _ *rise) { s.miss = riseMissMax }, 45_000, 72_000, false},
+		{"resets rarely missed", func(s *state, _ *rise) { s.miss = riseMissMax - 1 }, 45_000, 72_000, true},
+		{"no episode", func(s *state, _ *rise) { s.anchor = 0 }, 45_000, 72_000, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			st, r := held, sib
+			st.aflags = flagTrial | flagCheck
+			c.mod(&st, &r)
+			got, ok := st.skipRise(c.e, c.t, r, existing)
+			switch {
+			case !c.skip && (ok || got != c.t || st.aflags != flagTrial|flagCheck):
+				t.Errorf("skipRise = %d, %v (flags %b); want %d untouched", got, ok, st.aflags, c.t)
+			case c.skip && (!ok || got <= r.e || st.aflags&(flagTrial|flagCheck) != 0):
+				t.Errorf("skipRise = %d, %v (flags %b); want a retry past %d, no longer a trial", got, ok, st.aflags, r.e)
 			}
 		})
 	}

@@ -165,6 +165,9 @@ type Learner struct {
 	// credential saw, for the others to try (adapt; memory only).
 	fallMu sync.Mutex
 	falls  map[uint64]*fall
+	// rises holds, per sibling group, the latest retry one credential had
+	// refused, for the others to skip (adapt; memory only; under fallMu).
+	rises map[uint64]rise
 
 	warned [numFailures]atomic.Bool
 	stats  counters
@@ -435,6 +438,9 @@ func (l *Learner) adaptObserve(st, before *state, o observation, eff effect, id 
 		if hi, ok := st.fell(before); ok {
 			l.noteFall(o.group, o.at, hi, before.anchor, id)
 		}
+		if o.throttle && st.anchor != 0 && st.anchor == before.anchor && st.elo > before.elo {
+			l.noteRise(o.group, rise{id: id, anchor: st.anchor, at: o.at, e: st.elo})
+		}
 	}
 }
 
@@ -444,11 +450,16 @@ func (l *Learner) decideAdapt(st *state, o observation, id string) decision {
 	if !ok {
 		return decision{}
 	}
+	tried := false
 	if sib, _ := l.fallFor(o.group, o.at, id); sib > 0 {
-		var tried bool
 		if target, tried = st.trySibling(o.at-st.anchor, target, sib); tried {
 			trial = true
 			l.tookFall(o.group, id)
+		}
+	}
+	if r, ok := l.riseFor(o.group, o.at, id); ok && !tried {
+		if t, skipped := st.skipRise(o.at-st.anchor, target, r, o.existing); skipped {
+			target, trial = t, false
 		}
 	}
 	rem := max(st.anchor+target-o.at, minBoundMS)
@@ -731,4 +742,49 @@ func (l *Learner) tookFall(g uint64, id string) {
 	if f := l.falls[g]; f != nil && !slices.Contains(f.took, id) && len(f.took) < maxFallTook {
 		f.took = append(f.took, id)
 	}
+}
+
+// rise is a retry a credential had refused: at at, e ms after the first
+// throttle of its episode, which began at anchor.
+type rise struct {
+	id            string
+	anchor, at, e int64
+}
+
+// riseWindow is how close two episodes' first throttles must be for one's
+// refusal to speak for the other's reset, and how long a refusal is
+// offered.
+const riseWindow = 2 * 60_000
+
+// noteRise records r as its group's latest refusal. At most
+// StoreCapacity groups keep one; one older than riseWindow gives way.
+func (l *Learner) noteRise(g uint64, r rise) {
+	l.fallMu.Lock()
+	defer l.fallMu.Unlock()
+	if l.rises == nil {
+		l.rises = map[uint64]rise{}
+	}
+	if _, ok := l.rises[g]; !ok && len(l.rises) >= StoreCapacity {
+		for k, old := range l.rises {
+			if r.at-old.at >= riseWindow {
+				delete(l.rises, k)
+			}
+		}
+		if len(l.rises) >= StoreCapacity {
+			return
+		}
+	}
+	l.rises[g] = r
+}
+
+// riseFor returns the group's latest refusal if another credential had it
+// within riseWindow of at.
+func (l *Learner) riseFor(g uint64, at int64, id string) (rise, bool) {
+	l.fallMu.Lock()
+	defer l.fallMu.Unlock()
+	r, ok := l.rises[g]
+	if !ok || r.id == id || at-r.at >= riseWindow || at < r.at {
+		return rise{}, false
+	}
+	return r, true
 }
