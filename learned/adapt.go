@@ -73,8 +73,10 @@ import "math"
 //     within riseWindow of a sibling's does not retry at or below the
 //     wait the sibling just had refused, if that is at or beyond its own
 //     held wait, and plans past it instead (Learner.noteRise, skipRise;
-//     memory only). When the reset rises, each credential grew through
-//     the same refusals in turn.
+//     memory only: per scope the latest refusal and the latest of
+//     another credential, so that a credential's own refusal does not
+//     hide its sibling's). When the reset rises, each credential grew
+//     through the same refusals in turn.
 //
 // Adapt adds no request: a retry is the next natural request, let through
 // earlier or later. Every other bound stays: trusted advice is a hard

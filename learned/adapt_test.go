@@ -1489,3 +1489,46 @@ func TestAdaptSkipRiseBounds(t *testing.T) {
 		})
 	}
 }
+
+// TestRiseMemoryKeepsAnotherCredentials: a credential's own refusal does
+// not hide a sibling's from it. The group keeps its latest refusal and
+// the latest of another credential, so that a credential whose own retry
+// was refused after a sibling's still skips the sibling's wait.
+func TestRiseMemoryKeepsAnotherCredentials(t *testing.T) {
+	const g = 7
+	var l Learner
+	at := int64(1_000_000)
+	l.noteRise(g, rise{id: "a", anchor: at, at: at + 10_000, e: 200_000})
+	l.noteRise(g, rise{id: "b", anchor: at, at: at + 20_000, e: 96_000})
+	l.noteRise(g, rise{id: "b", anchor: at, at: at + 30_000, e: 130_000})
+	cases := []struct {
+		name   string
+		id     string
+		at     int64
+		want   int64 // the refusal's e; 0: none
+		wantBy string
+	}{
+		{"b sees a's refusal behind its own", "b", at + 40_000, 200_000, "a"},
+		{"a sees b's latest", "a", at + 40_000, 130_000, "b"},
+		{"a third credential sees the latest", "c", at + 40_000, 130_000, "b"},
+		{"a's refusal is riseWindow old for b", "b", at + 10_000 + riseWindow, 0, ""},
+		{"an observation before the refusal", "a", at + 25_000, 0, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r, ok := l.riseFor(g, c.at, c.id)
+			if c.want == 0 {
+				if ok {
+					t.Errorf("riseFor = %+v; want none", r)
+				}
+				return
+			}
+			if !ok || r.e != c.want || r.id != c.wantBy {
+				t.Errorf("riseFor = %+v, %v; want %s's refusal at %d", r, ok, c.wantBy, c.want)
+			}
+		})
+	}
+	if _, ok := l.riseFor(8, at+40_000, "b"); ok {
+		t.Error("another group's refusal was offered")
+	}
+}

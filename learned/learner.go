@@ -165,9 +165,10 @@ type Learner struct {
 	// credential saw, for the others to try (adapt; memory only).
 	fallMu sync.Mutex
 	falls  map[uint64]*fall
-	// rises holds, per sibling group, the latest retry one credential had
-	// refused, for the others to skip (adapt; memory only; under fallMu).
-	rises map[uint64]rise
+	// rises holds, per sibling group, the latest retry a credential had
+	// refused and the latest another credential had, for the others to
+	// skip (adapt; memory only; under fallMu).
+	rises map[uint64][2]rise
 
 	warned [numFailures]atomic.Bool
 	stats  counters
@@ -756,17 +757,19 @@ type rise struct {
 // offered.
 const riseWindow = 2 * 60_000
 
-// noteRise records r as its group's latest refusal. At most
-// StoreCapacity groups keep one; one older than riseWindow gives way.
+// noteRise records r as its group's latest refusal, keeping the latest
+// of another credential beside it. At most StoreCapacity groups keep
+// them; one older than riseWindow gives way.
 func (l *Learner) noteRise(g uint64, r rise) {
 	l.fallMu.Lock()
 	defer l.fallMu.Unlock()
 	if l.rises == nil {
-		l.rises = map[uint64]rise{}
+		l.rises = map[uint64][2]rise{}
 	}
-	if _, ok := l.rises[g]; !ok && len(l.rises) >= StoreCapacity {
+	rs, ok := l.rises[g]
+	if !ok && len(l.rises) >= StoreCapacity {
 		for k, old := range l.rises {
-			if r.at-old.at >= riseWindow {
+			if r.at-old[0].at >= riseWindow {
 				delete(l.rises, k)
 			}
 		}
@@ -774,17 +777,26 @@ func (l *Learner) noteRise(g uint64, r rise) {
 			return
 		}
 	}
-	l.rises[g] = r
+	if rs[0].id != r.id {
+		rs[1] = rs[0]
+	}
+	rs[0] = r
+	l.rises[g] = rs
 }
 
-// riseFor returns the group's latest refusal if another credential had it
-// within riseWindow of at.
+// riseFor returns the latest refusal another credential of the group
+// had within riseWindow of at.
 func (l *Learner) riseFor(g uint64, at int64, id string) (rise, bool) {
 	l.fallMu.Lock()
 	defer l.fallMu.Unlock()
-	r, ok := l.rises[g]
-	if !ok || r.id == id || at-r.at >= riseWindow || at < r.at {
-		return rise{}, false
+	for _, r := range l.rises[g] {
+		if r.id == id || r.id == "" {
+			continue
+		}
+		if at-r.at >= riseWindow || at < r.at {
+			return rise{}, false
+		}
+		return r, true
 	}
-	return r, true
+	return rise{}, false
 }

@@ -30,10 +30,16 @@ func testSpan() time.Duration {
 type cellBound struct {
 	// margin is the least served margin in points: 0 where adapt wins
 	// (issue 19's target, every cell of the 12 h table); in the cells
-	// where it still loses (the steps in the 2 h runs of -short and
-	// -race, mostly the learner's cold start), the
-	// measured margin less a tenth of a point, so that a change that
-	// makes adapt lose by more fails.
+	// where it still loses (the steps and bursty at 0.2 req/s in the
+	// 2 h runs of -short and -race, mostly the learner's cold start: a
+	// spell or a step that comes in the second hour meets evidence of
+	// an hour or less), the measured margin less a tenth of a point, so
+	// that a change that makes adapt lose by more fails. Bursty and the
+	// step from 60 s to 300 s at 0.2 req/s lose since a credential's own
+	// refusal stopped hiding a sibling's (-0.14 and -0.35 points: a
+	// credential skips to a retry planned past its sibling's refused
+	// wait, and the next lands just short of the 600 s spell), which
+	// over 96 seeds of 12 h lost fewer points in all.
 	margin float64
 	// ratio is the largest waste ratio: 0.5, issue 19's target, in every
 	// cell of both spans since a sibling's refused retries are skipped
@@ -67,10 +73,10 @@ var bounds2h = map[string]cellBound{
 	"steady 150/0.2": {0, 0.5, true}, "steady 150/1": {0, 0.5, true}, "steady 150/5": {0, 0.5, true},
 	"steady 600/0.2": {0, 0.5, true}, "steady 600/1": {0, 0.5, true}, "steady 600/5": {0, 0.5, true},
 	"drifting/0.2": {0, 0.5, true}, "drifting/1": {0, 0.5, true}, "drifting/5": {0, 0.5, true},
-	"bursty/0.2": {0, 0.5, true}, "bursty/1": {0, 0.5, true}, "bursty/5": {0, 0.5, true},
+	"bursty/0.2": {-0.24, 0.5, true}, "bursty/1": {0, 0.5, true}, "bursty/5": {0, 0.5, true},
 	"noisy/0.2": {0, 0.5, true}, "noisy/1": {0, 0.5, true}, "noisy/5": {0, 0.5, true},
 	"step 300->60/0.2": {0, 0.5, true}, "step 300->60/1": {0, 0.5, true}, "step 300->60/5": {-0.16, 0.5, true},
-	"step 60->300/0.2": {0, 0.5, true}, "step 60->300/1": {-0.18, 0.5, true}, "step 60->300/5": {0, 0.5, true},
+	"step 60->300/0.2": {-0.45, 0.5, true}, "step 60->300/1": {-0.18, 0.5, true}, "step 60->300/5": {0, 0.5, true},
 }
 
 // TestAdaptCells runs every scenario at every rate through the real pool
