@@ -58,7 +58,12 @@ import "math"
 //     it (held), and a refused trial's next retry is no later than a held
 //     wait that short; while the held wait is no longer than the
 //     existing cooldown, no retry is planned in the last eighth below
-//     it (trialGap).
+//     it (trialGap). A retry refused in the last second before the
+//     plan's next one rests only until it, less than a second (the
+//     pool's least rest of a second is for advice; trusted advice still
+//     bounds it): a natural request can reach a trial long after its
+//     wait ran out, and a whole second would hold the credential past
+//     a reset the held wait matches.
 //   - A sibling's fall: when one credential recovers at or below its
 //     evidence's lower bound, the others of its provider, model and quota
 //     bucket retry once at that wait where their plan would retry later,

@@ -175,6 +175,31 @@ func TestAdaptRefusedTrialReturnsToTheHeldWait(t *testing.T) {
 	}
 }
 
+// TestAdaptRefusedLateTrialEndsAtTheHeldWait: a natural request may reach
+// a trial long after its wait ran out; refused in the held wait's last
+// second, the credential rests only until the held wait, not a whole
+// second past it, so it idles no longer than a fixed cooldown that held
+// the wait would.
+func TestAdaptRefusedLateTrialEndsAtTheHeldWait(t *testing.T) {
+	for _, left := range []time.Duration{300 * time.Millisecond, time.Millisecond, 999 * time.Millisecond} {
+		h := newHarness(t, ModeApply, withAdapt())
+		at, _ := h.drive(0, 1, steadyReset(60*sec))
+		for i := 0; ; i++ {
+			if d, ok := h.throttle(at); ok && d < 60*sec {
+				break // a trial below the held wait
+			}
+			if i == 16 {
+				t.Fatal("no trial below the held 1m0s in 16 episodes")
+			}
+			h.success(at + 60*sec)
+			at += 2 * time.Minute
+		}
+		if d, ok := h.throttle(at + 60*sec - left); !ok || d != left {
+			t.Errorf("refused %v before the held 1m0s: rest %v, %v; want %v", left, d, ok, left)
+		}
+	}
+}
+
 // TestAdaptSpreadWithinHalfTheExistingRefusals: a reset drawn anew for
 // every episode (uniform 100-200 s): adapt spends at most half the
 // refusals of the existing cooldown, and idles less (about 15 % less
@@ -350,8 +375,8 @@ func TestAdaptOffStoresVersion1(t *testing.T) {
 // may try a fall the other saw, or skip past its refused retries): it
 // never panics, every stored state
 // decodes, round-trips and keeps its invariants (bounds, the ring, at
-// most 12 steps), and no applied wait is below trusted advice, above the
-// cap or under a second.
+// most 12 steps), and no applied wait is below trusted advice or above the
+// cap, nor under a second but at a refused retry.
 func FuzzAdaptTransitions(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 0, 60, 0, 1, 60, 0, 0, 200, 0, 0, 120, 0})
 	f.Add([]byte{2, 10, 250, 0, 0, 0, 1, 255, 0, 0, 1, 0, 2, 0, 9, 1, 3, 0})
@@ -368,6 +393,12 @@ func FuzzAdaptTransitions(f *testing.F) {
 	// Found by the fuzzer: a credential skips its retries past a wait
 	// its sibling just had refused (skipRise).
 	f.Add([]byte("000000800000000000900000000201000000000000000000000000,00000000800000%000000001000000000000\x0400\x0508\x0400 00\x0500007\x040"))
+	// Found by the fuzzer: a refused retry in the last second before the
+	// plan's next retry rests less than a second.
+	f.Add([]byte("0000y07\a0990Z\xdeX100Z\xef07008X0700,\xfd0.00%00800100100.x00002x08002000\xf400\n08\xb009 07007x020X2\xb307\xf401009\xe40.X08702x0,70,x0.07\xfd\xc208&0000000000000000000000000000000000000000000"))
+	// Found by the fuzzer: the same under trusted advice, which keeps it
+	// from resting less than the advice.
+	f.Add([]byte("0000000000000000000000000000000000000000000000000000001001001000008A00\x8008\xd608 00\xba00\xe600C00\xf300300X00\xc408)08\xb200\x9400\xee07\xd80Z\x920"))
 	const capSeconds = 1800
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		if len(ops) > 3*64 {
@@ -387,13 +418,13 @@ func FuzzAdaptTransitions(f *testing.F) {
 			switch kind {
 			case 0, 3:
 				d, ok := h.throttle(at)
-				checkAdaptWait(t, d, ok, -1, capSeconds)
+				checkAdaptWait(t, h, at, d, ok, -1, capSeconds)
 			case 1:
 				h.success(at)
 				checkRelease(t, h, ids[1-ops[i]/4%2])
 			case 2:
 				d, ok := h.throttleHint(at, hint)
-				checkAdaptWait(t, d, ok, hint, capSeconds)
+				checkAdaptWait(t, h, at, d, ok, hint, capSeconds)
 			}
 			st, ok := h.state()
 			if !ok {
@@ -505,13 +536,19 @@ func checkRelease(t *testing.T, h *harness, sib pool.LearnEvent) {
 	}
 }
 
-func checkAdaptWait(t *testing.T, d time.Duration, ok bool, hint float64, capSeconds int64) {
+// checkAdaptWait checks the wait d answered for a throttle at at: within
+// the cap, not below trusted advice, and at least a second unless it is
+// the rest of a refused retry's episode up to its next planned retry.
+func checkAdaptWait(t *testing.T, h *harness, at, d time.Duration, ok bool, hint float64, capSeconds int64) {
 	t.Helper()
 	if !ok {
 		return
 	}
-	if d < time.Second || d > time.Duration(capSeconds)*time.Second {
-		t.Fatalf("wait %v outside 1 s .. %d s", d, capSeconds)
+	if d < time.Millisecond || d > time.Duration(capSeconds)*time.Second {
+		t.Fatalf("wait %v outside 1 ms .. %d s", d, capSeconds)
+	}
+	if st, _ := h.state(); d < time.Second && (st.anchor == 0 || st.anchor >= h.at(at).UnixMilli()) {
+		t.Fatalf("wait %v under a second at an episode's first throttle", d)
 	}
 	if hint >= 0 && d.Seconds() < math.Min(hint, float64(capSeconds)) {
 		t.Fatalf("wait %v below trusted advice %v s", d, hint)

@@ -465,6 +465,12 @@ func (l *Learner) decideAdapt(st *state, o observation, id string) decision {
 	}
 	rem := max(st.anchor+target-o.at, minBoundMS)
 	d := decision{ms: l.bound(st, o, rem), apply: true, fresh: true}
+	if r := st.anchor + target - o.at; r > 0 && r < minBoundMS && (st.hintUntil == 0 || st.hintUntil-o.at <= r) {
+		// A retry refused in the last second before the plan's next
+		// one rests only until it: a whole second would hold the
+		// credential past a reset that the held wait matches.
+		rem, d.ms = r, r
+	}
 	d.trial = trial && (st.hintUntil == 0 || st.hintUntil-o.at < rem)
 	st.until, st.decidedAt = o.at+d.ms, o.at
 	return d

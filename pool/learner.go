@@ -37,7 +37,9 @@ type Learner interface {
 	Observe(ev LearnEvent)
 	// Suggest returns the learned duration for the throttle ev, already
 	// bounded below by trusted advice, or ok=false to use the existing
-	// cooldown. The pool caps the result at MODEL_COOLDOWN_MAX_SECONDS.
+	// cooldown. The pool caps the result at MODEL_COOLDOWN_MAX_SECONDS;
+	// it does not raise a positive result to MinRest, so a learner that
+	// answers less than a second means it.
 	Suggest(ev LearnEvent) (d time.Duration, ok bool)
 }
 

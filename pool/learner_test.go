@@ -98,7 +98,10 @@ func TestLearnerSuggestionBoundedByAdviceAndCap(t *testing.T) {
 		{"no suggestion: advice", 10, true, 0, false, 10 * time.Second},
 		{"no suggestion: fallback", 0, false, 0, false, 60 * time.Second},
 		{"nonsense suggestion ignored", 0, false, -time.Second, true, 60 * time.Second},
-		{"sub-second suggestion keeps one second", 0, false, time.Millisecond, true, time.Second},
+		{"sub-second suggestion is the learner's", 0, false, 300 * time.Millisecond, true, 300 * time.Millisecond},
+		{"sub-second suggestion under advice", 0.5, true, 300 * time.Millisecond, true, time.Second},
+		{"zero advice, sub-second suggestion", 0, true, 300 * time.Millisecond, true, 300 * time.Millisecond},
+		{"zero suggestion ignored", 0, true, 0, true, time.Second},
 	}
 	for _, tc := range cases {
 		for _, path := range []struct {

@@ -25,8 +25,10 @@ const (
 	DefaultAuthRest = defaults.AuthRest
 	// ThrottleRest is the rest after a throttle without valid advice.
 	ThrottleRest = 60 * time.Second
-	// MinRest is the least any rest lasts, so that zero (or sub-second)
-	// advice cannot cause an immediate redispatch.
+	// MinRest is the least a rest from advice or a fallback lasts, so
+	// that zero (or sub-second) advice cannot cause an immediate
+	// redispatch. A Learner's suggestion bounds itself and may be
+	// shorter.
 	MinRest = time.Second
 )
 

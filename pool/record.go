@@ -95,8 +95,11 @@ func (o Observation) advice(limit time.Duration) (time.Duration, bool) {
 // Durations: valid advice, else 60 s for a throttle, AuthRest for an auth
 // rejection at inference, CatalogTTL for one at a catalog fetch; at least
 // MinRest, at most the configured maximum. A throttle's duration may come
-// from the Learner: min(max, max(valid advice, suggestion)). A new rest
-// never shortens a live one; only a sibling's Release does.
+// from the Learner: min(max, max(valid advice, suggestion)), at least
+// MinRest unless it is the suggestion itself (a learner bounds its own
+// and may rest a credential less than a second, up to the retry it
+// planned). A new rest never shortens a live one; only a sibling's
+// Release does.
 func (p *Pool) Record(name string, obs Observation) {
 	i, ok := p.byName[name]
 	if !ok {
@@ -185,6 +188,9 @@ func (p *Pool) cooldown(obs Observation, fallback, suggestion time.Duration, sug
 		if valid {
 			d = max(d, advice)
 		}
+	}
+	if suggested && suggestion > 0 && d == suggestion {
+		return min(d, p.maxRest) // the learner bounds its own below
 	}
 	return min(max(d, MinRest), p.maxRest)
 }

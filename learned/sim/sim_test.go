@@ -48,7 +48,8 @@ type cellBound struct {
 	// idle: learned idles less than the ladder (or neither idles). In
 	// steady 60 the ladder never idles, so neither may adapt: a trial
 	// below the existing cooldown it holds keeps an eighth clear of it
-	// (plan.go, trialGap).
+	// (plan.go, trialGap), and a retry refused in the last second before
+	// it rests only until it (TestAdaptNeverIdlesAtAnExactReset).
 	idle bool
 }
 
@@ -156,6 +157,27 @@ func TestAdaptOnUntunedSchedules(t *testing.T) {
 		}
 		if !v.IdleOK {
 			t.Errorf("%s at %g req/s: learned adapt idled %v, the ladder %v", c.Scenario, c.Rate, c.Results[2].Idle, c.Results[1].Idle)
+		}
+	}
+}
+
+// TestAdaptNeverIdlesAtAnExactReset: at R = 60 s, the existing cooldown,
+// neither fixed nor the ladder ever idles, so neither may adapt. These
+// cells (seeds of the mean tables) each idled about half a second in 12 h
+// while a rest was at least a second long: a late credential in the order
+// got its first request after a refused trial in the last second before
+// the held 60 s, and rested past the reset.
+func TestAdaptNeverIdlesAtAnExactReset(t *testing.T) {
+	sc := steady(60 * time.Second)
+	for _, c := range []struct {
+		seed uint64
+		rate float64
+	}{{4, 0.2}, {6, 1}, {21, 1}, {27, 1}, {28, 1}, {44, 1}} {
+		opt := Options{Span: testSpan(), Seed: c.seed, Failover: true}
+		for _, pol := range []Policy{Ladder, LearnedAdapt} {
+			if r := Run(sc, c.rate, pol, opt); r.Idle != 0 {
+				t.Errorf("seed %d at %g req/s: %s idled %v", c.seed, c.rate, pol.Name, r.Idle)
+			}
 		}
 	}
 }
