@@ -197,6 +197,10 @@ func TestAdaptRefusedLateTrialEndsAtTheHeldWait(t *testing.T) {
 		if d, ok := h.throttle(at + 60*sec - left); !ok || d != left {
 			t.Errorf("refused %v before the held 1m0s: rest %v, %v; want %v", left, d, ok, left)
 		}
+		// The same refusal seen again (a concurrent request) keeps it.
+		if d, ok := h.throttle(at + 60*sec - left); !ok || d != left {
+			t.Errorf("refused %v before the held 1m0s, seen again: rest %v, %v; want %v", left, d, ok, left)
+		}
 	}
 }
 

@@ -397,10 +397,10 @@ func (l *Learner) decide(st *state, o observation, id string) decision {
 		if l.mode != ModeApply || st.decidedAt != st.last {
 			return decision{}
 		}
-		return decision{ms: l.bound(st, o, st.until-o.at), apply: true}
+		return decision{ms: l.rest(st, o, st.until-o.at), apply: true}
 	}
 	if l.mode == ModeApply && st.decidedAt == o.at {
-		return decision{ms: l.bound(st, o, st.until-o.at), apply: true} // decided already
+		return decision{ms: l.rest(st, o, st.until-o.at), apply: true} // decided already
 	}
 	if l.mode == ModeApply && l.adapt {
 		return l.decideAdapt(st, o, id)
@@ -463,15 +463,12 @@ func (l *Learner) decideAdapt(st *state, o observation, id string) decision {
 			target, trial = t, false
 		}
 	}
-	rem := max(st.anchor+target-o.at, minBoundMS)
-	d := decision{ms: l.bound(st, o, rem), apply: true, fresh: true}
-	if r := st.anchor + target - o.at; r > 0 && r < minBoundMS && (st.hintUntil == 0 || st.hintUntil-o.at <= r) {
-		// A retry refused in the last second before the plan's next
-		// one rests only until it: a whole second would hold the
-		// credential past a reset that the held wait matches.
-		rem, d.ms = r, r
+	rem := st.anchor + target - o.at
+	if rem <= 0 {
+		rem = minBoundMS // the plan has no retry left: a second
 	}
-	d.trial = trial && (st.hintUntil == 0 || st.hintUntil-o.at < rem)
+	d := decision{ms: l.rest(st, o, rem), apply: true, fresh: true}
+	d.trial = trial && (st.hintUntil == 0 || st.hintUntil-o.at < max(rem, minBoundMS))
 	st.until, st.decidedAt = o.at+d.ms, o.at
 	return d
 }
@@ -493,6 +490,18 @@ func (l *Learner) report(d decision, id string, st *state) {
 	if d.trial {
 		l.stats.trials.Add(1)
 	}
+}
+
+// rest is bound, except that with adapt on a rest under a second stands
+// where trusted advice allows it: a retry refused in the last second
+// before the plan's next one rests only until it, since a whole second
+// would hold the credential past a reset that the held wait matches. A
+// straggler of that refusal, or the same throttle seen again, keeps it.
+func (l *Learner) rest(st *state, o observation, ms int64) int64 {
+	if l.adapt && ms > 0 && ms < minBoundMS && (st.hintUntil == 0 || st.hintUntil-o.at <= ms) {
+		return ms
+	}
+	return l.bound(st, o, ms)
 }
 
 // bound applies the advice floor and the cap: min(cap, max(advice, ms)).
