@@ -82,6 +82,16 @@ import "math"
 //     another credential, so that a credential's own refusal does not
 //     hide its sibling's). When the reset rises, each credential grew
 //     through the same refusals in turn.
+//   - A sibling's climb: when a credential recovers from an episode
+//     whose refusals reached its held wait (the reset climbed past its
+//     longest refused wait), a sibling whose episode begins within
+//     climbWindow after it keeps its first retry, its own check of a
+//     fall, and once that is refused plans past the climbed wait, if its
+//     own newest evidence is a rise proven by a refusal and reaching
+//     past that wait, and its resets are not drawn anew
+//     (Learner.noteClimb, state.climbed, skipClimb; memory only). In a
+//     spell of long resets, a credential that had met it once hedged its
+//     next episode on a return to the resets before it.
 //
 // Adapt adds no request: a retry is the next natural request, let through
 // earlier or later. Every other bound stays: trusted advice is a hard
@@ -559,3 +569,39 @@ func (s *state) skipRise(e, t int64, r rise, existing int64) (int64, bool) {
 // riseMissMax is the miss share (of 256) from which skipRise leaves a
 // retry alone.
 const riseMissMax = 16
+
+// climbed reports whether the recovery just observed (before is the state
+// before it) ended an episode whose refusals reached the wait its
+// evidence held, so that the reset rose past it: a climb, proving R
+// longer than elo, the episode's longest refused wait, which it returns.
+func (s *state) climbed(before *state, existing int64) (elo int64, ok bool) {
+	if s.anchor != 0 || before.rn == 0 || s.rhead == before.rhead || before.elo < before.held(existing) {
+		return 0, false
+	}
+	return before.elo, true
+}
+
+// skipClimb moves the retry planned at t (ms after the episode's first
+// throttle; e is this refused retry's) past c.e, where a sibling's reset
+// climbed, to the plan's next retry after it, and reports whether it did:
+// when this episode began within climbWindow after the sibling's climb,
+// this credential's own newest evidence is a rise proven by a refusal
+// and reaching past c.e, and its resets are not drawn anew (a miss share
+// under climbMissMax). Its first retry, already refused, was its own
+// check of a fall (decideAdapt never skips an episode's first).
+func (s *state) skipClimb(e, t int64, c rise, existing int64) (int64, bool) {
+	if x := s.at(0); x.lo == 0 || x.hi <= c.e || s.miss >= climbMissMax || c.e <= e || t > c.e {
+		return t, false
+	}
+	n := s.planAfter(c.e, existing)
+	if n <= c.e {
+		return t, false
+	}
+	s.aflags &^= flagTrial | flagCheck | flagAtExisting
+	return n, true
+}
+
+// climbMissMax is the miss share (of 256) from which skipClimb leaves a
+// retry alone. It is looser than riseMissMax: the first episode of a
+// spell is itself a miss.
+const climbMissMax = 64

@@ -375,12 +375,12 @@ func TestAdaptOffStoresVersion1(t *testing.T) {
 }
 
 // FuzzAdaptTransitions drives a learner with adapt on through arbitrary
-// throttles, recoveries and advice of two sibling credentials (each
-// may try a fall the other saw, or skip past its refused retries): it
-// never panics, every stored state
-// decodes, round-trips and keeps its invariants (bounds, the ring, at
-// most 12 steps), and no applied wait is below trusted advice or above the
-// cap, nor under a second but at a refused retry.
+// throttles, recoveries and advice of two sibling credentials (each may
+// try a fall the other saw, or skip past its refused retries or its
+// climb): it never panics, every stored state decodes, round-trips and
+// keeps its invariants (bounds, the ring, at most 12 steps), and no
+// applied wait is below trusted advice or above the cap, nor under a
+// second but at a refused retry.
 func FuzzAdaptTransitions(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 0, 60, 0, 1, 60, 0, 0, 200, 0, 0, 120, 0})
 	f.Add([]byte{2, 10, 250, 0, 0, 0, 1, 255, 0, 0, 1, 0, 2, 0, 9, 1, 3, 0})
@@ -403,6 +403,9 @@ func FuzzAdaptTransitions(f *testing.F) {
 	// Found by the fuzzer: the same under trusted advice, which keeps it
 	// from resting less than the advice.
 	f.Add([]byte("0000000000000000000000000000000000000000000000000000001001001000008A00\x8008\xd608 00\xba00\xe600C00\xf300300X00\xc408)08\xb200\x9400\xee07\xd80Z\x920"))
+	// Found by the fuzzer: a credential skips its retries past a wait
+	// its sibling's reset climbed to (skipClimb).
+	f.Add([]byte("00000000000090010020\xde700=k0.\x13X0x08F08\x9e00\xd800900\x8a0,\xa000\xa500008\x1108\xc201X0%000008000"))
 	const capSeconds = 1800
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		if len(ops) > 3*64 {
@@ -1571,5 +1574,169 @@ func TestRiseMemoryKeepsAnotherCredentials(t *testing.T) {
 	}
 	if _, ok := l.riseFor(8, at+40_000, "b"); ok {
 		t.Error("another group's refusal was offered")
+	}
+}
+
+// TestAdaptSkipsPastASiblingsClimb: spells of long resets (600 s after a
+// steady 45 s), as in the simulation's bursty scenario. In a spell, a
+// credential that has met it once, and met an earlier spell, hedges its
+// next episode on a return to 45 s with retries below 600 s. Begun a
+// minute after a sibling recovered from an episode whose refusals
+// climbed to 580 s, it keeps its first retry (its own check of a fall),
+// then skips the rest at or below the sibling's 580 s.
+func TestAdaptSkipsPastASiblingsClimb(t *testing.T) {
+	sibling := pool.LearnEvent{Provider: "api", Model: "decide-mini", Identity: identity("key-b", "api", "decide-mini", "")}
+	run := func(climb bool) episode {
+		h := newHarness(t, ModeApply, withAdapt())
+		a := h.ev
+		h.ev = sibling
+		// spell runs a spell's first episode; the natural request that
+		// sees the recovery comes two minutes after the wait ran out,
+		// so the evidence is wide: (the last refusal, 720 s].
+		spell := func(at time.Duration) time.Duration {
+			anchor := at
+			d, _ := h.throttle(anchor)
+			for at = anchor + d; at < anchor+600*sec; at += d {
+				d, _ = h.throttle(at)
+			}
+			at += 2 * time.Minute
+			h.success(at)
+			return at + time.Minute
+		}
+		at, _ := h.drive(0, 20, steadyReset(45*sec))
+		at, _ = h.drive(spell(at), 1, steadyReset(600*sec))
+		at, _ = h.drive(at+2*time.Hour, 20, steadyReset(45*sec))
+		at = spell(at)
+		if climb {
+			// a recovered from the spell a minute before b's episode,
+			// after a refusal at 580 s.
+			ms := func(d time.Duration) int64 { return epoch.Add(d).UnixMilli() }
+			g := maphash.String(h.l.seed, "api\x00decide-mini\x00")
+			h.l.noteClimb(g, rise{id: a.Identity, anchor: ms(at - 700*sec), at: ms(at - time.Minute), e: 580_000})
+		}
+		_, eps := h.drive(at, 1, steadyReset(600*sec))
+		return eps[0]
+	}
+	with, alone := run(true), run(false)
+	if with.first != alone.first || with.first >= 580*sec {
+		t.Errorf("first retries %v beside the climb, %v alone; want the same, its own check below 580 s", with.first, alone.first)
+	}
+	if alone.refused < 2 || with.refused != 1 {
+		t.Errorf("%d retries refused beside the climb, %d alone; want only the first beside it, at least two alone", with.refused, alone.refused)
+	}
+	// Past the sibling's refusal it recovers at the plan's next retry
+	// (664 s against 660 s alone, after its refusal at 549 s).
+	if with.idle >= 2*time.Minute {
+		t.Errorf("idled %v beside the climb, %v alone; want the plan's next retry past 580 s", with.idle, alone.idle)
+	}
+}
+
+// TestAdaptSkipClimbBounds: each gate of skipClimb on its own.
+func TestAdaptSkipClimbBounds(t *testing.T) {
+	const anchor, existing = 1_000_000, 60_000
+	var spell state
+	spell.anchor = anchor
+	for range adaptRing - 1 {
+		spell.push(span{40_000, 45_000})
+	}
+	spell.push(span{421_000, 717_000}) // its own rise, proven by a refusal
+	c := rise{id: "a", anchor: anchor - 400_000, at: anchor - 60_000, e: 489_500}
+	cases := []struct {
+		name string
+		mod  func(*state, *rise)
+		e, t int64
+		skip bool
+	}{
+		{"past the sibling's climb", func(*state, *rise) {}, 119_000, 300_000, true},
+		{"a retry at the climb", func(*state, *rise) {}, 119_000, 489_500, true},
+		{"a retry already past it", func(*state, *rise) {}, 119_000, 489_501, false},
+		{"a refusal not below the climb", func(*state, *rise) {}, 489_500, 489_500, false},
+		{"its own newest evidence unproven by a refusal", func(s *state, _ *rise) { s.ring[(int(s.rhead)+adaptRing-1)%adaptRing].lo = 0 }, 119_000, 300_000, false},
+		{"its own newest evidence not past the climb", func(_ *state, r *rise) { r.e = 717_000 }, 119_000, 300_000, false},
+		{"resets drawn anew", func(s *state, _ *rise) { s.miss = climbMissMax }, 119_000, 300_000, false},
+		{"resets missed less often", func(s *state, _ *rise) { s.miss = climbMissMax - 1 }, 119_000, 300_000, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st, r := spell, c
+			st.aflags = flagTrial | flagCheck
+			tc.mod(&st, &r)
+			got, ok := st.skipClimb(tc.e, tc.t, r, existing)
+			switch {
+			case !tc.skip && (ok || got != tc.t || st.aflags != flagTrial|flagCheck):
+				t.Errorf("skipClimb = %d, %v (flags %b); want %d untouched", got, ok, st.aflags, tc.t)
+			case tc.skip && (!ok || got <= r.e || st.aflags&(flagTrial|flagCheck) != 0):
+				t.Errorf("skipClimb = %d, %v (flags %b); want a retry past %d, no longer a trial", got, ok, st.aflags, r.e)
+			}
+		})
+	}
+}
+
+// TestClimbed: a recovery after refusals that reached the held wait is a
+// climb, and proves the reset longer than the longest of them.
+func TestClimbed(t *testing.T) {
+	const anchor, existing = 1_000_000, 60_000
+	var before state
+	for range adaptRing {
+		before.push(span{40_000, 45_000})
+	}
+	before.anchor, before.elo = anchor, 500_000
+	cases := []struct {
+		name string
+		mod  func(b, s *state)
+		want int64 // 0: no climb
+	}{
+		{"refusals past the held wait, then a recovery", func(*state, *state) {}, 500_000},
+		{"refusals up to the held wait", func(b, _ *state) { b.elo = 45_000 }, 45_000},
+		{"refusals below the held wait", func(b, _ *state) { b.elo = 44_999 }, 0},
+		{"no refusal", func(b, _ *state) { b.elo = 0 }, 0},
+		{"still in the episode", func(_, s *state) { s.anchor = anchor }, 0},
+		{"no evidence before", func(b, _ *state) { b.rn = 0 }, 0},
+		{"a recovery that added no evidence", func(b, s *state) { s.ring, s.rhead, s.rn = b.ring, b.rhead, b.rn }, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := before
+			s := b
+			s.push(span{b.elo, 600_000})
+			s.anchor, s.elo = 0, 0
+			tc.mod(&b, &s)
+			elo, ok := s.climbed(&b, existing)
+			if tc.want == 0 && ok || tc.want != 0 && (!ok || elo != tc.want) {
+				t.Errorf("climbed = %d, %v; want %d", elo, ok, tc.want)
+			}
+		})
+	}
+}
+
+// TestClimbMemory: a climb speaks for the episodes of the other
+// credentials that begin within climbWindow after it.
+func TestClimbMemory(t *testing.T) {
+	const g = 7
+	var l Learner
+	at := int64(1_000_000)
+	l.noteClimb(g, rise{id: "a", anchor: at - 600_000, at: at, e: 500_000})
+	cases := []struct {
+		name   string
+		id     string
+		anchor int64
+		want   bool
+	}{
+		{"a sibling's episode a minute later", "b", at + 60_000, true},
+		{"just within the window", "b", at + climbWindow - 1, true},
+		{"climbWindow later", "b", at + climbWindow, false},
+		{"an episode begun before the climb", "b", at - 1, false},
+		{"its own climb", "a", at + 60_000, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, ok := l.climbFor(g, tc.anchor, tc.id)
+			if ok != tc.want || ok && (c.id != "a" || c.e != 500_000) {
+				t.Errorf("climbFor = %+v, %v; want %v", c, ok, tc.want)
+			}
+		})
+	}
+	if _, ok := l.climbFor(8, at+60_000, "b"); ok {
+		t.Error("another group's climb was offered")
 	}
 }

@@ -168,7 +168,11 @@ type Learner struct {
 	// rises holds, per sibling group, the latest retry a credential had
 	// refused and the latest another credential had, for the others to
 	// skip (adapt; memory only; under fallMu).
-	rises map[uint64][2]rise
+	rises siblingEvents
+	// climbs holds, per sibling group, the latest climb of a
+	// credential's reset and the latest of another credential (adapt;
+	// memory only; under fallMu).
+	climbs siblingEvents
 
 	warned [numFailures]atomic.Bool
 	stats  counters
@@ -442,6 +446,9 @@ func (l *Learner) adaptObserve(st, before *state, o observation, eff effect, id 
 		if o.throttle && st.anchor != 0 && st.anchor == before.anchor && st.elo > before.elo {
 			l.noteRise(o.group, rise{id: id, anchor: st.anchor, at: o.at, e: st.elo})
 		}
+		if elo, ok := st.climbed(before, o.existing); ok {
+			l.noteClimb(o.group, rise{id: id, anchor: before.anchor, at: o.at, e: elo})
+		}
 	}
 }
 
@@ -460,6 +467,11 @@ func (l *Learner) decideAdapt(st *state, o observation, id string) decision {
 	}
 	if r, ok := l.riseFor(o.group, o.at, id); ok && !tried {
 		if t, skipped := st.skipRise(o.at-st.anchor, target, r, o.existing); skipped {
+			target, trial = t, false
+		}
+	}
+	if c, ok := l.climbFor(o.group, st.anchor, id); ok && !tried && o.at != st.anchor {
+		if t, skipped := st.skipClimb(o.at-st.anchor, target, c, o.existing); skipped {
 			target, trial = t, false
 		}
 	}
@@ -760,8 +772,10 @@ func (l *Learner) tookFall(g uint64, id string) {
 	}
 }
 
-// rise is a retry a credential had refused: at at, e ms after the first
-// throttle of its episode, which began at anchor.
+// rise is a credential's event its siblings may act on: a retry it had
+// refused (at at, e ms after the first throttle of its episode, which
+// began at anchor), or a climb (a recovery at at that proved the reset
+// of that episode longer than e).
 type rise struct {
 	id            string
 	anchor, at, e int64
@@ -773,30 +787,11 @@ type rise struct {
 const riseWindow = 2 * 60_000
 
 // noteRise records r as its group's latest refusal, keeping the latest
-// of another credential beside it. At most StoreCapacity groups keep
-// them; one older than riseWindow gives way.
+// of another credential beside it; one older than riseWindow gives way.
 func (l *Learner) noteRise(g uint64, r rise) {
 	l.fallMu.Lock()
 	defer l.fallMu.Unlock()
-	if l.rises == nil {
-		l.rises = map[uint64][2]rise{}
-	}
-	rs, ok := l.rises[g]
-	if !ok && len(l.rises) >= StoreCapacity {
-		for k, old := range l.rises {
-			if r.at-old[0].at >= riseWindow {
-				delete(l.rises, k)
-			}
-		}
-		if len(l.rises) >= StoreCapacity {
-			return
-		}
-	}
-	if rs[0].id != r.id {
-		rs[1] = rs[0]
-	}
-	rs[0] = r
-	l.rises[g] = rs
+	l.rises.note(g, r, riseWindow)
 }
 
 // riseFor returns the latest refusal another credential of the group
@@ -804,11 +799,68 @@ func (l *Learner) noteRise(g uint64, r rise) {
 func (l *Learner) riseFor(g uint64, at int64, id string) (rise, bool) {
 	l.fallMu.Lock()
 	defer l.fallMu.Unlock()
-	for _, r := range l.rises[g] {
+	return l.rises.recent(g, at, id, riseWindow)
+}
+
+// climbWindow is how soon after a sibling's climb an episode must begin
+// for the climb to speak for its reset.
+const climbWindow = 5 * 60_000
+
+// noteClimb records c, a recovery that proved the reset rose past c.e,
+// as its group's latest climb, keeping the latest of another credential
+// beside it; one older than climbWindow gives way.
+func (l *Learner) noteClimb(g uint64, c rise) {
+	l.fallMu.Lock()
+	defer l.fallMu.Unlock()
+	l.climbs.note(g, c, climbWindow)
+}
+
+// climbFor returns the latest climb another credential of the group had
+// within climbWindow before anchor, when an episode began.
+func (l *Learner) climbFor(g uint64, anchor int64, id string) (rise, bool) {
+	l.fallMu.Lock()
+	defer l.fallMu.Unlock()
+	return l.climbs.recent(g, anchor, id, climbWindow)
+}
+
+// siblingEvents holds, per sibling group, the latest event of a
+// credential and, beside it, the latest of another credential, so that
+// a credential's own event does not hide its sibling's. At most
+// StoreCapacity groups keep them.
+type siblingEvents map[uint64][2]rise
+
+// note records r as its group's latest event; when the map is full, the
+// groups whose latest event is window old give way.
+func (m *siblingEvents) note(g uint64, r rise, window int64) {
+	if *m == nil {
+		*m = siblingEvents{}
+	}
+	rs, ok := (*m)[g]
+	if !ok && len(*m) >= StoreCapacity {
+		for k, old := range *m {
+			if r.at-old[0].at >= window {
+				delete(*m, k)
+			}
+		}
+		if len(*m) >= StoreCapacity {
+			return
+		}
+	}
+	if rs[0].id != r.id {
+		rs[1] = rs[0]
+	}
+	rs[0] = r
+	(*m)[g] = rs
+}
+
+// recent returns the latest event of the group that is not id's own, if
+// it happened less than window before at (and not after it).
+func (m siblingEvents) recent(g uint64, at int64, id string, window int64) (rise, bool) {
+	for _, r := range m[g] {
 		if r.id == id || r.id == "" {
 			continue
 		}
-		if at-r.at >= riseWindow || at < r.at {
+		if at-r.at >= window || at < r.at {
 			return rise{}, false
 		}
 		return r, true
