@@ -77,7 +77,7 @@ import "math"
 //   - A sibling's refused retries: a credential whose episode began
 //     within riseWindow of a sibling's does not retry at or below the
 //     wait the sibling just had refused, if that is at or beyond its own
-//     held wait, and plans past it instead (Learner.noteRise, skipRise;
+//     held wait, and plans past it instead (Learner.rises, skipRise;
 //     memory only: per scope the latest refusal and the latest of
 //     another credential, so that a credential's own refusal does not
 //     hide its sibling's). When the reset rises, each credential grew
@@ -89,7 +89,7 @@ import "math"
 //     fall, and once that is refused plans past the climbed wait, if its
 //     own newest evidence is a rise proven by a refusal and reaching
 //     past that wait, and its resets are not drawn anew
-//     (Learner.noteClimb, state.climbed, skipClimb; memory only). In a
+//     (Learner.climbs, state.climbed, skipClimb; memory only). In a
 //     spell of long resets, a credential that had met it once hedged its
 //     next episode on a return to the resets before it.
 //
@@ -558,12 +558,7 @@ func (s *state) skipRise(e, t int64, r rise, existing int64) (int64, bool) {
 		s.miss >= riseMissMax || r.e <= e || t > r.e || r.e < s.held(existing) {
 		return t, false
 	}
-	n := s.planAfter(r.e, existing)
-	if n <= r.e {
-		return t, false
-	}
-	s.aflags &^= flagTrial | flagCheck | flagAtExisting
-	return n, true
+	return s.skipPast(r.e, t, existing)
 }
 
 // riseMissMax is the miss share (of 256) from which skipRise leaves a
@@ -593,8 +588,15 @@ func (s *state) skipClimb(e, t int64, c rise, existing int64) (int64, bool) {
 	if x := s.at(0); x.lo == 0 || x.hi <= c.e || s.miss >= climbMissMax || c.e <= e || t > c.e {
 		return t, false
 	}
-	n := s.planAfter(c.e, existing)
-	if n <= c.e {
+	return s.skipPast(c.e, t, existing)
+}
+
+// skipPast moves the retry planned at t to the plan's next retry after
+// w, no longer a trial, check or watch, and reports whether it did (not
+// when the plan has none past w).
+func (s *state) skipPast(w, t, existing int64) (int64, bool) {
+	n := s.planAfter(w, existing)
+	if n <= w {
 		return t, false
 	}
 	s.aflags &^= flagTrial | flagCheck | flagAtExisting

@@ -1542,9 +1542,9 @@ func TestRiseMemoryKeepsAnotherCredentials(t *testing.T) {
 	const g = 7
 	var l Learner
 	at := int64(1_000_000)
-	l.noteRise(g, rise{id: "a", anchor: at, at: at + 10_000, e: 200_000})
-	l.noteRise(g, rise{id: "b", anchor: at, at: at + 20_000, e: 96_000})
-	l.noteRise(g, rise{id: "b", anchor: at, at: at + 30_000, e: 130_000})
+	l.rises.note(g, rise{id: "a", anchor: at, at: at + 10_000, e: 200_000}, riseWindow)
+	l.rises.note(g, rise{id: "b", anchor: at, at: at + 20_000, e: 96_000}, riseWindow)
+	l.rises.note(g, rise{id: "b", anchor: at, at: at + 30_000, e: 130_000}, riseWindow)
 	cases := []struct {
 		name   string
 		id     string
@@ -1560,19 +1560,19 @@ func TestRiseMemoryKeepsAnotherCredentials(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r, ok := l.riseFor(g, c.at, c.id)
+			r, ok := l.rises.recent(g, c.at, c.id, riseWindow)
 			if c.want == 0 {
 				if ok {
-					t.Errorf("riseFor = %+v; want none", r)
+					t.Errorf("recent = %+v; want none", r)
 				}
 				return
 			}
 			if !ok || r.e != c.want || r.id != c.wantBy {
-				t.Errorf("riseFor = %+v, %v; want %s's refusal at %d", r, ok, c.wantBy, c.want)
+				t.Errorf("recent = %+v, %v; want %s's refusal at %d", r, ok, c.wantBy, c.want)
 			}
 		})
 	}
-	if _, ok := l.riseFor(8, at+40_000, "b"); ok {
+	if _, ok := l.rises.recent(8, at+40_000, "b", riseWindow); ok {
 		t.Error("another group's refusal was offered")
 	}
 }
@@ -1612,7 +1612,7 @@ func TestAdaptSkipsPastASiblingsClimb(t *testing.T) {
 			// after a refusal at 580 s.
 			ms := func(d time.Duration) int64 { return epoch.Add(d).UnixMilli() }
 			g := maphash.String(h.l.seed, "api\x00decide-mini\x00")
-			h.l.noteClimb(g, rise{id: a.Identity, anchor: ms(at - 700*sec), at: ms(at - time.Minute), e: 580_000})
+			h.l.climbs.note(g, rise{id: a.Identity, anchor: ms(at - 700*sec), at: ms(at - time.Minute), e: 580_000}, climbWindow)
 		}
 		_, eps := h.drive(at, 1, steadyReset(600*sec))
 		return eps[0]
@@ -1715,7 +1715,7 @@ func TestClimbMemory(t *testing.T) {
 	const g = 7
 	var l Learner
 	at := int64(1_000_000)
-	l.noteClimb(g, rise{id: "a", anchor: at - 600_000, at: at, e: 500_000})
+	l.climbs.note(g, rise{id: "a", anchor: at - 600_000, at: at, e: 500_000}, climbWindow)
 	cases := []struct {
 		name   string
 		id     string
@@ -1730,13 +1730,13 @@ func TestClimbMemory(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c, ok := l.climbFor(g, tc.anchor, tc.id)
+			c, ok := l.climbs.recent(g, tc.anchor, tc.id, climbWindow)
 			if ok != tc.want || ok && (c.id != "a" || c.e != 500_000) {
-				t.Errorf("climbFor = %+v, %v; want %v", c, ok, tc.want)
+				t.Errorf("recent = %+v, %v; want %v", c, ok, tc.want)
 			}
 		})
 	}
-	if _, ok := l.climbFor(8, at+60_000, "b"); ok {
+	if _, ok := l.climbs.recent(8, at+60_000, "b", climbWindow); ok {
 		t.Error("another group's climb was offered")
 	}
 }

@@ -165,14 +165,9 @@ type Learner struct {
 	// credential saw, for the others to try (adapt; memory only).
 	fallMu sync.Mutex
 	falls  map[uint64]*fall
-	// rises holds, per sibling group, the latest retry a credential had
-	// refused and the latest another credential had, for the others to
-	// skip (adapt; memory only; under fallMu).
-	rises siblingEvents
-	// climbs holds, per sibling group, the latest climb of a
-	// credential's reset and the latest of another credential (adapt;
-	// memory only; under fallMu).
-	climbs siblingEvents
+	// rises holds, per sibling group, the latest retries credentials had
+	// refused, and climbs their latest climbs, for the others to skip.
+	rises, climbs siblingEvents
 
 	warned [numFailures]atomic.Bool
 	stats  counters
@@ -444,10 +439,10 @@ func (l *Learner) adaptObserve(st, before *state, o observation, eff effect, id 
 			l.noteFall(o.group, o.at, hi, before.anchor, id)
 		}
 		if o.throttle && st.anchor != 0 && st.anchor == before.anchor && st.elo > before.elo {
-			l.noteRise(o.group, rise{id: id, anchor: st.anchor, at: o.at, e: st.elo})
+			l.rises.note(o.group, rise{id: id, anchor: st.anchor, at: o.at, e: st.elo}, riseWindow)
 		}
 		if elo, ok := st.climbed(before, o.existing); ok {
-			l.noteClimb(o.group, rise{id: id, anchor: before.anchor, at: o.at, e: elo})
+			l.climbs.note(o.group, rise{id: id, anchor: before.anchor, at: o.at, e: elo}, climbWindow)
 		}
 	}
 }
@@ -465,12 +460,12 @@ func (l *Learner) decideAdapt(st *state, o observation, id string) decision {
 			l.tookFall(o.group, id)
 		}
 	}
-	if r, ok := l.riseFor(o.group, o.at, id); ok && !tried {
+	if r, ok := l.rises.recent(o.group, o.at, id, riseWindow); ok && !tried {
 		if t, skipped := st.skipRise(o.at-st.anchor, target, r, o.existing); skipped {
 			target, trial = t, false
 		}
 	}
-	if c, ok := l.climbFor(o.group, st.anchor, id); ok && !tried && o.at != st.anchor {
+	if c, ok := l.climbs.recent(o.group, st.anchor, id, climbWindow); ok && !tried && o.at != st.anchor {
 		if t, skipped := st.skipClimb(o.at-st.anchor, target, c, o.existing); skipped {
 			target, trial = t, false
 		}
@@ -786,63 +781,35 @@ type rise struct {
 // offered.
 const riseWindow = 2 * 60_000
 
-// noteRise records r as its group's latest refusal, keeping the latest
-// of another credential beside it; one older than riseWindow gives way.
-func (l *Learner) noteRise(g uint64, r rise) {
-	l.fallMu.Lock()
-	defer l.fallMu.Unlock()
-	l.rises.note(g, r, riseWindow)
-}
-
-// riseFor returns the latest refusal another credential of the group
-// had within riseWindow of at.
-func (l *Learner) riseFor(g uint64, at int64, id string) (rise, bool) {
-	l.fallMu.Lock()
-	defer l.fallMu.Unlock()
-	return l.rises.recent(g, at, id, riseWindow)
-}
-
 // climbWindow is how soon after a sibling's climb an episode must begin
 // for the climb to speak for its reset.
 const climbWindow = 5 * 60_000
 
-// noteClimb records c, a recovery that proved the reset rose past c.e,
-// as its group's latest climb, keeping the latest of another credential
-// beside it; one older than climbWindow gives way.
-func (l *Learner) noteClimb(g uint64, c rise) {
-	l.fallMu.Lock()
-	defer l.fallMu.Unlock()
-	l.climbs.note(g, c, climbWindow)
-}
-
-// climbFor returns the latest climb another credential of the group had
-// within climbWindow before anchor, when an episode began.
-func (l *Learner) climbFor(g uint64, anchor int64, id string) (rise, bool) {
-	l.fallMu.Lock()
-	defer l.fallMu.Unlock()
-	return l.climbs.recent(g, anchor, id, climbWindow)
-}
-
 // siblingEvents holds, per sibling group, the latest event of a
 // credential and, beside it, the latest of another credential, so that
-// a credential's own event does not hide its sibling's. At most
-// StoreCapacity groups keep them.
-type siblingEvents map[uint64][2]rise
+// a credential's own event does not hide its sibling's (adapt; memory
+// only). At most StoreCapacity groups keep them.
+type siblingEvents struct {
+	mu sync.Mutex
+	m  map[uint64][2]rise
+}
 
 // note records r as its group's latest event; when the map is full, the
 // groups whose latest event is window old give way.
-func (m *siblingEvents) note(g uint64, r rise, window int64) {
-	if *m == nil {
-		*m = siblingEvents{}
+func (se *siblingEvents) note(g uint64, r rise, window int64) {
+	se.mu.Lock()
+	defer se.mu.Unlock()
+	if se.m == nil {
+		se.m = map[uint64][2]rise{}
 	}
-	rs, ok := (*m)[g]
-	if !ok && len(*m) >= StoreCapacity {
-		for k, old := range *m {
+	rs, ok := se.m[g]
+	if !ok && len(se.m) >= StoreCapacity {
+		for k, old := range se.m {
 			if r.at-old[0].at >= window {
-				delete(*m, k)
+				delete(se.m, k)
 			}
 		}
-		if len(*m) >= StoreCapacity {
+		if len(se.m) >= StoreCapacity {
 			return
 		}
 	}
@@ -850,13 +817,15 @@ func (m *siblingEvents) note(g uint64, r rise, window int64) {
 		rs[1] = rs[0]
 	}
 	rs[0] = r
-	(*m)[g] = rs
+	se.m[g] = rs
 }
 
 // recent returns the latest event of the group that is not id's own, if
 // it happened less than window before at (and not after it).
-func (m siblingEvents) recent(g uint64, at int64, id string, window int64) (rise, bool) {
-	for _, r := range m[g] {
+func (se *siblingEvents) recent(g uint64, at int64, id string, window int64) (rise, bool) {
+	se.mu.Lock()
+	defer se.mu.Unlock()
+	for _, r := range se.m[g] {
 		if r.id == id || r.id == "" {
 			continue
 		}
