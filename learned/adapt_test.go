@@ -1500,12 +1500,7 @@ func TestAdaptSkipRiseBounds(t *testing.T) {
 		t.Fatalf("held %d, want 45000", h)
 	}
 	sib := rise{id: "a", anchor: anchor - 30_000, at: anchor + 70_000, e: 72_000}
-	cases := []struct {
-		name string
-		mod  func(*state, *rise)
-		e, t int64
-		skip bool
-	}{
+	checkSkips(t, "skipRise", held, sib, []skipCase{
 		{"past the sibling's refusal", func(*state, *rise) {}, 45_000, 72_000, true},
 		{"a retry below it too", func(*state, *rise) {}, 45_000, 50_000, true},
 		{"a retry already past it", func(*state, *rise) {}, 45_000, 90_000, false},
@@ -1517,21 +1512,7 @@ func TestAdaptSkipRiseBounds(t *testing.T) {
 		{"resets drawn anew", func(s *state, _ *rise) { s.miss = riseMissMax }, 45_000, 72_000, false},
 		{"resets rarely missed", func(s *state, _ *rise) { s.miss = riseMissMax - 1 }, 45_000, 72_000, true},
 		{"no episode", func(s *state, _ *rise) { s.anchor = 0 }, 45_000, 72_000, false},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			st, r := held, sib
-			st.aflags = flagTrial | flagCheck
-			c.mod(&st, &r)
-			got, ok := st.skipRise(c.e, c.t, r, existing)
-			switch {
-			case !c.skip && (ok || got != c.t || st.aflags != flagTrial|flagCheck):
-				t.Errorf("skipRise = %d, %v (flags %b); want %d untouched", got, ok, st.aflags, c.t)
-			case c.skip && (!ok || got <= r.e || st.aflags&(flagTrial|flagCheck) != 0):
-				t.Errorf("skipRise = %d, %v (flags %b); want a retry past %d, no longer a trial", got, ok, st.aflags, r.e)
-			}
-		})
-	}
+	}, func(st *state, e, t int64, r rise) (int64, bool) { return st.skipRise(e, t, r, existing) })
 }
 
 // TestRiseMemoryKeepsAnotherCredentials: a credential's own refusal does
@@ -1641,12 +1622,7 @@ func TestAdaptSkipClimbBounds(t *testing.T) {
 	}
 	spell.push(span{421_000, 717_000}) // its own rise, proven by a refusal
 	c := rise{id: "a", anchor: anchor - 400_000, at: anchor - 60_000, e: 489_500}
-	cases := []struct {
-		name string
-		mod  func(*state, *rise)
-		e, t int64
-		skip bool
-	}{
+	checkSkips(t, "skipClimb", spell, c, []skipCase{
 		{"past the sibling's climb", func(*state, *rise) {}, 119_000, 300_000, true},
 		{"a retry at the climb", func(*state, *rise) {}, 119_000, 489_500, true},
 		{"a retry already past it", func(*state, *rise) {}, 119_000, 489_501, false},
@@ -1655,21 +1631,7 @@ func TestAdaptSkipClimbBounds(t *testing.T) {
 		{"its own newest evidence not past the climb", func(_ *state, r *rise) { r.e = 717_000 }, 119_000, 300_000, false},
 		{"resets drawn anew", func(s *state, _ *rise) { s.miss = climbMissMax }, 119_000, 300_000, false},
 		{"resets missed less often", func(s *state, _ *rise) { s.miss = climbMissMax - 1 }, 119_000, 300_000, true},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			st, r := spell, c
-			st.aflags = flagTrial | flagCheck
-			tc.mod(&st, &r)
-			got, ok := st.skipClimb(tc.e, tc.t, r, existing)
-			switch {
-			case !tc.skip && (ok || got != tc.t || st.aflags != flagTrial|flagCheck):
-				t.Errorf("skipClimb = %d, %v (flags %b); want %d untouched", got, ok, st.aflags, tc.t)
-			case tc.skip && (!ok || got <= r.e || st.aflags&(flagTrial|flagCheck) != 0):
-				t.Errorf("skipClimb = %d, %v (flags %b); want a retry past %d, no longer a trial", got, ok, st.aflags, r.e)
-			}
-		})
-	}
+	}, func(st *state, e, t int64, r rise) (int64, bool) { return st.skipClimb(e, t, r, existing) })
 }
 
 // TestClimbed: a recovery after refusals that reached the held wait is a
@@ -1738,5 +1700,36 @@ func TestClimbMemory(t *testing.T) {
 	}
 	if _, ok := l.climbs.recent(8, at+60_000, "b", climbWindow); ok {
 		t.Error("another group's climb was offered")
+	}
+}
+
+// skipCase is one gate of a skip past a sibling's wait: mod changes the
+// state or the sibling's event; e is the refused retry's time and t the
+// retry the plan made; skip says whether the retry moves.
+type skipCase struct {
+	name string
+	mod  func(*state, *rise)
+	e, t int64
+	skip bool
+}
+
+// checkSkips runs the cases of a skip (skipRise, skipClimb) from base and
+// sib: a retry that moves goes past the sibling's wait and is no longer
+// a trial or a check; one that stays is untouched, flags and all.
+func checkSkips(t *testing.T, name string, base state, sib rise, cases []skipCase, skip func(st *state, e, t int64, r rise) (int64, bool)) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			st, r := base, sib
+			st.aflags = flagTrial | flagCheck
+			c.mod(&st, &r)
+			got, ok := skip(&st, c.e, c.t, r)
+			switch {
+			case !c.skip && (ok || got != c.t || st.aflags != flagTrial|flagCheck):
+				t.Errorf("%s = %d, %v (flags %b); want %d untouched", name, got, ok, st.aflags, c.t)
+			case c.skip && (!ok || got <= r.e || st.aflags&(flagTrial|flagCheck) != 0):
+				t.Errorf("%s = %d, %v (flags %b); want a retry past %d, no longer a trial", name, got, ok, st.aflags, r.e)
+			}
+		})
 	}
 }
