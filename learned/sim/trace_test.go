@@ -68,8 +68,8 @@ func traced(pol Policy, all bool, out io.Writer) Policy {
 
 // TestTrace prints one credential's cooldowns under learned adapt, for
 // whoever tunes the learner: SIM_TRACE="step 300->60" SIM_RATE=1
-// SIM_SPAN=2h go test ./learned/sim -run TestTrace -v ("random 1" to
-// "random 30" name the random schedules, which the trace's first lines
+// SIM_SPAN=2h go test ./learned/sim -run TestTrace -v ("random N", N
+// from 1, names the random schedule of seed N, which the trace's first lines
 // print; SIM_SEED=N runs seed N, as rotor-sim --seed does; SIM_ALL=1
 // traces every credential).
 func TestTrace(t *testing.T) {
@@ -90,8 +90,8 @@ func TestTrace(t *testing.T) {
 		seed = 1
 	}
 	scs := Scenarios()
-	for i := uint64(1); i <= 30; i++ {
-		scs = append(scs, RandomSchedule(i, span))
+	if n, err := strconv.ParseUint(strings.TrimPrefix(name, "random "), 10, 64); err == nil && n > 0 {
+		scs = append(scs, RandomSchedule(n, span))
 	}
 	for _, sc := range scs {
 		if sc.Name == name {
