@@ -40,6 +40,9 @@ import "math"
 //   - A refusal beyond every interval's evidence plans afresh, lambda
 //     chosen so that the rest expects adaptShare of what fixed would
 //     still spend; past the broad base the wait grows (planNext).
+//   - A reset that moved is narrowed as soon as the newest two episodes
+//     agree on it, not only once the evidence that disagrees has left
+//     the ring, unless the resets are drawn anew (settled).
 //   - A step budget that renews: an episode whose first retry is below
 //     the held wait takes one trial step, at most 12 per adaptBudgetMS
 //     instead of per seven-day state.
@@ -282,6 +285,26 @@ func (s *state) common() (a, b int64) {
 	return a, b
 }
 
+// settled reports whether a held wait on the newest evidence may be
+// narrowed: all of it agrees, or the newest agrees with the episode
+// before it and the resets are not drawn anew (a miss share under
+// settleMissMax). A reset that moved is narrowed once two episodes agree
+// on it: the older evidence that disagrees leaves the ring only adaptRing
+// episodes later, and until then a held wait stayed at the top of a wide
+// interval (a reset that fell from 600 s to 90 s held at 120 s).
+func (s *state) settled() bool {
+	if s.breaks() == 0 {
+		return true
+	}
+	_, _, k := s.run(0)
+	return k >= 2 && s.miss < settleMissMax
+}
+
+// settleMissMax is the miss share (of 256) from which only evidence that
+// all agrees is narrowed: where resets are drawn anew, two agreeing
+// episodes say little of the next.
+const settleMissMax = 32
+
 // breaks counts neighbouring intervals in the ring that do not overlap.
 func (s *state) breaks() int {
 	n := 0
@@ -310,8 +333,8 @@ func (s *state) adaptTarget(o observation) (target int64, trial, ok bool) {
 	s.aflags, s.lam = 0, 0
 	s.earn(o.existing)
 	t, h := s.planFirst(o.existing)
-	if t >= h && h > o.existing && s.credit >= 16 && s.breaks() == 0 {
-		// A plan that holds steady evidence longer than the existing
+	if t >= h && h > o.existing && s.credit >= 16 && s.settled() {
+		// A plan that holds settled evidence longer than the existing
 		// cooldown still narrows it while credit lasts, so that a reset
 		// of whole seconds is matched exactly.
 		t = s.bisect(h)

@@ -3,6 +3,7 @@ package learned
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"hash/maphash"
 	"math"
@@ -122,6 +123,68 @@ func TestAdaptSeesAShorterReset(t *testing.T) {
 	}
 	if idle != 0 {
 		t.Errorf("idle %v in the 15 episodes from the 6th after the reset fell from 300 s to 60 s, want none", idle)
+	}
+}
+
+// TestAdaptNarrowsAMovedResetBeforeTheOldLeaves: once two episodes agree
+// on a reset that moved, a held wait on them is narrowed, though older
+// evidence that disagrees is still in the ring. A reset that fell from
+// 600 s to 90 s is held exactly from the fourth episode after the fall,
+// not at 120 s (30 s idle each) until the 600 s evidence has left; one
+// that fell from 300 s to 69 s is held within a second from the seventh.
+func TestAdaptNarrowsAMovedResetBeforeTheOldLeaves(t *testing.T) {
+	for _, tc := range []struct {
+		before, after time.Duration
+		from          int
+		idle          time.Duration
+	}{
+		{600 * sec, 90 * sec, 3, 0},
+		{300 * sec, 69 * sec, 6, sec},
+	} {
+		t.Run(fmt.Sprintf("%v->%v", tc.before, tc.after), func(t *testing.T) {
+			h := newHarness(t, ModeApply, withAdapt())
+			at, _ := h.drive(0, 20, steadyReset(tc.before))
+			_, eps := h.drive(at, adaptRing+2, steadyReset(tc.after))
+			refused := 0
+			for i, ep := range eps[tc.from:adaptRing] {
+				if ep.idle > tc.idle {
+					t.Errorf("episode %d after the fall: first retry %v, idle %v, want at most %v", tc.from+i+1, ep.first, ep.idle, tc.idle)
+				}
+				refused += ep.refused
+			}
+			// The existing cooldown is refused once per episode at either reset.
+			if n := adaptRing - tc.from; refused > n {
+				t.Errorf("%d refusals in %d episodes, the existing cooldown %d", refused, n, n)
+			}
+		})
+	}
+}
+
+// TestSettled: a held wait is narrowed on evidence that all agrees, or
+// whose newest two episodes agree while the resets are not drawn anew.
+func TestSettled(t *testing.T) {
+	old := []span{{540_000, 600_000}, {590_000, 600_000}}
+	for _, tc := range []struct {
+		name string
+		ring []span // oldest first
+		miss uint8
+		want bool
+	}{
+		{"one episode", []span{{62_000, 120_000}}, 255, true},
+		{"all agree", []span{{540_000, 600_000}, {0, 600_000}, {590_000, 600_000}}, 255, true},
+		{"the newest two agree on a moved reset", append(old, span{62_000, 120_000}, span{0, 120_000}), 0, true},
+		{"the same, resets drawn anew", append(old, span{62_000, 120_000}, span{0, 120_000}), settleMissMax, false},
+		{"the same, a miss share just under", append(old, span{62_000, 120_000}, span{0, 120_000}), settleMissMax - 1, true},
+		{"only the newest moved", append(old, span{62_000, 120_000}), 0, false},
+	} {
+		st := newState()
+		for _, sp := range tc.ring {
+			st.push(sp)
+		}
+		st.miss = tc.miss
+		if got := st.settled(); got != tc.want {
+			t.Errorf("%s: settled() = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
 
@@ -725,7 +788,8 @@ func TestAdaptNeverWaitsPastTheExistingUnproven(t *testing.T) {
 // plans spend less than they earn), a first retry that would hold goes
 // an eighth below what the evidence leaves open instead, to check that
 // the lower bound still holds; with less credit, or a held wait no longer
-// than the existing cooldown, it holds. A trial inside the evidence
+// than the existing cooldown, it holds (or narrows inside the evidence,
+// never below it). A trial inside the evidence
 // gives way to the check as well: it succeeds whether or not the reset
 // fell below the bound, and agreeing evidence keeps the bound (a reset
 // that fell from 285 s to 122 s was held for four episodes per
@@ -760,8 +824,10 @@ func TestAdaptChecksTheLowerBoundWhenCreditPilesUp(t *testing.T) {
 			t.Errorf("%s: adapt declined", tc.name)
 		case tc.below && (w >= 175_000 || w < 175_000-175_000/8 || !trial):
 			t.Errorf("%s: first retry %d (trial %v); want a trial in [153125, 175000)", tc.name, w, trial)
-		case !tc.below && w != 180_000:
-			t.Errorf("%s: first retry %d; want the held 180000", tc.name, w)
+		case !tc.below && (w < 175_000 || w > 180_000):
+			// The held wait, or a narrowing inside what the newest
+			// agreeing evidence leaves open (settled): never below it.
+			t.Errorf("%s: first retry %d; want one in [175000, 180000]", tc.name, w)
 		}
 	}
 
