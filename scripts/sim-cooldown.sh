@@ -14,6 +14,8 @@
 #   scripts/sim-cooldown.sh --seeds 16 --random 2   seeds 1-16, two random schedules of its own each:
 #                                                   the mean table (per scenario and rate: mean and worst
 #                                                   margin, cells and points lost, worst waste ratio)
+#   scripts/sim-cooldown.sh --seeds 16 --random 2 --chance 100ms   also how far rounding adapt's
+#                                                   cooldowns up to 100 ms moves each row: chance
 #   scripts/sim-cooldown.sh --failover=false        one call per request (issue 19's first measurements);
 #                                                   by default a refused request fails over as the route does
 #

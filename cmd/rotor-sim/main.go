@@ -37,6 +37,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	seeds := fs.Int("seeds", 1, "run seeds seed..seed+N-1 and print, instead of the full table, the mean table: per scenario and rate, adapt's mean and worst margin, cells lost, points lost, worst waste ratio")
 	failover := fs.Bool("failover", true, "a refused request fails over to an untried available credential, as the route does; false: one call per request, as issue 19 measured")
 	only := fs.String("scenarios", "", `run only these built-in scenarios, comma-separated names such as "bursty,noisy" ("none": only the -random schedules); default every one`)
+	chance := fs.Duration("chance", 0, "also run learned adapt with every cooldown rounded up to a multiple of this (100ms: a change that means nothing to it) and print, before the table, how far that moves each row's served share: how much of a margin is chance")
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "cells run in parallel")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -47,6 +48,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if *seeds < 1 || *seeds > 1000 || *random < 0 || *random > 1000 {
 		fmt.Fprintln(stderr, "rotor-sim: -seeds must be 1-1000 and -random 0-1000")
+		return 2
+	}
+	if *chance < 0 || *chance > time.Minute {
+		fmt.Fprintln(stderr, "rotor-sim: -chance must be 0 (off) to 1m, such as 100ms")
 		return 2
 	}
 	var rs []float64
@@ -83,6 +88,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		scs = []sim.Scenario{sc}
 	}
 	pols := sim.Policies()
+	adapt := len(pols) - 1 // the table judges learned adapt, the last of sim.Policies
+	if *chance > 0 {
+		pols = append(pols, sim.Rounded(sim.LearnedAdapt, *chance))
+	}
 	var cells []sim.Cell
 	var shown []sim.Scenario // the first seed's scenarios, described in the header
 	var more []string        // the other seeds' random schedules, named
@@ -119,11 +128,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, m)
 	}
 	fmt.Fprintln(stdout)
+	if *chance > 0 {
+		if err := sim.WriteChance(stdout, cells, pols, adapt, adapt+1); err != nil {
+			fmt.Fprintln(stderr, "rotor-sim:", err)
+			return 1
+		}
+	}
 	write := sim.WriteTable
 	if *seeds > 1 {
 		write = sim.WriteMeans
 	}
-	if err := write(stdout, cells, pols, 0, 1, len(pols)-1); err != nil {
+	if err := write(stdout, cells, pols, 0, 1, adapt); err != nil {
 		fmt.Fprintln(stderr, "rotor-sim:", err)
 		return 1
 	}

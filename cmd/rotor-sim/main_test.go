@@ -64,6 +64,9 @@ func TestRunFlags(t *testing.T) {
 		{[]string{"-scenarios", "none"}, 2},
 		{[]string{"-scenarios", "bursty", "-schedule", "0:60"}, 2},
 		{[]string{"-span", "5m", "-rates", "5", "-scenarios", "none", "-random", "1"}, 0},
+		{[]string{"-chance", "-1s"}, 2},
+		{[]string{"-chance", "2m"}, 2},
+		{[]string{"-chance", "soon"}, 2},
 	} {
 		var out, errOut bytes.Buffer
 		if got := run(c.args, &out, &errOut); got != c.code {
@@ -99,6 +102,39 @@ func TestRunSeeds(t *testing.T) {
 	}
 	if !lastLine.MatchString(last(s)) {
 		t.Errorf("last line %q", last(s))
+	}
+}
+
+// -chance runs learned adapt a second time with every cooldown rounded up
+// to a multiple of it and prints, before the table, how far that moved
+// each row; the table still judges learned adapt itself, and the last
+// line is still the summary.
+func TestRunChance(t *testing.T) {
+	// Bursty at 1 req/s for 2 h: seeds where the rounding moves the
+	// served share, so that a table judging the rounded run would differ.
+	args := []string{"-span", "2h", "-rates", "1", "-seeds", "2", "-scenarios", "bursty"}
+	var plain, out, errOut bytes.Buffer
+	if code := run(args, &plain, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	if code := run(append(args, "-chance", "100ms"), &out, &errOut); code != 0 {
+		t.Fatalf("-chance: exit %d: %s", code, errOut.String())
+	}
+	s := out.String()
+	chance := strings.Index(s, "Chance: learned adapt, rests rounded up to 100ms against learned adapt,")
+	table := strings.Index(s, "learned adapt against fixed 60 s")
+	if chance < 0 || table < chance {
+		t.Fatalf("no chance table before the mean table:\n%s", s)
+	}
+	if !strings.Contains(s, "| bursty | 1 req/s | 2 | ") || strings.Contains(s, "| bursty | 1 req/s | 2 | +0.000 | 0.000 | 0.00 | 0 |") {
+		t.Errorf("no chance row for bursty, or one where the rounding moved nothing:\n%s", s)
+	}
+	// The mean table and the summary are the run's without -chance.
+	if got, want := s[table:], plain.String()[strings.Index(plain.String(), "learned adapt against fixed 60 s"):]; got != want {
+		t.Errorf("-chance changed the table:\n%s\nwant\n%s", got, want)
+	}
+	if strings.Contains(plain.String(), "Chance:") {
+		t.Errorf("a chance table without -chance:\n%s", plain.String())
 	}
 }
 

@@ -469,16 +469,24 @@ type Mean struct {
 	IdleAbove int
 }
 
-// Means groups cells by scenario and rate, in first-seen order; every
-// schedule named "random N" joins one row per rate, "random schedules".
-func Means(cells []Cell, fixedIdx, ladderIdx, learnedIdx int) []Mean {
+// row is one row of the mean and chance tables: the cells of one
+// scenario at one rate, every schedule named "random N" in one row per
+// rate, "random schedules".
+type row struct {
+	scenario string
+	rate     float64
+	cells    []int // indices into the cells grouped
+}
+
+// group groups cells into rows, in first-seen order.
+func group(cells []Cell) []row {
 	type key struct {
 		sc   string
 		rate float64
 	}
-	var rows []Mean
+	var rows []row
 	at := map[key]int{}
-	for _, c := range cells {
+	for ci, c := range cells {
 		name := c.Scenario
 		if strings.HasPrefix(name, "random ") {
 			name = "random schedules"
@@ -488,30 +496,151 @@ func Means(cells []Cell, fixedIdx, ladderIdx, learnedIdx int) []Mean {
 		if !ok {
 			i = len(rows)
 			at[k] = i
-			rows = append(rows, Mean{Scenario: name, Rate: c.Rate, WorstPP: math.Inf(1)})
+			rows = append(rows, row{scenario: name, rate: c.Rate})
 		}
-		m, v := &rows[i], Judge(c, fixedIdx, ladderIdx, learnedIdx)
-		m.Cells++
-		m.MarginPP += v.MarginPP
-		m.WorstPP = min(m.WorstPP, v.MarginPP)
-		if v.MarginPP < 0 {
-			m.Lost++
-			m.LostPP += v.MarginPP
-		}
-		if !math.IsNaN(v.WasteRatio) {
-			m.WorstRatio = max(m.WorstRatio, v.WasteRatio)
-			if v.WasteRatio > 0.5 {
-				m.Wasteful++
-			}
-		}
-		if !v.IdleOK {
-			m.IdleAbove++
-		}
-	}
-	for i := range rows {
-		rows[i].MarginPP /= float64(rows[i].Cells)
+		rows[i].cells = append(rows[i].cells, ci)
 	}
 	return rows
+}
+
+// Means groups cells by scenario and rate, in first-seen order; every
+// schedule named "random N" joins one row per rate, "random schedules".
+func Means(cells []Cell, fixedIdx, ladderIdx, learnedIdx int) []Mean {
+	var means []Mean
+	for _, g := range group(cells) {
+		m := Mean{Scenario: g.scenario, Rate: g.rate, WorstPP: math.Inf(1)}
+		for _, ci := range g.cells {
+			v := Judge(cells[ci], fixedIdx, ladderIdx, learnedIdx)
+			m.Cells++
+			m.MarginPP += v.MarginPP
+			m.WorstPP = min(m.WorstPP, v.MarginPP)
+			if v.MarginPP < 0 {
+				m.Lost++
+				m.LostPP += v.MarginPP
+			}
+			if !math.IsNaN(v.WasteRatio) {
+				m.WorstRatio = max(m.WorstRatio, v.WasteRatio)
+				if v.WasteRatio > 0.5 {
+					m.Wasteful++
+				}
+			}
+			if !v.IdleOK {
+				m.IdleAbove++
+			}
+		}
+		m.MarginPP /= float64(m.Cells)
+		means = append(means, m)
+	}
+	return means
+}
+
+// Chance is one row of the chance table: how far the policy at otherIdx
+// moves the served share from the policy at baseIdx over the cells of
+// one scenario at one rate, in percentage points. With other a change
+// that means nothing to base (Rounded), it is how far a cell's margin
+// moves by chance: which credentials happen to cool together.
+type Chance struct {
+	Scenario string
+	Rate     float64
+	Cells    int
+	// MeanPP is the mean move, SDPP its standard deviation, LargestPP the
+	// largest move either way.
+	MeanPP, SDPP, LargestPP float64
+	// Moved counts the cells moved by half a point or more.
+	Moved int
+}
+
+// Chances groups cells as Means does.
+func Chances(cells []Cell, baseIdx, otherIdx int) []Chance {
+	var out []Chance
+	for _, g := range group(cells) {
+		c := Chance{Scenario: g.scenario, Rate: g.rate, Cells: len(g.cells)}
+		var sum, sq float64
+		for _, ci := range g.cells {
+			d := cells[ci].Results[otherIdx].ServedPct() - cells[ci].Results[baseIdx].ServedPct()
+			sum += d
+			sq += d * d
+			c.LargestPP = max(c.LargestPP, math.Abs(d))
+			if math.Abs(d) >= 0.5 {
+				c.Moved++
+			}
+		}
+		n := float64(c.Cells)
+		c.MeanPP = sum / n
+		c.SDPP = math.Sqrt(max(sq/n-c.MeanPP*c.MeanPP, 0))
+		out = append(out, c)
+	}
+	return out
+}
+
+// WriteChance writes the chance table of cells (Chances) for the policy
+// at otherIdx against the one at baseIdx.
+func WriteChance(w io.Writer, cells []Cell, pols []Policy, baseIdx, otherIdx int) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Chance: %s against %s, per scenario and rate, in points of served share:\n\n", pols[otherIdx].Name, pols[baseIdx].Name)
+	b.WriteString("| scenario | traffic | cells | mean move | standard deviation | largest move | cells moved 0.5 or more |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, c := range Chances(cells, baseIdx, otherIdx) {
+		fmt.Fprintf(&b, "| %s | %g req/s | %d | %+.3f | %.3f | %.2f | %d |\n", c.Scenario, c.Rate, c.Cells, c.MeanPP, c.SDPP, c.LargestPP, c.Moved)
+	}
+	b.WriteString("\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// Rounded returns pol with every cooldown its learner answers rounded up
+// to a multiple of q: at most q more per cooldown, a change that means
+// nothing to the policy, so the cells it moves show how far a margin
+// moves by chance (rotor-sim -chance). A policy without a learner, or q
+// <= 0, is returned as it is.
+func Rounded(pol Policy, q time.Duration) Policy {
+	if pol.Learner == nil || q <= 0 {
+		return pol
+	}
+	inner := pol.Learner
+	pol.Name = fmt.Sprintf("%s, rests rounded up to %v", pol.Name, q)
+	pol.Learner = func(clk clock.Clock) pool.Learner {
+		l := inner(clk)
+		if s, ok := l.(pool.SiblingLearner); ok {
+			return roundedSiblings{s, q}
+		}
+		return rounded{l, q}
+	}
+	return pol
+}
+
+func roundUp(d time.Duration, ok bool, q time.Duration) (time.Duration, bool) {
+	if ok && d > 0 {
+		d = (d + q - 1) / q * q
+	}
+	return d, ok
+}
+
+type rounded struct {
+	pool.Learner
+	q time.Duration
+}
+
+func (r rounded) Suggest(ev pool.LearnEvent) (time.Duration, bool) {
+	d, ok := r.Learner.Suggest(ev)
+	return roundUp(d, ok, r.q)
+}
+
+// roundedSiblings keeps pool.SiblingLearner, so that the rounded run is
+// the run the table measures, a sibling's release included.
+type roundedSiblings struct {
+	pool.SiblingLearner
+	q time.Duration
+}
+
+func (r roundedSiblings) Suggest(ev pool.LearnEvent) (time.Duration, bool) {
+	d, ok := r.SiblingLearner.Suggest(ev)
+	return roundUp(d, ok, r.q)
+}
+
+func (r roundedSiblings) Release(ev pool.LearnEvent) (time.Duration, bool) {
+	d, ok := r.SiblingLearner.Release(ev)
+	return roundUp(d, ok, r.q)
 }
 
 // WriteMeans writes the seed-mean table of cells (Means), a totals line,

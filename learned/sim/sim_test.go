@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/pool"
 )
 
 var printBounds = flag.Bool("sim.print", false, "print the measured per-cell figures as the bounds table's rows")
@@ -291,6 +294,104 @@ func TestMeans(t *testing.T) {
 		if !strings.Contains(b.String(), s) {
 			t.Errorf("WriteMeans lacks %q:\n%s", s, b.String())
 		}
+	}
+}
+
+// Chances folds cells into the rows Means does and measures how far one
+// policy moves the served share from another: mean, standard deviation,
+// largest move either way, and the cells moved by half a point or more.
+func TestChances(t *testing.T) {
+	res := func(served int) Result { return Result{Arrivals: 1000, Served: served} }
+	cell := func(sc string, base, other int) Cell {
+		return Cell{Scenario: sc, Rate: 0.2, Results: []Result{res(base), res(other)}}
+	}
+	cells := []Cell{
+		cell("noisy", 500, 510),    // +1
+		cell("noisy", 500, 497),    // -0.3
+		cell("random 4", 500, 500), // 0
+		cell("random 7", 500, 494), // -0.6
+		cell("random 8", 500, 505), // +0.5
+	}
+	got := Chances(cells, 0, 1)
+	want := []Chance{
+		{Scenario: "noisy", Rate: 0.2, Cells: 2, MeanPP: 0.35, SDPP: 0.65, LargestPP: 1, Moved: 1},
+		{Scenario: "random schedules", Rate: 0.2, Cells: 3, MeanPP: -0.1 / 3, SDPP: math.Sqrt(0.61/3 - 0.01/9), LargestPP: 0.6, Moved: 2},
+	}
+	near := func(x, y float64) bool { return math.Abs(x-y) < 1e-9 }
+	if len(got) != len(want) {
+		t.Fatalf("Chances: %d rows, want %d: %+v", len(got), len(want), got)
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.Scenario != w.Scenario || g.Rate != w.Rate || g.Cells != w.Cells || !near(g.MeanPP, w.MeanPP) ||
+			!near(g.SDPP, w.SDPP) || !near(g.LargestPP, w.LargestPP) || g.Moved != w.Moved {
+			t.Errorf("row %d: %+v, want %+v", i, g, w)
+		}
+	}
+	var b strings.Builder
+	if err := WriteChance(&b, cells, []Policy{LearnedAdapt, Rounded(LearnedAdapt, 100*time.Millisecond)}, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{
+		"Chance: learned adapt, rests rounded up to 100ms against learned adapt,",
+		"| noisy | 0.2 req/s | 2 | +0.350 | 0.650 | 1.00 | 1 |",
+	} {
+		if !strings.Contains(b.String(), s) {
+			t.Errorf("WriteChance lacks %q:\n%s", s, b.String())
+		}
+	}
+}
+
+// stubLearner answers d for every throttle and every release.
+type stubLearner struct {
+	d  time.Duration
+	ok bool
+}
+
+func (stubLearner) Observe(pool.LearnEvent)                         {}
+func (s stubLearner) Suggest(pool.LearnEvent) (time.Duration, bool) { return s.d, s.ok }
+func (stubLearner) Fell(pool.LearnEvent) bool                       { return false }
+func (s stubLearner) Release(pool.LearnEvent) (time.Duration, bool) { return s.d, s.ok }
+
+// Rounded rounds every cooldown its policy's learner answers up to a
+// multiple of q, a release's rest too, and nothing else: a cooldown left
+// to the pool stays, a sibling learner stays one, and a policy without a
+// learner (fixed) is returned as it is.
+func TestRounded(t *testing.T) {
+	const q = 100 * time.Millisecond
+	for _, tc := range []struct {
+		d    time.Duration
+		ok   bool
+		want time.Duration
+	}{
+		{1234 * time.Millisecond, true, 1300 * time.Millisecond},
+		{1300 * time.Millisecond, true, 1300 * time.Millisecond},
+		{time.Millisecond, true, q},
+		{1234 * time.Millisecond, false, 1234 * time.Millisecond},
+	} {
+		pol := Rounded(Policy{Name: "stub", Learner: func(clock.Clock) pool.Learner { return stubLearner{tc.d, tc.ok} }}, q)
+		l := pol.Learner(nil)
+		if d, ok := l.Suggest(pool.LearnEvent{}); d != tc.want || ok != tc.ok {
+			t.Errorf("Suggest of %v (%v) = %v, %v; want %v", tc.d, tc.ok, d, ok, tc.want)
+		}
+		s, isSibling := l.(pool.SiblingLearner)
+		if !isSibling {
+			t.Fatalf("%T is no longer a pool.SiblingLearner", l)
+		}
+		if d, ok := s.Release(pool.LearnEvent{}); d != tc.want || ok != tc.ok {
+			t.Errorf("Release of %v (%v) = %v, %v; want %v", tc.d, tc.ok, d, ok, tc.want)
+		}
+	}
+	if pol := Rounded(Fixed, q); pol.Name != Fixed.Name || pol.Learner != nil {
+		t.Errorf("Rounded(Fixed) = %+v, want fixed as it is", pol)
+	}
+	if pol := Rounded(LearnedAdapt, 0); pol.Name != LearnedAdapt.Name {
+		t.Errorf("Rounded(adapt, 0) named %q, want it as it is", pol.Name)
+	}
+	if l := Rounded(Ladder, q).Learner(nil); l == nil {
+		t.Error("Rounded(Ladder) has no learner")
+	} else if _, isSibling := l.(pool.SiblingLearner); isSibling {
+		t.Errorf("Rounded(Ladder) is a %T, a pool.SiblingLearner the ladder is not", l)
 	}
 }
 
