@@ -602,7 +602,7 @@ func Rounded(pol Policy, q time.Duration) Policy {
 	pol.Learner = func(clk clock.Clock) pool.Learner {
 		l := inner(clk)
 		if s, ok := l.(pool.SiblingLearner); ok {
-			return roundedSiblings{s, q}
+			return roundedSiblings{rounded{s, q}, s}
 		}
 		return rounded{l, q}
 	}
@@ -629,17 +629,14 @@ func (r rounded) Suggest(ev pool.LearnEvent) (time.Duration, bool) {
 // roundedSiblings keeps pool.SiblingLearner, so that the rounded run is
 // the run the table measures, a sibling's release included.
 type roundedSiblings struct {
-	pool.SiblingLearner
-	q time.Duration
+	rounded
+	sib pool.SiblingLearner
 }
 
-func (r roundedSiblings) Suggest(ev pool.LearnEvent) (time.Duration, bool) {
-	d, ok := r.SiblingLearner.Suggest(ev)
-	return roundUp(d, ok, r.q)
-}
+func (r roundedSiblings) Fell(ev pool.LearnEvent) bool { return r.sib.Fell(ev) }
 
 func (r roundedSiblings) Release(ev pool.LearnEvent) (time.Duration, bool) {
-	d, ok := r.SiblingLearner.Release(ev)
+	d, ok := r.sib.Release(ev)
 	return roundUp(d, ok, r.q)
 }
 
