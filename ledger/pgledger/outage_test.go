@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/rotorhq/rotor/internal/testutil"
 	"github.com/rotorhq/rotor/internal/testutil/pgtest"
 	"github.com/rotorhq/rotor/ledger"
 )
@@ -201,7 +204,8 @@ func TestHungServerFailsAtTheDeadline(t *testing.T) {
 // of the connection the call left behind, so a bridge or command exits
 // promptly; the server stays hung until the test ends.
 func TestCloseAfterAHangDoesNotWait(t *testing.T) {
-	s, p := proxiedStore(t, Options{MaxConns: 2, ConnectTimeout: time.Second})
+	var logs testutil.SyncBuffer
+	s, p := proxiedStore(t, Options{MaxConns: 2, ConnectTimeout: time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	p.stalled.Store(true)
 	cctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	err := s.Reserve(cctx, ledger.Reservation{RequestID: "hung", Expires: time.Now().Add(time.Hour), Operation: "chat"}, nil)
@@ -220,5 +224,9 @@ func TestCloseAfterAHangDoesNotWait(t *testing.T) {
 	case <-closed:
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close still waits on the connection the hung server left behind")
+	}
+	// It says so: a connection left behind is not silent.
+	if !strings.Contains(logs.String(), "still closing") {
+		t.Errorf("Close gave up waiting without a log line; logs:\n%s", logs.String())
 	}
 }

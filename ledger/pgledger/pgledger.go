@@ -320,6 +320,7 @@ func (s *Store) Close() error {
 	case <-time.After(closeWait):
 		// A connection left mid-query by a server that stopped answering
 		// closes in the background: nothing is left to write on it.
+		s.log.Warn("ledger: PostgreSQL connections still closing; left to close in the background", "waited", closeWait)
 	}
 	return nil
 }
