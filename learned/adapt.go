@@ -288,7 +288,7 @@ func (s *state) common() (a, b int64) {
 // settled reports whether a held wait on the newest evidence may be
 // narrowed: all of it agrees, or the newest agrees with the episode
 // before it and the resets are not drawn anew (a miss share under
-// settleMissMax). A reset that moved is narrowed once two episodes agree
+// anewMiss). A reset that moved is narrowed once two episodes agree
 // on it: the older evidence that disagrees leaves the ring only adaptRing
 // episodes later, and until then a held wait stayed at the top of a wide
 // interval (a reset that fell from 600 s to 90 s held at 120 s).
@@ -297,13 +297,15 @@ func (s *state) settled() bool {
 		return true
 	}
 	_, _, k := s.run(0)
-	return k >= 2 && s.miss < settleMissMax
+	return k >= 2 && s.miss < anewMiss
 }
 
-// settleMissMax is the miss share (of 256) from which only evidence that
-// all agrees is narrowed: where resets are drawn anew, two agreeing
-// episodes say little of the next.
-const settleMissMax = 32
+// anewMiss is the miss share (of 256), an eighth, from which a
+// credential's resets count as drawn anew: only evidence that all agrees
+// is then narrowed (settled), and a sibling's fall leaves its cooldown
+// alone (release), since two agreeing episodes, or another credential's
+// reset, say little of its next.
+const anewMiss = 32
 
 // breaks counts neighbouring intervals in the ring that do not overlap.
 func (s *state) breaks() int {
@@ -551,7 +553,7 @@ func (s *state) trySibling(e, t, sib int64) (int64, bool) {
 // retry is a trial, as with trySibling. It reports the new end.
 func (s *state) release(now, sib, from int64) (int64, bool) {
 	if s.anchor == 0 || s.anchor < from || s.decidedAt == 0 || now <= s.decidedAt || now >= s.until ||
-		sib <= s.elo || s.credit < 16 || s.miss >= releaseMissMax {
+		sib <= s.elo || s.credit < 16 || s.miss >= anewMiss {
 		return 0, false
 	}
 	t := max(s.anchor+sib, s.hintUntil, now)
@@ -562,10 +564,6 @@ func (s *state) release(now, sib, from int64) (int64, bool) {
 	s.aflags = s.aflags&^(flagAtExisting|flagCheck) | flagTrial
 	return t, true
 }
-
-// releaseMissMax is the miss share (of 256) from which release leaves a
-// cooldown alone.
-const releaseMissMax = 32
 
 // skipRise moves the retry planned at t (ms after the episode's first
 // throttle; e is this throttle's) past r, a sibling's refused retry, to

@@ -173,8 +173,8 @@ func TestSettled(t *testing.T) {
 		{"one episode", []span{{62_000, 120_000}}, 255, true},
 		{"all agree", []span{{540_000, 600_000}, {0, 600_000}, {590_000, 600_000}}, 255, true},
 		{"the newest two agree on a moved reset", append(old, span{62_000, 120_000}, span{0, 120_000}), 0, true},
-		{"the same, resets drawn anew", append(old, span{62_000, 120_000}, span{0, 120_000}), settleMissMax, false},
-		{"the same, a miss share just under", append(old, span{62_000, 120_000}, span{0, 120_000}), settleMissMax - 1, true},
+		{"the same, resets drawn anew", append(old, span{62_000, 120_000}, span{0, 120_000}), anewMiss, false},
+		{"the same, a miss share just under", append(old, span{62_000, 120_000}, span{0, 120_000}), anewMiss - 1, true},
 		{"only the newest moved", append(old, span{62_000, 120_000}), 0, false},
 	} {
 		st := newState()
@@ -1462,8 +1462,8 @@ func TestAdaptReleaseBounds(t *testing.T) {
 		{"refused at or beyond the fall", func(s *state) { s.elo = 150_000 }, 150_000, 0},
 		{"no credit for a refusal", func(s *state) { s.credit = 15 }, 150_000, 0},
 		{"an episode older than the sibling's", func(s *state) { s.anchor = from - 1 }, 150_000, 0},
-		{"resets drawn anew", func(s *state) { s.miss = releaseMissMax }, 150_000, 0},
-		{"resets rarely missed", func(s *state) { s.miss = releaseMissMax - 1 }, 150_000, anchor + 150_000},
+		{"resets drawn anew", func(s *state) { s.miss = anewMiss }, 150_000, 0},
+		{"resets rarely missed", func(s *state) { s.miss = anewMiss - 1 }, 150_000, anchor + 150_000},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
