@@ -38,6 +38,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	failover := fs.Bool("failover", true, "a refused request fails over to an untried available credential, as the route does; false: one call per request, as issue 19 measured")
 	only := fs.String("scenarios", "", `run only these built-in scenarios, comma-separated names such as "bursty,noisy" ("none": only the -random schedules); default every one`)
 	chance := fs.Duration("chance", 0, "also run learned adapt with every cooldown rounded up to a multiple of this (100ms: a change that means nothing to it) and print, before the table, how far that moves each row's served share: how much of a margin is chance")
+	oracle := fs.Bool("oracle", false, "also run an oracle, a cooldown told the exact time left to each hidden reset (no idle, no refusal after the first), and print, before the table, its own mean table against fixed 60 s: the best any cooldown could do")
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "cells run in parallel")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -89,8 +90,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	pols := sim.Policies()
 	adapt := len(pols) - 1 // the table judges learned adapt, the last of sim.Policies
+	rounded, oracleIdx := -1, -1
 	if *chance > 0 {
+		rounded = len(pols)
 		pols = append(pols, sim.Rounded(sim.LearnedAdapt, *chance))
+	}
+	if *oracle {
+		oracleIdx = len(pols)
+		pols = append(pols, sim.Oracle)
 	}
 	var cells []sim.Cell
 	var shown []sim.Scenario // the first seed's scenarios, described in the header
@@ -128,8 +135,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, m)
 	}
 	fmt.Fprintln(stdout)
-	if *chance > 0 {
-		if err := sim.WriteChance(stdout, cells, pols, adapt, adapt+1); err != nil {
+	if rounded >= 0 {
+		if err := sim.WriteChance(stdout, cells, pols, adapt, rounded); err != nil {
+			fmt.Fprintln(stderr, "rotor-sim:", err)
+			return 1
+		}
+	}
+	if oracleIdx >= 0 {
+		if err := sim.WriteMeansTable(stdout, cells, pols, 0, 1, oracleIdx); err != nil {
 			fmt.Fprintln(stderr, "rotor-sim:", err)
 			return 1
 		}

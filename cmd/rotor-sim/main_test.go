@@ -138,6 +138,40 @@ func TestRunChance(t *testing.T) {
 	}
 }
 
+// -oracle runs a cooldown told each reset and prints its own mean table
+// against fixed 60 s before the table; the table and the last line still
+// judge learned adapt.
+func TestRunOracle(t *testing.T) {
+	args := []string{"-span", "1h", "-rates", "1", "-scenarios", "noisy,steady 150"}
+	var plain, out, errOut bytes.Buffer
+	if code := run(args, &plain, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	if code := run(append(args, "-oracle"), &out, &errOut); code != 0 {
+		t.Fatalf("-oracle: exit %d: %s", code, errOut.String())
+	}
+	s := out.String()
+	oracle := strings.Index(s, "oracle (the reset known) against fixed 60 s and ladder 60 s x 2^n, per scenario and rate")
+	table := strings.Index(s, "| scenario | traffic | policy |")
+	if oracle < 0 || table < oracle {
+		t.Fatalf("no oracle table before the table:\n%s", s)
+	}
+	if !strings.Contains(s, "| noisy | 1 req/s | oracle (the reset known) | ") {
+		t.Errorf("no oracle row in the table:\n%s", s)
+	}
+	// The verdicts and the last line are the run's without -oracle.
+	verdicts := func(x string) string {
+		i := strings.Index(x, "learned adapt against fixed 60 s")
+		if i < 0 {
+			t.Fatalf("no verdicts of learned adapt:\n%s", x)
+		}
+		return x[i:]
+	}
+	if got, want := verdicts(s), verdicts(plain.String()); got != want {
+		t.Errorf("-oracle changed the verdicts:\n%s\nwant\n%s", got, want)
+	}
+}
+
 // -scenarios runs only the built-in scenarios it names, in the table's
 // order, with -random's schedules as usual; "none" runs only those.
 func TestRunScenarios(t *testing.T) {

@@ -48,6 +48,10 @@ func (p *Provider) Call(now time.Time) bool {
 	return false
 }
 
+// ResetAt is the hidden reset of the open episode, zero while the quota
+// serves. Only an oracle may read it: a cooldown policy must not.
+func (p *Provider) ResetAt() time.Time { return p.resetAt }
+
 // Finish ends the measurement at end: an episode whose reset came before
 // end counts its idle time up to end at most.
 func (p *Provider) Finish(end time.Time) {

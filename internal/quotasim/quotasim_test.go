@@ -29,6 +29,12 @@ func TestProviderHidesItsReset(t *testing.T) {
 		}
 		if step.s == 91 {
 			p.Release = at(100) // the caller cooled it until 100 s
+			if !p.ResetAt().Equal(at(92)) {
+				t.Errorf("ResetAt() = %v, want the hidden reset at 92 s", p.ResetAt())
+			}
+		}
+		if step.s == 101 && !p.ResetAt().IsZero() {
+			t.Errorf("ResetAt() = %v while serving, want zero", p.ResetAt())
 		}
 	}
 	if p.Wasted != 2 {

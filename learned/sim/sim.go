@@ -147,7 +147,15 @@ func RandomSchedule(seed uint64, span time.Duration) Scenario {
 type Policy struct {
 	Name    string
 	Learner func(clk clock.Clock) pool.Learner
+	// Oracle tells the pool, with each throttle, the exact time left to
+	// the provider's hidden reset as trusted advice: the best a cooldown
+	// can do, which no real policy can know.
+	Oracle bool
 }
+
+// Oracle is the cooldown that knows the reset: no idle time and no
+// refusal after an episode's first; not one of the table's policies.
+var Oracle = Policy{Name: "oracle (the reset known)", Oracle: true}
 
 // The policies of the table, in its order.
 var (
@@ -311,7 +319,11 @@ func Run(sc Scenario, rate float64, pol Policy, opt Options) Result {
 				res.Served++
 				break
 			}
-			p.Record(c.Name, pool.Observation{Scope: scope, Status: 429})
+			ob := pool.Observation{Scope: scope, Status: 429}
+			if pol.Oracle {
+				ob.RetryAfter, ob.HasRetryAfter = pr.ResetAt().Sub(now).Seconds(), true
+			}
+			p.Record(c.Name, ob)
 			d, _ := p.NextRelease(scope, []string{c.Name})
 			pr.Release = now.Add(d)
 			if !opt.Failover {
@@ -644,12 +656,29 @@ func (r roundedSiblings) Release(ev pool.LearnEvent) (time.Duration, bool) {
 // then the summary line last, as WriteTable does.
 func WriteMeans(w io.Writer, cells []Cell, pols []Policy, fixedIdx, ladderIdx, learnedIdx int) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s against %s and %s, per scenario and rate over every seed:\n\n", pols[learnedIdx].Name, pols[fixedIdx].Name, pols[ladderIdx].Name)
+	writeMeans(&b, cells, pols, fixedIdx, ladderIdx, learnedIdx)
+	writeSummary(&b, cells, fixedIdx, ladderIdx, learnedIdx)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteMeansTable is WriteMeans without the summary line, for a policy
+// shown beside the one the table judges (rotor-sim -oracle).
+func WriteMeansTable(w io.Writer, cells []Cell, pols []Policy, fixedIdx, ladderIdx, idx int) error {
+	var b strings.Builder
+	writeMeans(&b, cells, pols, fixedIdx, ladderIdx, idx)
+	b.WriteString("\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func writeMeans(b *strings.Builder, cells []Cell, pols []Policy, fixedIdx, ladderIdx, learnedIdx int) {
+	fmt.Fprintf(b, "%s against %s and %s, per scenario and rate over every seed:\n\n", pols[learnedIdx].Name, pols[fixedIdx].Name, pols[ladderIdx].Name)
 	b.WriteString("| scenario | traffic | cells | mean margin | worst margin | cells lost | points lost | worst waste ratio | cells over 0.5 | idle above ladder |\n")
 	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	var all Mean
 	for _, m := range Means(cells, fixedIdx, ladderIdx, learnedIdx) {
-		fmt.Fprintf(&b, "| %s | %g req/s | %d | %+.3f | %+.2f | %d | %.2f | %.3f | %d | %d |\n",
+		fmt.Fprintf(b, "| %s | %g req/s | %d | %+.3f | %+.2f | %d | %.2f | %.3f | %d | %d |\n",
 			m.Scenario, m.Rate, m.Cells, m.MarginPP, m.WorstPP, m.Lost, m.LostPP, m.WorstRatio, m.Wasteful, m.IdleAbove)
 		all.Cells += m.Cells
 		all.MarginPP += m.MarginPP * float64(m.Cells)
@@ -661,11 +690,8 @@ func WriteMeans(w io.Writer, cells []Cell, pols []Policy, fixedIdx, ladderIdx, l
 	if all.Cells > 0 {
 		all.MarginPP /= float64(all.Cells)
 	}
-	fmt.Fprintf(&b, "\nall %d cells: mean margin %+.3f pp, %d lost (%.2f pp in all), %d over half of fixed's waste, %d idle above the ladder\n",
+	fmt.Fprintf(b, "\nall %d cells: mean margin %+.3f pp, %d lost (%.2f pp in all), %d over half of fixed's waste, %d idle above the ladder\n",
 		all.Cells, all.MarginPP, all.Lost, all.LostPP, all.Wasteful, all.IdleAbove)
-	writeSummary(&b, cells, fixedIdx, ladderIdx, learnedIdx)
-	_, err := io.WriteString(w, b.String())
-	return err
 }
 
 // writeSummary writes the last line of both tables.

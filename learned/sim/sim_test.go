@@ -395,6 +395,29 @@ func TestRounded(t *testing.T) {
 	}
 }
 
+// The oracle is told each reset: it never idles, never has a retry
+// refused, and so serves at least what fixed 60 s serves, where every
+// policy meets the same resets.
+func TestOracle(t *testing.T) {
+	random, err := ParseSchedule("0:150,1800:40,3600:600")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sc := range []Scenario{Scenarios()[2], random} {
+		opt := Options{Span: 2 * time.Hour, Seed: 1, Failover: true}
+		o, f := Run(sc, 1, Oracle, opt), Run(sc, 1, Fixed, opt)
+		if o.Idle != 0 || o.Wasted != 0 {
+			t.Errorf("%s: the oracle idled %v and wasted %d refusals, want neither", sc.Name, o.Idle, o.Wasted)
+		}
+		if o.Served < f.Served {
+			t.Errorf("%s: the oracle served %d, fixed 60 s %d", sc.Name, o.Served, f.Served)
+		}
+	}
+	if slices.ContainsFunc(Policies(), func(p Policy) bool { return p.Oracle }) {
+		t.Error("the oracle is one of the table's policies; it must only be shown beside them")
+	}
+}
+
 // TestPoliciesMeetTheSameResets: common random numbers. Each credential
 // draws its resets from a stream of its own, so its k-th exhaustion meets
 // the same reset under every policy, whatever order the credentials
