@@ -16,6 +16,8 @@
 #                                                   margin, cells and points lost, worst waste ratio)
 #   scripts/sim-cooldown.sh --seeds 16 --random 2 --chance 100ms   also how far rounding adapt's
 #                                                   cooldowns up to 100 ms moves each row: chance
+#   scripts/sim-cooldown.sh --seeds 16 --random 2 --oracle   also a cooldown told each reset:
+#                                                   the best any cooldown could do, its own mean table
 #   scripts/sim-cooldown.sh --failover=false        one call per request (issue 19's first measurements);
 #                                                   by default a refused request fails over as the route does
 #
