@@ -112,15 +112,7 @@ func TestRunSeeds(t *testing.T) {
 func TestRunChance(t *testing.T) {
 	// Bursty at 1 req/s for 2 h: seeds where the rounding moves the
 	// served share, so that a table judging the rounded run would differ.
-	args := []string{"-span", "2h", "-rates", "1", "-seeds", "2", "-scenarios", "bursty"}
-	var plain, out, errOut bytes.Buffer
-	if code := run(args, &plain, &errOut); code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut.String())
-	}
-	if code := run(append(args, "-chance", "100ms"), &out, &errOut); code != 0 {
-		t.Fatalf("-chance: exit %d: %s", code, errOut.String())
-	}
-	s := out.String()
+	plain, s := runWithAndWithout(t, []string{"-span", "2h", "-rates", "1", "-seeds", "2", "-scenarios", "bursty"}, "-chance", "100ms")
 	chance := strings.Index(s, "Chance: learned adapt, rests rounded up to 100ms against learned adapt,")
 	table := strings.Index(s, "learned adapt against fixed 60 s")
 	if chance < 0 || table < chance {
@@ -130,27 +122,33 @@ func TestRunChance(t *testing.T) {
 		t.Errorf("no chance row for bursty, or one where the rounding moved nothing:\n%s", s)
 	}
 	// The mean table and the summary are the run's without -chance.
-	if got, want := s[table:], plain.String()[strings.Index(plain.String(), "learned adapt against fixed 60 s"):]; got != want {
+	if got, want := s[table:], plain[strings.Index(plain, "learned adapt against fixed 60 s"):]; got != want {
 		t.Errorf("-chance changed the table:\n%s\nwant\n%s", got, want)
 	}
-	if strings.Contains(plain.String(), "Chance:") {
-		t.Errorf("a chance table without -chance:\n%s", plain.String())
+	if strings.Contains(plain, "Chance:") {
+		t.Errorf("a chance table without -chance:\n%s", plain)
 	}
+}
+
+// runWithAndWithout runs args, then args with extra, and returns both
+// outputs.
+func runWithAndWithout(t *testing.T, args []string, extra ...string) (without, with string) {
+	t.Helper()
+	var plain, out, errOut bytes.Buffer
+	if code := run(args, &plain, &errOut); code != 0 {
+		t.Fatalf("run(%q): exit %d: %s", args, code, errOut.String())
+	}
+	if code := run(append(args, extra...), &out, &errOut); code != 0 {
+		t.Fatalf("run(%q) with %q: exit %d: %s", args, extra, code, errOut.String())
+	}
+	return plain.String(), out.String()
 }
 
 // -oracle runs a cooldown told each reset and prints its own mean table
 // against fixed 60 s before the table; the table and the last line still
 // judge learned adapt.
 func TestRunOracle(t *testing.T) {
-	args := []string{"-span", "1h", "-rates", "1", "-scenarios", "noisy,steady 150"}
-	var plain, out, errOut bytes.Buffer
-	if code := run(args, &plain, &errOut); code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut.String())
-	}
-	if code := run(append(args, "-oracle"), &out, &errOut); code != 0 {
-		t.Fatalf("-oracle: exit %d: %s", code, errOut.String())
-	}
-	s := out.String()
+	plain, s := runWithAndWithout(t, []string{"-span", "1h", "-rates", "1", "-scenarios", "noisy,steady 150"}, "-oracle")
 	oracle := strings.Index(s, "oracle (the reset known) against fixed 60 s and ladder 60 s x 2^n, per scenario and rate")
 	table := strings.Index(s, "| scenario | traffic | policy |")
 	if oracle < 0 || table < oracle {
@@ -167,7 +165,7 @@ func TestRunOracle(t *testing.T) {
 		}
 		return x[i:]
 	}
-	if got, want := verdicts(s), verdicts(plain.String()); got != want {
+	if got, want := verdicts(s), verdicts(plain); got != want {
 		t.Errorf("-oracle changed the verdicts:\n%s\nwant\n%s", got, want)
 	}
 }
