@@ -18,6 +18,8 @@
 #                                                   cooldowns up to 100 ms moves each row: chance
 #   scripts/sim-cooldown.sh --seeds 16 --random 2 --oracle   also a cooldown told each reset:
 #                                                   the best any cooldown could do, its own mean table
+#   scripts/sim-cooldown.sh --scenarios none --random 2 --seeds 16 --runs   also idle and refusals
+#                                                   per episode by how long the reset had held
 #   scripts/sim-cooldown.sh --failover=false        one call per request (issue 19's first measurements);
 #                                                   by default a refused request fails over as the route does
 #

@@ -39,6 +39,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	only := fs.String("scenarios", "", `run only these built-in scenarios, comma-separated names such as "bursty,noisy" ("none": only the -random schedules); default every one`)
 	chance := fs.Duration("chance", 0, "also run learned adapt with every cooldown rounded up to a multiple of this (100ms: a change that means nothing to it) and print, before the table, how far that moves each row's served share: how much of a margin is chance")
 	oracle := fs.Bool("oracle", false, "also run an oracle, a cooldown told the exact time left to each hidden reset (no idle, no refusal after the first), and print, before the table, its own mean table against fixed 60 s: the best any cooldown could do")
+	runs := fs.Bool("runs", false, "also print, before the table, fixed 60 s's and adapt's idle time and wasted refusals per episode by run: how many episodes in a row before each had met the same reset (0: the first after it changed), over every cell: what adapt pays while it learns a reset and once it has")
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "cells run in parallel")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -137,6 +138,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stdout)
 	if rounded >= 0 {
 		if err := sim.WriteChance(stdout, cells, pols, adapt, rounded); err != nil {
+			fmt.Fprintln(stderr, "rotor-sim:", err)
+			return 1
+		}
+	}
+	if *runs {
+		if err := sim.WriteRuns(stdout, cells, pols, 0, adapt); err != nil {
 			fmt.Fprintln(stderr, "rotor-sim:", err)
 			return 1
 		}

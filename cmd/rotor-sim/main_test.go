@@ -203,3 +203,25 @@ func TestRunScenarios(t *testing.T) {
 		}
 	}
 }
+
+// -runs prints, before the table, fixed 60 s's and adapt's idle time and
+// refusals per episode by run; the table and the last line are the run's
+// without it.
+func TestRunRuns(t *testing.T) {
+	plain, s := runWithAndWithout(t, []string{"-span", "1h", "-rates", "1", "-scenarios", "step 300->60"}, "-runs")
+	runs := strings.Index(s, "Episodes by run (")
+	table := strings.Index(s, "| scenario | traffic | policy |")
+	if runs < 0 || table < runs {
+		t.Fatalf("no runs table before the table:\n%s", s)
+	}
+	if !strings.Contains(s, "| run | fixed 60 s: episodes | idle s per episode | wasted per episode | learned adapt: episodes |") ||
+		!strings.Contains(s, "\n| 0 | ") || !strings.Contains(s, "\n| 5 or more | ") {
+		t.Errorf("the runs table lacks its columns or rows:\n%s", s)
+	}
+	if got, want := s[table:], plain[strings.Index(plain, "| scenario | traffic | policy |"):]; got != want {
+		t.Errorf("-runs changed the table:\n%s\nwant\n%s", got, want)
+	}
+	if strings.Contains(plain, "Episodes by run") {
+		t.Errorf("a runs table without -runs:\n%s", plain)
+	}
+}

@@ -14,7 +14,11 @@ type Provider struct {
 	quota   int
 	reset   func(now time.Time) time.Duration
 	tokens  int
-	resetAt time.Time // zero while serving
+	resetAt time.Time     // zero while serving
+	last    time.Duration // the reset of the latest episode
+	run     int           // episodes in a row before it at that reset
+	started bool          // an episode began
+	wasted  int           // the open episode's refusals after the first
 
 	// Wasted counts the refusals after the first of an episode.
 	Wasted int
@@ -24,6 +28,24 @@ type Provider struct {
 	// Release is the caller's latest release of this credential (when its
 	// cooldown ends); the caller keeps it current.
 	Release time.Time
+	// ByRun splits Idle and Wasted by the episode's run (Runs), those of
+	// ended episodes only.
+	ByRun [Runs]Episodes
+}
+
+// Runs is how many buckets ByRun has: an episode's run is how many
+// episodes in a row before it met the same reset, 0 for a credential's
+// first and for one whose reset changed, and runs of Runs-1 or more share
+// the last bucket.
+const Runs = 6
+
+// Episodes is what the ended episodes of one run bucket cost: those
+// whose reset came, so that their idle time is known.
+type Episodes struct {
+	Ended int
+	// Wasted counts their refusals after the first, Idle their idle time.
+	Wasted int
+	Idle   time.Duration
 }
 
 // New returns a Provider with a full quota.
@@ -36,6 +58,7 @@ func (p *Provider) Call(now time.Time) bool {
 	if !p.resetAt.IsZero() {
 		if now.Before(p.resetAt) {
 			p.Wasted++
+			p.wasted++
 			return false
 		}
 		p.settle()
@@ -44,7 +67,14 @@ func (p *Provider) Call(now time.Time) bool {
 		p.tokens--
 		return true
 	}
-	p.resetAt = now.Add(p.reset(now))
+	r := p.reset(now)
+	if p.started && r == p.last {
+		p.run++
+	} else {
+		p.run = 0
+	}
+	p.last, p.started = r, true
+	p.resetAt = now.Add(r)
 	return false
 }
 
@@ -66,8 +96,13 @@ func (p *Provider) Finish(end time.Time) {
 // settle ends an episode: the credential was idle from the real reset to
 // its release, and its quota is full again.
 func (p *Provider) settle() {
+	b := &p.ByRun[min(p.run, Runs-1)]
+	b.Ended++
+	b.Wasted += p.wasted
+	p.wasted = 0
 	if p.Release.After(p.resetAt) {
 		p.Idle += p.Release.Sub(p.resetAt)
+		b.Idle += p.Release.Sub(p.resetAt)
 	}
 	p.resetAt = time.Time{}
 	p.tokens = p.quota

@@ -59,3 +59,53 @@ func TestProviderHidesItsReset(t *testing.T) {
 		t.Errorf("idle of an unfinished episode %v, want 0", q.Idle)
 	}
 }
+
+// ByRun files each episode under its run: how many episodes in a row
+// before it met the same reset (0 for the first and after a change),
+// with its refusals after the first and its idle time.
+func TestProviderSplitsByRun(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	resets := []time.Duration{60, 60, 60, 30, 30, 60, 60, 60, 60, 60, 60, 60, 60} // seconds, one per episode
+	n := 0
+	p := New(1, func(time.Time) time.Duration {
+		if n == len(resets) {
+			return time.Hour // an episode still open at the end
+		}
+		r := resets[n] * time.Second
+		n++
+		return r
+	})
+	now := t0
+	for i, r := range resets {
+		p.Call(now)                                                                     // the quota
+		p.Call(now.Add(time.Second))                                                    // the first refusal: the reset is r later
+		p.Call(now.Add(2 * time.Second))                                                // wasted
+		p.Release = now.Add(time.Second + r*time.Second + time.Duration(i)*time.Second) // idle i s
+		now = now.Add(time.Second + r*time.Second + time.Hour)
+	}
+	p.Call(now) // ends the last episode
+	// Runs: 0 1 2 | 0 1 | 0 1 2 3 4 5 6 7 -> buckets 0:3, 1:3, 2:2, 3:1, 4:1, 5+:3.
+	wantEnded := [Runs]int{3, 3, 2, 1, 1, 3}
+	wantIdle := [Runs]time.Duration{0 + 3 + 5, 1 + 4 + 6, 2 + 7, 8, 9, 10 + 11 + 12}
+	var ended, wasted int
+	var idle time.Duration
+	for b, e := range p.ByRun {
+		if e.Ended != wantEnded[b] || e.Wasted != wantEnded[b] || e.Idle != wantIdle[b]*time.Second {
+			t.Errorf("run %d: %+v, want %d ended, %d wasted, idle %v", b, e, wantEnded[b], wantEnded[b], wantIdle[b]*time.Second)
+		}
+		ended += e.Ended
+		wasted += e.Wasted
+		idle += e.Idle
+	}
+	if ended != len(resets) || wasted != p.Wasted || idle != p.Idle {
+		t.Errorf("ByRun sums to %d ended, %d wasted, %v idle; want %d, %d, %v", ended, wasted, idle, len(resets), p.Wasted, p.Idle)
+	}
+	// An episode still open at the end is left out: its idle is unknown.
+	before := p.ByRun
+	p.Call(now.Add(time.Second)) // the quota was spent at now: the first refusal
+	p.Call(now.Add(2 * time.Second))
+	p.Finish(now.Add(3 * time.Second))
+	if p.ByRun != before || p.Wasted != wasted+1 {
+		t.Errorf("an open episode changed ByRun to %+v (Wasted %d); want it unchanged, Wasted %d", p.ByRun, p.Wasted, wasted+1)
+	}
+}

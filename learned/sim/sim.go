@@ -222,6 +222,10 @@ type Result struct {
 	// Idle is cooldown left after a quota had really reset, summed over
 	// credentials.
 	Idle time.Duration
+	// ByRun splits the episodes by their run: how many episodes in a row
+	// before each had met the same reset at its credential
+	// (quotasim.Provider.ByRun).
+	ByRun [quotasim.Runs]quotasim.Episodes
 }
 
 // ServedPct is the share of requests the provider answered, in percent.
@@ -336,6 +340,12 @@ func Run(sc Scenario, rate float64, pol Policy, opt Options) Result {
 		pr.Finish(end)
 		res.Wasted += pr.Wasted
 		res.Idle += pr.Idle
+		for b, e := range pr.ByRun {
+			r := &res.ByRun[b]
+			r.Ended += e.Ended
+			r.Wasted += e.Wasted
+			r.Idle += e.Idle
+		}
 	}
 	return res
 }
@@ -594,6 +604,44 @@ func WriteChance(w io.Writer, cells []Cell, pols []Policy, baseIdx, otherIdx int
 	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, c := range Chances(cells, baseIdx, otherIdx) {
 		fmt.Fprintf(&b, "| %s | %g req/s | %d | %+.3f | %.3f | %.2f | %d |\n", c.Scenario, c.Rate, c.Cells, c.MeanPP, c.SDPP, c.LargestPP, c.Moved)
+	}
+	b.WriteString("\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteRuns writes, for the policies at idxs, what their episodes cost
+// by run over every cell: a credential's episodes grouped by how many
+// episodes in a row before each had met the same reset (0: its first, or
+// the first after the reset changed), with their idle time and wasted
+// refusals per ended episode. It shows what a policy pays while it
+// learns a reset and once it has.
+func WriteRuns(w io.Writer, cells []Cell, pols []Policy, idxs ...int) error {
+	var b strings.Builder
+	b.WriteString("Episodes by run (how many episodes in a row before each met the same reset at its credential; 0: its first, or the first after the reset changed), over every cell:\n\n")
+	b.WriteString("| run |")
+	for _, i := range idxs {
+		fmt.Fprintf(&b, " %s: episodes | idle s per episode | wasted per episode |", pols[i].Name)
+	}
+	b.WriteString("\n| ---: |" + strings.Repeat(" ---: | ---: | ---: |", len(idxs)) + "\n")
+	for run := range quotasim.Runs {
+		name := strconv.Itoa(run)
+		if run == quotasim.Runs-1 {
+			name += " or more"
+		}
+		fmt.Fprintf(&b, "| %s |", name)
+		for _, i := range idxs {
+			var e quotasim.Episodes
+			for _, c := range cells {
+				x := c.Results[i].ByRun[run]
+				e.Ended += x.Ended
+				e.Wasted += x.Wasted
+				e.Idle += x.Idle
+			}
+			n := float64(max(e.Ended, 1))
+			fmt.Fprintf(&b, " %d | %.1f | %.2f |", e.Ended, e.Idle.Seconds()/n, float64(e.Wasted)/n)
+		}
+		b.WriteString("\n")
 	}
 	b.WriteString("\n")
 	_, err := io.WriteString(w, b.String())

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/internal/quotasim"
 	"github.com/rotorhq/rotor/pool"
 )
 
@@ -457,5 +458,65 @@ func TestPoliciesMeetTheSameResets(t *testing.T) {
 		if n < 10 || !slices.Equal(f[:n], a[:n]) {
 			t.Errorf("a credential's resets differ between policies (first %d exhaustions): fixed %v, adapt %v", n, f[:n], a[:n])
 		}
+	}
+}
+
+// TestRuns: every ended episode is filed under its run, which restarts
+// when a credential's reset changes: in a steady scenario only each
+// credential's first episode has run 0, in noisy (a reset drawn anew each
+// time) every one does. Adapt learns a steady reset: once it has met it
+// five times in a row it idles less per episode than fixed 60 s, whose
+// retry after whole minutes comes about 30 s after a reset of 150 s, the
+// two before it refused. WriteRuns prints the same figures.
+func TestRuns(t *testing.T) {
+	opt := Options{Span: 2 * time.Hour, Seed: 1, Failover: true}
+	ended := func(r Result) (n int) {
+		for _, e := range r.ByRun {
+			n += e.Ended
+		}
+		return n
+	}
+	steady, noisy := Scenarios()[2], Scenarios()[6]
+	if steady.Name != "steady 150" || noisy.Name != "noisy" {
+		t.Fatalf("scenarios 2 and 6 are %q and %q", steady.Name, noisy.Name)
+	}
+	cell := Cell{Scenario: steady.Name, Rate: 1}
+	for _, pol := range []Policy{Fixed, LearnedAdapt} {
+		r := Run(steady, 1, pol, opt)
+		cell.Results = append(cell.Results, r)
+		if got := r.ByRun[0].Ended; got < 1 || got > Credentials {
+			t.Errorf("%s, %s: %d episodes at run 0, want one per credential that exhausted (1-%d)", steady.Name, pol.Name, got, Credentials)
+		}
+		if ended(r) < 20 {
+			t.Errorf("%s, %s: %d ended episodes, want at least 20 in 2 h", steady.Name, pol.Name, ended(r))
+		}
+		n := Run(noisy, 1, pol, opt)
+		if n.ByRun[0].Ended != ended(n) || ended(n) < 20 {
+			t.Errorf("noisy, %s: %d of %d episodes at run 0, want all of at least 20", pol.Name, n.ByRun[0].Ended, ended(n))
+		}
+	}
+	perEpisode := func(r Result) float64 {
+		e := r.ByRun[quotasim.Runs-1]
+		return e.Idle.Seconds() / float64(e.Ended)
+	}
+	f, a := cell.Results[0], cell.Results[1]
+	// Fixed 60 s retries a reset of 150 s at 60 s and 120 s, refused, at
+	// most twice an episode (later when its credential is not the first
+	// available one).
+	if e := f.ByRun[quotasim.Runs-1]; e.Wasted <= e.Ended || e.Wasted > 2*e.Ended {
+		t.Errorf("steady 150 s, run 5 or more: fixed 60 s wasted %d refusals in %d episodes, want 1-2 each", e.Wasted, e.Ended)
+	}
+	if a.ByRun[quotasim.Runs-1].Ended == 0 || perEpisode(a) >= perEpisode(f) {
+		t.Errorf("steady 150 s, run 5 or more: adapt idled %.1f s per episode, fixed %.1f s; want adapt less", perEpisode(a), perEpisode(f))
+	}
+	var out strings.Builder
+	if err := WriteRuns(&out, []Cell{cell}, []Policy{Fixed, LearnedAdapt}, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	e := a.ByRun[quotasim.Runs-1]
+	row := fmt.Sprintf("| 5 or more | %d | %.1f | %.2f | %d | %.1f | %.2f |", f.ByRun[quotasim.Runs-1].Ended, perEpisode(f),
+		float64(f.ByRun[quotasim.Runs-1].Wasted)/float64(f.ByRun[quotasim.Runs-1].Ended), e.Ended, perEpisode(a), float64(e.Wasted)/float64(e.Ended))
+	if !strings.Contains(out.String(), row+"\n") || !strings.Contains(out.String(), "| run | fixed 60 s: episodes |") {
+		t.Errorf("WriteRuns lacks the row %q:\n%s", row, out.String())
 	}
 }
