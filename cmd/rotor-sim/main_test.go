@@ -113,20 +113,27 @@ func TestRunChance(t *testing.T) {
 	// Bursty at 1 req/s for 2 h: seeds where the rounding moves the
 	// served share, so that a table judging the rounded run would differ.
 	plain, s := runWithAndWithout(t, []string{"-span", "2h", "-rates", "1", "-seeds", "2", "-scenarios", "bursty"}, "-chance", "100ms")
-	chance := strings.Index(s, "Chance: learned adapt, rests rounded up to 100ms against learned adapt,")
-	table := strings.Index(s, "learned adapt against fixed 60 s")
-	if chance < 0 || table < chance {
-		t.Fatalf("no chance table before the mean table:\n%s", s)
-	}
+	// The mean table and the summary are the run's without -chance.
+	printsBefore(t, plain, s, "Chance: learned adapt, rests rounded up to 100ms against learned adapt,", "learned adapt against fixed 60 s")
 	if !strings.Contains(s, "| bursty | 1 req/s | 2 | ") || strings.Contains(s, "| bursty | 1 req/s | 2 | +0.000 | 0.000 | 0.00 | 0 |") {
 		t.Errorf("no chance row for bursty, or one where the rounding moved nothing:\n%s", s)
 	}
-	// The mean table and the summary are the run's without -chance.
-	if got, want := s[table:], plain[strings.Index(plain, "learned adapt against fixed 60 s"):]; got != want {
-		t.Errorf("-chance changed the table:\n%s\nwant\n%s", got, want)
+}
+
+// printsBefore checks that with, the output with a flag, prints heading
+// before table, and from table on the same as without, which lacks
+// heading.
+func printsBefore(t *testing.T, without, with, heading, table string) {
+	t.Helper()
+	h, i, j := strings.Index(with, heading), strings.Index(with, table), strings.Index(without, table)
+	if h < 0 || i < h || j < 0 {
+		t.Fatalf("no %q before %q:\n%s", heading, table, with)
 	}
-	if strings.Contains(plain, "Chance:") {
-		t.Errorf("a chance table without -chance:\n%s", plain)
+	if with[i:] != without[j:] {
+		t.Errorf("the flag changed what follows %q:\n%s\nwant\n%s", table, with[i:], without[j:])
+	}
+	if strings.Contains(without, heading) {
+		t.Errorf("%q without the flag:\n%s", heading, without)
 	}
 }
 
@@ -149,25 +156,15 @@ func runWithAndWithout(t *testing.T, args []string, extra ...string) (without, w
 // judge learned adapt.
 func TestRunOracle(t *testing.T) {
 	plain, s := runWithAndWithout(t, []string{"-span", "1h", "-rates", "1", "-scenarios", "noisy,steady 150"}, "-oracle")
-	oracle := strings.Index(s, "oracle (the reset known) against fixed 60 s and ladder 60 s x 2^n, per scenario and rate")
-	table := strings.Index(s, "| scenario | traffic | policy |")
-	if oracle < 0 || table < oracle {
+	heading := "oracle (the reset known) against fixed 60 s and ladder 60 s x 2^n, per scenario and rate"
+	if strings.Index(s, "| scenario | traffic | policy |") < strings.Index(s, heading) {
 		t.Fatalf("no oracle table before the table:\n%s", s)
 	}
 	if !strings.Contains(s, "| noisy | 1 req/s | oracle (the reset known) | ") {
 		t.Errorf("no oracle row in the table:\n%s", s)
 	}
 	// The verdicts and the last line are the run's without -oracle.
-	verdicts := func(x string) string {
-		i := strings.Index(x, "learned adapt against fixed 60 s")
-		if i < 0 {
-			t.Fatalf("no verdicts of learned adapt:\n%s", x)
-		}
-		return x[i:]
-	}
-	if got, want := verdicts(s), verdicts(plain); got != want {
-		t.Errorf("-oracle changed the verdicts:\n%s\nwant\n%s", got, want)
-	}
+	printsBefore(t, plain, s, heading, "learned adapt against fixed 60 s")
 }
 
 // -scenarios runs only the built-in scenarios it names, in the table's
@@ -209,19 +206,9 @@ func TestRunScenarios(t *testing.T) {
 // without it.
 func TestRunRuns(t *testing.T) {
 	plain, s := runWithAndWithout(t, []string{"-span", "1h", "-rates", "1", "-scenarios", "step 300->60"}, "-runs")
-	runs := strings.Index(s, "Episodes by run (")
-	table := strings.Index(s, "| scenario | traffic | policy |")
-	if runs < 0 || table < runs {
-		t.Fatalf("no runs table before the table:\n%s", s)
-	}
+	printsBefore(t, plain, s, "Episodes by run (", "| scenario | traffic | policy |")
 	if !strings.Contains(s, "| run | fixed 60 s: episodes | idle s per episode | wasted per episode | learned adapt: episodes |") ||
 		!strings.Contains(s, "\n| 0 | ") || !strings.Contains(s, "\n| 5 or more | ") {
 		t.Errorf("the runs table lacks its columns or rows:\n%s", s)
-	}
-	if got, want := s[table:], plain[strings.Index(plain, "| scenario | traffic | policy |"):]; got != want {
-		t.Errorf("-runs changed the table:\n%s\nwant\n%s", got, want)
-	}
-	if strings.Contains(plain, "Episodes by run") {
-		t.Errorf("a runs table without -runs:\n%s", plain)
 	}
 }
