@@ -48,6 +48,13 @@ type Episodes struct {
 	Idle   time.Duration
 }
 
+// Add adds o's episodes to e's.
+func (e *Episodes) Add(o Episodes) {
+	e.Ended += o.Ended
+	e.Wasted += o.Wasted
+	e.Idle += o.Idle
+}
+
 // New returns a Provider with a full quota.
 func New(quota int, reset func(now time.Time) time.Duration) *Provider {
 	return &Provider{quota: quota, reset: reset, tokens: quota}

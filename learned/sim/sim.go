@@ -341,10 +341,7 @@ func Run(sc Scenario, rate float64, pol Policy, opt Options) Result {
 		res.Wasted += pr.Wasted
 		res.Idle += pr.Idle
 		for b, e := range pr.ByRun {
-			r := &res.ByRun[b]
-			r.Ended += e.Ended
-			r.Wasted += e.Wasted
-			r.Idle += e.Idle
+			res.ByRun[b].Add(e)
 		}
 	}
 	return res
@@ -633,10 +630,7 @@ func WriteRuns(w io.Writer, cells []Cell, pols []Policy, idxs ...int) error {
 		for _, i := range idxs {
 			var e quotasim.Episodes
 			for _, c := range cells {
-				x := c.Results[i].ByRun[run]
-				e.Ended += x.Ended
-				e.Wasted += x.Wasted
-				e.Idle += x.Idle
+				e.Add(c.Results[i].ByRun[run])
 			}
 			n := float64(max(e.Ended, 1))
 			fmt.Fprintf(&b, " %d | %.1f | %.2f |", e.Ended, e.Idle.Seconds()/n, float64(e.Wasted)/n)
