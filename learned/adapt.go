@@ -95,6 +95,15 @@ import "math"
 //     (Learner.climbs, state.climbed, skipClimb; memory only). In a
 //     spell of long resets, a credential that had met it once hedged its
 //     next episode on a return to the resets before it.
+//   - A sibling's pending check: a credential whose resets moved lately
+//     and whose episode began within riseWindow of a sibling's does not
+//     retry at or past the sibling's pending check of a fall (a retry
+//     below its evidence's lower bound, due first), and retries in the
+//     middle third between that check and its own plan's next retry
+//     instead (Learner.checks, noteCheck, splitCheck; memory only): if
+//     the reset fell that far, the sibling's recovery releases it there.
+//     Alone, each credential made the same checks and then held the old
+//     wait, and all idled past a reset that fell between them together.
 //
 // Adapt adds no request: a retry is the next natural request, let through
 // earlier or later. Every other bound stays: trusted advice is a hard
@@ -623,6 +632,45 @@ func (s *state) skipPast(w, t, existing int64) (int64, bool) {
 	s.aflags &^= flagTrial | flagCheck | flagAtExisting
 	return n, true
 }
+
+// splitCheck moves the retry planned at t (ms after the episode's first
+// throttle; now is this throttle's time) into the middle third between a
+// sibling's pending check of a fall (the furthest of cs that qualifies) and
+// this credential's plan's next retry after it, and reports whether it
+// did. A check qualifies when the two episodes began within riseWindow
+// and it comes at or below t, before this retry but after now, and
+// beyond this credential's elapsed wait. Only where this credential's
+// resets moved lately (a miss share of splitMissMin or more) and the
+// credit holds a refusal. A retry at or past the sibling's check learns
+// nothing the sibling's will not: if the reset fell that far, the
+// sibling's recovery releases this cooldown there (release); if not,
+// this retry checks a smaller fall. It is a trial, as with trySibling.
+func (s *state) splitCheck(now, t int64, cs []rise, existing int64) (int64, bool) {
+	if s.anchor == 0 || s.miss < splitMissMin || s.credit < 16 {
+		return t, false
+	}
+	var w int64
+	for _, c := range cs {
+		if max(c.anchor-s.anchor, s.anchor-c.anchor) < riseWindow && c.e <= t && c.e > w &&
+			c.anchor+c.e > now && s.anchor+c.e > now && c.anchor+c.e <= s.anchor+t {
+			w = c.e
+		}
+	}
+	if w == 0 {
+		return t, false
+	}
+	n := s.planAfter(w, existing)
+	if n <= w+2*resolvedMS {
+		return t, false
+	}
+	d := n - w
+	s.aflags = s.aflags&^(flagAtExisting|flagCheck) | flagTrial
+	return roundest(w+d/3, w+2*d/3), true
+}
+
+// splitMissMin is the miss share (of 256) from which splitCheck moves a
+// retry: an episode missed its evidence within about the last ten.
+const splitMissMin = 8
 
 // climbMissMax is the miss share (of 256) from which skipClimb leaves a
 // retry alone. It is looser than riseMissMax: the first episode of a

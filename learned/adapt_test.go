@@ -8,6 +8,7 @@ import (
 	"hash/maphash"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -58,6 +59,59 @@ func (h *harness) drive(start time.Duration, n int, reset func(i int) time.Durat
 		at = rel + time.Minute
 	}
 	return at, eps
+}
+
+// together runs one episode for each of evs on one clock, in time order:
+// evs[i] throttles first at anchors[i] (each has evidence, so each
+// throttle gets a learned cooldown), every cooldown ends in a natural
+// retry at once, refused before the reset r after its own first
+// throttle. A recovery that Fell releases the siblings still cooling, as
+// the pool does. It returns what each episode cost.
+func (h *harness) together(evs []pool.LearnEvent, anchors []time.Duration, r time.Duration) []episode {
+	h.t.Helper()
+	next := slices.Clone(anchors) // when each one's cooldown ends
+	eps := make([]episode, len(evs))
+	done := make([]bool, len(evs))
+	for {
+		i := -1
+		for j := range evs {
+			if !done[j] && (i < 0 || next[j] < next[i]) {
+				i = j
+			}
+		}
+		if i < 0 {
+			return eps
+		}
+		h.ev = evs[i]
+		at := next[i]
+		if at >= anchors[i]+r {
+			h.success(at)
+			done[i], eps[i].idle = true, at-anchors[i]-r
+			if h.l.Fell(h.event(pool.OutcomeSuccess, at)) {
+				for j := range evs {
+					if done[j] || next[j] <= at {
+						continue
+					}
+					if rest, ok := h.l.Release(pool.LearnEvent{Provider: evs[j].Provider, Model: evs[j].Model,
+						QuotaBucket: evs[j].QuotaBucket, Identity: evs[j].Identity, At: h.at(at)}); ok {
+						next[j] = at + rest
+					}
+				}
+			}
+			continue
+		}
+		if at > anchors[i] {
+			eps[i].refused++
+		}
+		d, ok := h.throttle(at)
+		if !ok {
+			h.t.Fatalf("credential %d: a throttle at %v got no learned cooldown", i, at)
+		}
+		if at == anchors[i] {
+			eps[i].first = d
+		}
+		next[i] = at + d
+	}
 }
 
 func steadyReset(r time.Duration) func(int) time.Duration {
@@ -1500,46 +1554,8 @@ func TestAdaptSkipsASiblingsRefusedRetries(t *testing.T) {
 		at, _ := h.drive(0, 20, steadyReset(45*sec))
 		h.ev = b
 		at, _ = h.drive(at, 20, steadyReset(45*sec))
-		// Both episodes run on one clock, in time order.
-		type cred struct {
-			ev     pool.LearnEvent
-			anchor time.Duration
-			next   time.Duration // when its cooldown ends
-			done   bool
-		}
-		cs := []*cred{{ev: a, anchor: at, next: at}, {ev: b, anchor: at + 100*sec, next: at + 100*sec}}
-		for !cs[0].done || !cs[1].done {
-			c := cs[0]
-			if c.done || !cs[1].done && cs[1].next < c.next {
-				c = cs[1]
-			}
-			h.ev = c.ev
-			if c.next == c.anchor {
-				d, ok := h.throttle(c.anchor)
-				if !ok {
-					t.Fatal("a throttle after 20 episodes of evidence got no learned cooldown")
-				}
-				c.next += d
-				continue
-			}
-			if c.next >= c.anchor+rose {
-				h.success(c.next)
-				c.done = true
-				if c.ev == b {
-					idle = c.next - c.anchor - rose
-				}
-				continue
-			}
-			if c.ev == b {
-				refused++
-			}
-			d, ok := h.throttle(c.next)
-			if !ok {
-				d = time.Minute
-			}
-			c.next += d
-		}
-		return refused, idle
+		eps := h.together([]pool.LearnEvent{a, b}, []time.Duration{at, at + 100*sec}, rose)
+		return eps[1].refused, eps[1].idle
 	}
 	withSibling, idleWith := run(sibling)
 	alone, idleAlone := run(stranger)
@@ -1549,6 +1565,125 @@ func TestAdaptSkipsASiblingsRefusedRetries(t *testing.T) {
 	if idleWith > idleAlone {
 		t.Errorf("b idled %v after the reset beside the sibling, %v alone; want no more", idleWith, idleAlone)
 	}
+}
+
+// TestAdaptSplitsASiblingsCheck: two credentials of one provider, model
+// and quota bucket learned resets that moved between 450 and 880 s (so
+// their miss shares are up); then the reset falls, for both, in episodes
+// that began 100 s apart. Alone, each checks the same wait below its
+// evidence and then holds; side by side, each retry that would come at or
+// past the other's pending check goes between it and the plan's next
+// retry instead, so that the two check different waits: together they
+// idle less, and each at most one refusal more. Where the resets held
+// still (no miss), nothing moves.
+func TestAdaptSplitsASiblingsCheck(t *testing.T) {
+	sibling := pool.LearnEvent{Provider: "api", Model: "decide-mini", Identity: identity("key-b", "api", "decide-mini", "")}
+	stranger := pool.LearnEvent{Provider: "zdr", Model: "decide-large", QuotaBucket: "shared-decide", Identity: identity("key-b", "zdr", "decide-large", "shared-decide")}
+	moved := []time.Duration{700 * sec, 450 * sec, 860 * sec, 520 * sec, 880 * sec, 870 * sec}
+	run := func(b pool.LearnEvent, r time.Duration, levels []time.Duration) []episode {
+		h := newHarness(t, ModeApply, withAdapt())
+		a := h.ev
+		at := time.Duration(0)
+		for _, ev := range []pool.LearnEvent{a, b} {
+			h.ev = ev
+			at, _ = h.drive(at, 3*len(levels), func(i int) time.Duration { return levels[i/3] })
+		}
+		if st := h.mustState(); levels[0] != levels[len(levels)-1] && st.miss < splitMissMin {
+			t.Fatalf("miss share %d after resets that moved; want at least %d", st.miss, splitMissMin)
+		}
+		return h.together([]pool.LearnEvent{a, b}, []time.Duration{at, at + 100*sec}, r)
+	}
+	for _, r := range []time.Duration{150 * sec, 300 * sec, 421 * sec} {
+		t.Run(fmt.Sprint(r), func(t *testing.T) {
+			with, alone := run(sibling, r, moved), run(stranger, r, moved)
+			if with[1].first == alone[1].first {
+				t.Errorf("b's first retry %v beside a's pending check, the same alone; want it moved", with[1].first)
+			}
+			if w, a := with[0].idle+with[1].idle, alone[0].idle+alone[1].idle; w >= a {
+				t.Errorf("idled %v together beside each other (%v, %v), %v alone; want less", w, with[0].idle, with[1].idle, a)
+			}
+			for i := range with {
+				if with[i].refused > alone[i].refused+1 {
+					t.Errorf("credential %d: %d retries refused beside its sibling, %d alone; want at most one more", i, with[i].refused, alone[i].refused)
+				}
+			}
+		})
+	}
+	held := []time.Duration{870 * sec, 870 * sec}
+	with, alone := run(sibling, 421*sec, held), run(stranger, 421*sec, held)
+	if with[1] != alone[1] {
+		t.Errorf("resets that held still: b's episode %+v beside its sibling, %+v alone; want the same", with[1], alone[1])
+	}
+}
+
+// TestAdaptSplitCheckBounds: splitCheck moves a retry into the middle
+// third between a sibling's pending check and the plan's next retry after
+// it only when the two episodes began within riseWindow, the check comes
+// at or below the retry, before it, after now and beyond this
+// credential's elapsed wait, its resets moved lately and the credit holds
+// a refusal; of several checks, the furthest that qualifies.
+func TestAdaptSplitCheckBounds(t *testing.T) {
+	const anchor, existing = 1_000_000, 60_000
+	var moved state
+	moved.anchor, moved.credit, moved.miss = anchor, 64, splitMissMin
+	for _, sp := range []span{{400_000, 460_000}, {860_000, 880_000}, {860_000, 870_000}} {
+		moved.push(sp)
+	}
+	now := int64(anchor + 100_000) // after a refusal at 100 s
+	check := rise{id: "a", anchor: anchor - 100_000, at: now - 50_000, e: 300_000}
+	next := func(st state, w int64) int64 { return st.planAfter(w, existing) }
+	if n := next(moved, check.e); n <= check.e+2*resolvedMS {
+		t.Fatalf("plan's next retry after %d: %d; want one past it", check.e, n)
+	}
+	cases := []struct {
+		name  string
+		mod   func(*state, *rise)
+		t     int64
+		split bool
+	}{
+		{"past the sibling's check", func(*state, *rise) {}, 600_000, true},
+		{"at it", func(*state, *rise) {}, 400_000, true},
+		{"a retry below the check", func(*state, *rise) {}, 299_000, false},
+		{"a check that comes after this retry", func(_ *state, r *rise) { r.anchor = anchor + 50_000 }, 320_000, false},
+		{"a sibling that began later, checking first", func(_ *state, r *rise) { r.anchor = anchor + 50_000 }, 600_000, true},
+		{"a check already made", func(_ *state, r *rise) { r.e = 200_000 }, 600_000, false},
+		{"a check below this credential's elapsed wait", func(_ *state, r *rise) { r.anchor, r.e = anchor+60_000, 90_000 }, 600_000, false},
+		{"episodes begun riseWindow apart", func(_ *state, r *rise) { r.anchor = anchor - riseWindow }, 600_000, false},
+		{"episodes begun just within it", func(_ *state, r *rise) { r.anchor = anchor - riseWindow + 1 }, 600_000, true},
+		{"resets that held still", func(s *state, _ *rise) { s.miss = splitMissMin - 1 }, 600_000, false},
+		{"no credit for a refusal", func(s *state, _ *rise) { s.credit = 15 }, 600_000, false},
+		{"no episode", func(s *state, _ *rise) { s.anchor = 0 }, 600_000, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			st, r := moved, check
+			st.aflags = flagCheck | flagAtExisting
+			c.mod(&st, &r)
+			before := st
+			got, ok := st.splitCheck(now, c.t, []rise{r}, existing)
+			if !c.split {
+				if ok || got != c.t || st != before {
+					t.Errorf("splitCheck = %d, %v (flags %b); want %d untouched", got, ok, st.aflags, c.t)
+				}
+				return
+			}
+			d := next(before, r.e) - r.e
+			if !ok || got < r.e+d/3 || got > r.e+2*d/3 || st.aflags != flagTrial {
+				t.Errorf("splitCheck = %d, %v (flags %b); want a trial in [%d, %d]", got, ok, st.aflags, r.e+d/3, r.e+2*d/3)
+			}
+		})
+	}
+	t.Run("the furthest of several", func(t *testing.T) {
+		st := moved
+		early := check
+		early.id, early.e = "c", 250_000
+		late := check
+		late.id, late.anchor, late.e = "d", anchor+20_000, 330_000
+		got, ok := st.splitCheck(now, 600_000, []rise{early, late, check}, existing)
+		if d := next(moved, late.e) - late.e; !ok || got < late.e+d/3 || got > late.e+2*d/3 {
+			t.Errorf("splitCheck = %d, %v; want a trial in the middle third past %d", got, ok, late.e)
+		}
+	})
 }
 
 // TestAdaptSkipRiseBounds: skipRise moves a retry past a sibling's
@@ -1582,9 +1717,9 @@ func TestAdaptSkipRiseBounds(t *testing.T) {
 }
 
 // TestRiseMemoryKeepsAnotherCredentials: a credential's own refusal does
-// not hide a sibling's from it. The group keeps its latest refusal and
-// the latest of another credential, so that a credential whose own retry
-// was refused after a sibling's still skips the sibling's wait.
+// not hide a sibling's from it. The group keeps the latest refusal of
+// each of up to siblingKeep credentials, so that a credential whose own
+// retry was refused after a sibling's still skips the sibling's wait.
 func TestRiseMemoryKeepsAnotherCredentials(t *testing.T) {
 	const g = 7
 	var l Learner
@@ -1621,6 +1756,40 @@ func TestRiseMemoryKeepsAnotherCredentials(t *testing.T) {
 	}
 	if _, ok := l.rises.recent(8, at+40_000, "b", riseWindow); ok {
 		t.Error("another group's refusal was offered")
+	}
+}
+
+// TestCheckMemory: a retry at or below the evidence's lower bound is a
+// pending check the siblings see; a later retry above it drops it; the
+// group keeps one event for each of up to siblingKeep credentials, the
+// newest first.
+func TestCheckMemory(t *testing.T) {
+	const g = 7
+	var l Learner
+	var st state
+	st.anchor = 1_000_000
+	st.push(span{400_000, 460_000})
+	o := observation{group: g, at: st.anchor}
+	l.noteCheck(&st, o, "a", 400_000)
+	if cs := l.checks.others(g, "b"); len(cs) != 1 || cs[0].e != 400_000 || cs[0].anchor != st.anchor {
+		t.Fatalf("after a check at the lower bound, b sees %+v; want a's check at 400000", cs)
+	}
+	if cs := l.checks.others(g, "a"); len(cs) != 0 {
+		t.Errorf("a sees its own check: %+v", cs)
+	}
+	l.noteCheck(&st, o, "a", 400_001)
+	if cs := l.checks.others(g, "b"); len(cs) != 0 {
+		t.Errorf("after a retry above the lower bound, b sees %+v; want none", cs)
+	}
+	for i, id := range []string{"a", "b", "c", "d", "e", "c"} {
+		l.checks.note(g, rise{id: id, at: int64(i), e: int64(i)}, riseWindow)
+	}
+	var got []string
+	for _, r := range l.checks.others(g, "") {
+		got = append(got, r.id)
+	}
+	if want := []string{"c", "e", "d", "b"}; !slices.Equal(got, want) {
+		t.Errorf("the group keeps %v; want %v, one each, newest first", got, want)
 	}
 }
 

@@ -166,8 +166,9 @@ type Learner struct {
 	fallMu sync.Mutex
 	falls  map[uint64]*fall
 	// rises holds, per sibling group, the latest retries credentials had
-	// refused, and climbs their latest climbs, for the others to skip.
-	rises, climbs siblingEvents
+	// refused, and climbs their latest climbs, for the others to skip;
+	// checks their pending checks of a fall, for the others to split.
+	rises, climbs, checks siblingEvents
 
 	warned [numFailures]atomic.Bool
 	stats  counters
@@ -470,6 +471,10 @@ func (l *Learner) decideAdapt(st *state, o observation, id string) decision {
 			target, trial = t, false
 		}
 	}
+	if t, split := st.splitCheck(o.at, target, l.checks.others(o.group, id), o.existing); split {
+		target, trial = t, true
+	}
+	l.noteCheck(st, o, id, target)
 	rem := st.anchor + target - o.at
 	if rem <= 0 {
 		rem = minBoundMS // the plan has no retry left: a second
@@ -478,6 +483,18 @@ func (l *Learner) decideAdapt(st *state, o observation, id string) decision {
 	d.trial = trial && (st.hintUntil == 0 || st.hintUntil-o.at < max(rem, minBoundMS))
 	st.until, st.decidedAt = o.at+d.ms, o.at
 	return d
+}
+
+// noteCheck records the retry at target (ms after the episode's first
+// throttle) as id's pending check of a fall if it lies at or below its
+// evidence's lower bound, where a recovery would be a fall that releases
+// its siblings (release), and else drops id's pending check.
+func (l *Learner) noteCheck(st *state, o observation, id string, target int64) {
+	if a, _ := st.common(); target <= a {
+		l.checks.note(o.group, rise{id: id, anchor: st.anchor, at: o.at, e: target}, riseWindow)
+		return
+	}
+	l.checks.forget(o.group, id)
 }
 
 // report logs a shadow suggestion and counts decisions, after they were
@@ -769,8 +786,9 @@ func (l *Learner) tookFall(g uint64, id string) {
 
 // rise is a credential's event its siblings may act on: a retry it had
 // refused (at at, e ms after the first throttle of its episode, which
-// began at anchor), or a climb (a recovery at at that proved the reset
-// of that episode longer than e).
+// began at anchor), a climb (a recovery at at that proved the reset of
+// that episode longer than e), or a check of a fall it decided at at (a
+// retry e ms after anchor, below its evidence's lower bound).
 type rise struct {
 	id            string
 	anchor, at, e int64
@@ -785,27 +803,31 @@ const riseWindow = 2 * 60_000
 // for the climb to speak for its reset.
 const climbWindow = 5 * 60_000
 
-// siblingEvents holds, per sibling group, the latest event of a
-// credential and, beside it, the latest of another credential, so that
-// a credential's own event does not hide its sibling's (adapt; memory
-// only). At most StoreCapacity groups keep them.
+// siblingEvents holds, per sibling group, the latest events of up to
+// siblingKeep credentials, newest first, one each, so that a credential's
+// own event does not hide its siblings' (adapt; memory only). At most
+// StoreCapacity groups keep them.
 type siblingEvents struct {
 	mu sync.Mutex
-	m  map[uint64][2]rise
+	m  map[uint64][]rise
 }
 
-// note records r as its group's latest event; when the map is full, the
-// groups whose latest event is window old give way.
+// siblingKeep is how many credentials' events a group keeps.
+const siblingKeep = 4
+
+// note records r as its group's latest event, in place of its
+// credential's older one; when the map is full, the groups whose latest
+// event is window old give way.
 func (se *siblingEvents) note(g uint64, r rise, window int64) {
 	se.mu.Lock()
 	defer se.mu.Unlock()
 	if se.m == nil {
-		se.m = map[uint64][2]rise{}
+		se.m = map[uint64][]rise{}
 	}
 	rs, ok := se.m[g]
 	if !ok && len(se.m) >= StoreCapacity {
 		for k, old := range se.m {
-			if r.at-old[0].at >= window {
+			if len(old) == 0 || r.at-old[0].at >= window {
 				delete(se.m, k)
 			}
 		}
@@ -813,26 +835,39 @@ func (se *siblingEvents) note(g uint64, r rise, window int64) {
 			return
 		}
 	}
-	if rs[0].id != r.id {
-		rs[1] = rs[0]
+	rs = slices.DeleteFunc(rs, func(x rise) bool { return x.id == r.id })
+	rs = slices.Insert(rs, 0, r)
+	se.m[g] = rs[:min(len(rs), siblingKeep)]
+}
+
+// forget drops id's event from its group.
+func (se *siblingEvents) forget(g uint64, id string) {
+	se.mu.Lock()
+	defer se.mu.Unlock()
+	if rs, ok := se.m[g]; ok {
+		se.m[g] = slices.DeleteFunc(rs, func(x rise) bool { return x.id == id })
 	}
-	rs[0] = r
-	se.m[g] = rs
+}
+
+// others returns the group's events that are not id's own, newest first.
+func (se *siblingEvents) others(g uint64, id string) []rise {
+	se.mu.Lock()
+	defer se.mu.Unlock()
+	var out []rise
+	for _, r := range se.m[g] {
+		if r.id != id {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // recent returns the latest event of the group that is not id's own, if
 // it happened less than window before at (and not after it).
 func (se *siblingEvents) recent(g uint64, at int64, id string, window int64) (rise, bool) {
-	se.mu.Lock()
-	defer se.mu.Unlock()
-	for _, r := range se.m[g] {
-		if r.id == id || r.id == "" {
-			continue
-		}
-		if at-r.at >= window || at < r.at {
-			return rise{}, false
-		}
-		return r, true
+	rs := se.others(g, id)
+	if len(rs) == 0 || at-rs[0].at >= window || at < rs[0].at {
+		return rise{}, false
 	}
-	return rise{}, false
+	return rs[0], true
 }

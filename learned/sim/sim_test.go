@@ -136,11 +136,12 @@ func TestAdaptCells(t *testing.T) {
 // cooldown ended at the fall, and 0.33 since a credential skips past a
 // sibling's climb (two quotas, lost within half an hour of that fall;
 // over 96 seeds of 12 h the change left 24 fewer cells failing either
-// target), 0.08 since a moved reset is narrowed once two episodes agree.
-// At 0.2 req/s a cell moves by half a point or more with any change to
-// the learner: rounding adapt's rests up to 100 ms moves the random
-// schedules' cells there by 0.27 points (standard deviation over 96).
-var untunedLosses = map[string]float64{"random 3/0.2": -0.18}
+// target), 0.08 since a moved reset is narrowed once two episodes agree,
+// none (+0.06) since a sibling's pending check is split. At 0.2 req/s a
+// cell moves by half a point or more with any change to the learner:
+// rounding adapt's rests up to 100 ms moves the random schedules' cells
+// there by 0.27 points (standard deviation over 96).
+var untunedLosses = map[string]float64{}
 
 // TestAdaptOnUntunedSchedules: random schedules the learner was not tuned
 // on (a reset of 20-900 s that changes every 10-120 min). Learned adapt
