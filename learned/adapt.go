@@ -98,7 +98,7 @@ import "math"
 //   - A sibling's pending check: a credential whose resets moved lately
 //     and whose episode began within riseWindow of a sibling's does not
 //     retry at or past the sibling's pending check of a fall (a retry
-//     below its evidence's lower bound, due first), and retries in the
+//     at or below its evidence's lower bound, due first), and retries in the
 //     middle third between that check and its own plan's next retry
 //     instead (Learner.checks, noteCheck, splitCheck; memory only): if
 //     the reset fell that far, the sibling's recovery releases it there.

@@ -788,7 +788,7 @@ func (l *Learner) tookFall(g uint64, id string) {
 // refused (at at, e ms after the first throttle of its episode, which
 // began at anchor), a climb (a recovery at at that proved the reset of
 // that episode longer than e), or a check of a fall it decided at at (a
-// retry e ms after anchor, below its evidence's lower bound).
+// retry e ms after anchor, at or below its evidence's lower bound).
 type rise struct {
 	id            string
 	anchor, at, e int64
