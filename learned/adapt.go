@@ -81,9 +81,9 @@ import "math"
 //     within riseWindow of a sibling's does not retry at or below the
 //     wait the sibling just had refused, if that is at or beyond its own
 //     held wait, and plans past it instead (Learner.rises, skipRise;
-//     memory only: per scope the latest refusal and the latest of
-//     another credential, so that a credential's own refusal does not
-//     hide its sibling's). When the reset rises, each credential grew
+//     memory only: per scope the latest refusal of each of up to
+//     siblingKeep credentials, so that a credential's own refusal does
+//     not hide its sibling's). When the reset rises, each credential grew
 //     through the same refusals in turn.
 //   - A sibling's climb: when a credential recovers from an episode
 //     whose refusals reached its held wait (the reset climbed past its
