@@ -28,8 +28,10 @@ import "math"
 // retries that minimise the expected idle time plus lambda per refusal.
 // Lambda is the least whose plan expects at most adaptShare of the
 // refusals fixed 60 s would spend on the same evidence, and no more than
-// the refusal credit the state holds: each episode earns adaptShare of
-// fixed's refusals at the held wait, and each refusal spends one (none
+// the refusal credit the state holds: each recovered episode earns
+// adaptShare of fixed's refusals at its evidence's bound (at no more than
+// the wait that ran out, unless refusals proved the reset longer: earn),
+// and each refusal spends one (none
 // before any evidence, when the existing cooldown's rhythm is fixed's
 // own), running into debt that later episodes repay. So a held wait is
 // matched exactly while it holds, a natural retry goes earlier once
@@ -232,13 +234,14 @@ func (s *state) adaptObserve(before *state, o observation, eff effect) {
 		// recovery is taken as proven: the wait itself when it is round
 		// (a held whole minute), else a rounder reset the wait fell just
 		// short of (a wait of 596.5 s planned inside a 600 s spell).
-		e := o.at - before.anchor
-		if w := before.until - before.anchor; w > s.elo && w < e && e-w <= max(resolvedMS, w/16) {
+		e, w := o.at-before.anchor, before.until-before.anchor
+		if w > s.elo && w < e && e-w <= max(resolvedMS, w/16) {
 			e = roundest(w, e)
 		}
 		if e > s.elo && e <= maxBoundMS {
 			s.noteMiss(s.elo, e)
 			s.push(span{s.elo, e})
+			s.earn(o.existing, w)
 		}
 		if before.aflags&flagTrial != 0 {
 			s.streak = 0 // a trial below the held wait succeeded
@@ -342,7 +345,6 @@ func (s *state) adaptTarget(o observation) (target int64, trial, ok bool) {
 		s.steps, s.budgetAt = 0, o.at
 	}
 	s.aflags, s.lam = 0, 0
-	s.earn(o.existing)
 	t, h := s.planFirst(o.existing)
 	if t >= h && h > o.existing && s.credit >= 16 && s.settled() {
 		// A plan that holds settled evidence longer than the existing
@@ -432,10 +434,21 @@ func (s *state) bisect(h int64) int64 {
 	return roundest(x, y)
 }
 
-// earn credits the episode adaptShare of the refusals fixed would spend
-// at the newest evidence's bound, repaying debt first.
-func (s *state) earn(existing int64) {
-	_, b, _ := s.run(0)
+// earn credits the episode that just recovered adaptShare of the refusals
+// fixed would spend at the newest evidence's bound, repaying debt first,
+// but at no more than w, the wait that ran out before the recovery,
+// unless the evidence proves R longer. A late recovery (no request came
+// for the credential until long after its wait ran out) proves only R <=
+// its own time, which says more of how seldom the pool needed the
+// credential than of its reset: a third credential at 0.2 requests/s,
+// whose resets were 45 s, earned as if they were 300 s and spent the
+// credit in a spell of long resets. (After a prompt recovery the bound is
+// the wait, or the roundest time just past it.)
+func (s *state) earn(existing, w int64) {
+	a, b, _ := s.run(0)
+	if w > a {
+		b = min(b, w)
+	}
 	earn := int(16 * adaptShare * fixedWaste(b, existing))
 	pay := min(earn, int(s.debt))
 	s.debt -= uint8(pay)

@@ -731,14 +731,62 @@ func TestAdaptRefusalsRunIntoDebt(t *testing.T) {
 		t.Fatalf("debt %d after 32 refusals, want it bounded at 255", st.debt)
 	}
 	st.debt = 12
-	st.earn(60_000) // 0.4 * 9 refusals at 600 s = 57 sixteenths
+	st.earn(60_000, 0) // 0.4 * 9 refusals at 600 s = 57 sixteenths
 	if st.debt != 0 || st.credit != 45 {
 		t.Errorf("earning 57 with a debt of 12: credit %d, debt %d; want 45, 0", st.credit, st.debt)
 	}
 	st.credit = adaptCreditCap - 1
-	st.earn(60_000)
+	st.earn(60_000, 0)
 	if st.credit != adaptCreditCap {
 		t.Errorf("credit %d, want it bounded at %d", st.credit, adaptCreditCap)
+	}
+}
+
+// TestAdaptLateRecoveryEarnsAtTheWait: a recovered episode earns
+// adaptShare of fixed's refusals at the newest evidence's bound, but after
+// a late recovery (no request came until long after the wait ran out, as
+// for a credential the pool seldom needs) at no more than the wait that
+// ran out: the recovery's own time says how seldom the credential was
+// tried, not how long its reset was. Earned at 400 s, a credential whose
+// resets were far shorter banked refusals that a spell of long resets then
+// spent, over half of fixed's in bursty at 0.2 requests/s.
+func TestAdaptLateRecoveryEarnsAtTheWait(t *testing.T) {
+	const t0 = int64(1_767_225_600_000)
+	cases := []struct {
+		name    string
+		older   []span // evidence before the episode, oldest first
+		elo     int64  // the episode's longest refused wait
+		wait    int64  // the wait that ran out, after the first throttle
+		recover int64  // the recovery, after the first throttle
+		credit  uint8
+	}{
+		// 0.4 * 2 refusals at 180 s = 12.8 sixteenths.
+		{"prompt", nil, 0, 180_000, 180_500, 12},
+		// At 400 s it would be 0.4 * 6 = 38.
+		{"late", nil, 0, 180_000, 400_000, 12},
+		// Older evidence proves R > 200 s: the wait that ran out is no
+		// bound on it, the evidence's is (0.4 * 4 refusals at 250 s).
+		{"late, the wait below the evidence", []span{{200_000, 300_000}}, 0, 180_000, 250_000, 25},
+		// A second's rest after a refusal at 300 s ran out: a recovery
+		// 1.5 s later is prompt (0.4 * 5 refusals at 301 s = 32).
+		{"prompt after a refusal", nil, 300_000, 301_000, 302_500, 32},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newState()
+			for _, sp := range tc.older {
+				st.push(sp)
+			}
+			st.anchor, st.until, st.elo = t0, t0+tc.wait, tc.elo
+			before := st
+			st.adaptObserve(&before, observation{at: t0 + tc.recover, hint: -1, existing: 60_000}, effEvidence)
+			if st.anchor != 0 && st.rn == before.rn {
+				t.Fatalf("the recovery was not taken as evidence: %+v", st)
+			}
+			if st.credit != tc.credit || st.debt != 0 {
+				t.Errorf("wait %d ms, recovery at %d ms: credit %d, debt %d; want %d, 0", tc.wait, tc.recover, st.credit, st.debt, tc.credit)
+			}
+		})
 	}
 }
 
@@ -1830,6 +1878,11 @@ func TestAdaptSkipsPastASiblingsClimb(t *testing.T) {
 			g := maphash.String(h.l.seed, "api\x00decide-mini\x00")
 			h.l.climbs.note(g, rise{id: a.Identity, anchor: ms(at - 700*sec), at: ms(at - time.Minute), e: 580_000}, climbWindow)
 		}
+		// Credit for a couple of refusals, as a spell recovered
+		// promptly would have left (a late recovery earns only at the
+		// wait that ran out: earn), so that the first retry checks a
+		// fall below the climb.
+		h.edit(func(s *state) { s.credit, s.debt = 36, 0 })
 		_, eps := h.drive(at, 1, steadyReset(600*sec))
 		return eps[0]
 	}

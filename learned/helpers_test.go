@@ -119,6 +119,24 @@ func (h *harness) state() (state, bool) {
 	return storedState(h.t, h.store, h.ev.Identity, h.clk.Now())
 }
 
+// edit rewrites the stored state of the harness identity with f.
+func (h *harness) edit(f func(*state)) {
+	h.t.Helper()
+	rec, ok, err := h.store.Get(context.Background(), h.ev.Identity, h.clk.Now())
+	if err != nil || !ok {
+		h.t.Fatalf("Get = %v, %v", ok, err)
+	}
+	st, err := decodeState(rec.State)
+	if err != nil {
+		h.t.Fatalf("decodeState = %v", err)
+	}
+	f(&st)
+	rec.State = st.encode()
+	if _, err := h.store.Put(context.Background(), rec, rec.Revision, h.clk.Now()); err != nil {
+		h.t.Fatalf("Put = %v", err)
+	}
+}
+
 func (h *harness) mustState() state {
 	h.t.Helper()
 	st, ok := h.state()
