@@ -442,8 +442,8 @@ func (s *state) bisect(h int64) int64 {
 // its own time, which says more of how seldom the pool needed the
 // credential than of its reset: a third credential at 0.2 requests/s,
 // whose resets were 45 s, earned as if they were 300 s and spent the
-// credit in a spell of long resets. (After a prompt recovery the bound is
-// the wait, or the roundest time just past it.)
+// credit in a spell of long resets. (A prompt recovery's bound is the
+// wait, or the roundest time just past it: the same refusals of fixed.)
 func (s *state) earn(existing, w int64) {
 	a, b, _ := s.run(0)
 	if w > a {
