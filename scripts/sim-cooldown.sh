@@ -18,6 +18,9 @@
 #                                                   cooldowns up to 100 ms moves each row: chance
 #   scripts/sim-cooldown.sh --seeds 16 --random 2 --oracle   also a cooldown told each reset:
 #                                                   the best any cooldown could do, its own mean table
+#   scripts/sim-cooldown.sh --seeds 16 --scenarios noisy --retries 145,175,195,200   also a policy
+#                                                   told when to retry (seconds after the first throttle):
+#                                                   what knowing noisy's distribution is worth, its own mean table
 #   scripts/sim-cooldown.sh --scenarios none --random 2 --seeds 16 --runs   also idle and refusals
 #                                                   per episode by how long the reset had held
 #   scripts/sim-cooldown.sh --failover=false        one call per request (issue 19's first measurements);

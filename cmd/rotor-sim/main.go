@@ -39,6 +39,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	only := fs.String("scenarios", "", `run only these built-in scenarios, comma-separated names such as "bursty,noisy" ("none": only the -random schedules); default every one`)
 	chance := fs.Duration("chance", 0, "also run learned adapt with every cooldown rounded up to a multiple of this (100ms: a change that means nothing to it) and print, before the table, how far that moves each row's served share: how much of a margin is chance")
 	oracle := fs.Bool("oracle", false, "also run an oracle, a cooldown told the exact time left to each hidden reset (no idle, no refusal after the first), and print, before the table, its own mean table against fixed 60 s: the best any cooldown could do")
+	retries := fs.String("retries", "", `also run a policy told when to retry, "145,175,195,200": each episode's retries that many seconds after its first throttle, then fixed 60 s's; and print, before the table, its own mean table against fixed 60 s: told a reset's distribution (noisy: 100-200 s), what knowing that is worth`)
 	runs := fs.Bool("runs", false, "also print, before the table, fixed 60 s's and adapt's idle time and wasted refusals per episode by run: how many episodes in a row before each had met the same reset (0: the first after it changed), over every cell: what adapt pays while it learns a reset and once it has")
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "cells run in parallel")
 	if err := fs.Parse(args); err != nil {
@@ -89,9 +90,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		scs = []sim.Scenario{sc}
 	}
+	var told []time.Duration
+	if *retries != "" {
+		var err error
+		if told, err = sim.ParseRetries(*retries); err != nil {
+			fmt.Fprintf(stderr, "rotor-sim: -retries: %v\n", err)
+			return 2
+		}
+	}
 	pols := sim.Policies()
 	adapt := len(pols) - 1 // the table judges learned adapt, the last of sim.Policies
-	rounded, oracleIdx := -1, -1
+	rounded, oracleIdx, retriesIdx := -1, -1, -1
 	if *chance > 0 {
 		rounded = len(pols)
 		pols = append(pols, sim.Rounded(sim.LearnedAdapt, *chance))
@@ -99,6 +108,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *oracle {
 		oracleIdx = len(pols)
 		pols = append(pols, sim.Oracle)
+	}
+	if told != nil {
+		retriesIdx = len(pols)
+		pols = append(pols, sim.Retries(told))
 	}
 	var cells []sim.Cell
 	var shown []sim.Scenario // the first seed's scenarios, described in the header
@@ -148,8 +161,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	if oracleIdx >= 0 {
-		if err := sim.WriteMeansTable(stdout, cells, pols, 0, 1, oracleIdx); err != nil {
+	// The policies shown beside the table, each with its own mean table.
+	for _, i := range []int{oracleIdx, retriesIdx} {
+		if i < 0 {
+			continue
+		}
+		if err := sim.WriteMeansTable(stdout, cells, pols, 0, 1, i); err != nil {
 			fmt.Fprintln(stderr, "rotor-sim:", err)
 			return 1
 		}

@@ -67,6 +67,9 @@ func TestRunFlags(t *testing.T) {
 		{[]string{"-chance", "-1s"}, 2},
 		{[]string{"-chance", "2m"}, 2},
 		{[]string{"-chance", "soon"}, 2},
+		{[]string{"-retries", "200,100"}, 2},
+		{[]string{"-retries", "0"}, 2},
+		{[]string{"-retries", "soon"}, 2},
 	} {
 		var out, errOut bytes.Buffer
 		if got := run(c.args, &out, &errOut); got != c.code {
@@ -165,6 +168,18 @@ func TestRunOracle(t *testing.T) {
 	}
 	// The verdicts and the last line are the run's without -oracle.
 	printsBefore(t, plain, s, heading, "learned adapt against fixed 60 s")
+}
+
+// -retries runs a policy told when to retry and prints its own mean
+// table against fixed 60 s before the table; the table and the last line
+// still judge learned adapt.
+func TestRunRetries(t *testing.T) {
+	plain, s := runWithAndWithout(t, []string{"-span", "1h", "-rates", "1", "-seeds", "2", "-scenarios", "noisy,steady 150"}, "-retries", "145,175,195,200")
+	heading := "retries at 145, 175, 195, 200 s against fixed 60 s and ladder 60 s x 2^n, per scenario and rate"
+	printsBefore(t, plain, s, heading, "learned adapt against fixed 60 s")
+	if !strings.Contains(s[:strings.Index(s, "learned adapt against")], "| noisy | 1 req/s | 2 | ") {
+		t.Errorf("no noisy row in the retries' table:\n%s", s)
+	}
 }
 
 // -scenarios runs only the built-in scenarios it names, in the table's

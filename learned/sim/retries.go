@@ -1,0 +1,93 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/pool"
+)
+
+// ErrRetries is ParseRetries's error.
+var ErrRetries = errors.New("invalid retries")
+
+// ParseRetries reads "145,175,195,200": retries that many seconds after
+// an episode's first throttle. They must increase and lie in (0, 3600].
+func ParseRetries(s string) ([]time.Duration, error) {
+	var at []time.Duration
+	for _, part := range strings.Split(s, ",") {
+		x, err := strconv.ParseFloat(strings.TrimSpace(part), 64)
+		if err != nil || math.IsNaN(x) || x <= 0 || x > maxSeconds {
+			return nil, fmt.Errorf("%w: %q is not seconds in (0, %d]", ErrRetries, part, maxSeconds)
+		}
+		d := time.Duration(x * float64(time.Second))
+		if len(at) > 0 && d <= at[len(at)-1] {
+			return nil, fmt.Errorf("%w: the seconds must increase", ErrRetries)
+		}
+		at = append(at, d)
+	}
+	return at, nil
+}
+
+// Retries is a policy that retries on a schedule it is told: each
+// episode's retries at these times after its first throttle, then the
+// existing cooldown's. Told a reset's distribution (noisy: uniform in
+// 100-200 s), it shows what knowing that is worth, as the oracle shows
+// what knowing each reset is: the yardstick of a learner that learns the
+// distribution. It is shown beside the table's policies, never one of
+// them.
+func Retries(at []time.Duration) Policy {
+	secs := make([]string, len(at))
+	for i, d := range at {
+		secs[i] = strconv.FormatFloat(d.Seconds(), 'f', -1, 64)
+	}
+	at = append([]time.Duration(nil), at...)
+	return Policy{
+		Name: "retries at " + strings.Join(secs, ", ") + " s",
+		Learner: func(clock.Clock) pool.Learner {
+			return &retries{at: at, anchor: map[string]time.Time{}}
+		},
+	}
+}
+
+// retries is Retries's learner: the first throttle of each identity's
+// episode anchors it, a success ends it.
+type retries struct {
+	at     []time.Duration
+	mu     sync.Mutex
+	anchor map[string]time.Time
+}
+
+func (r *retries) Observe(ev pool.LearnEvent) {
+	if ev.Outcome == pool.OutcomeSuccess {
+		r.mu.Lock()
+		delete(r.anchor, ev.Identity)
+		r.mu.Unlock()
+	}
+}
+
+func (r *retries) Suggest(ev pool.LearnEvent) (time.Duration, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a, ok := r.anchor[ev.Identity]
+	if !ok {
+		a = ev.At
+		r.anchor[ev.Identity] = a
+	}
+	e := ev.At.Sub(a)
+	for _, t := range r.at {
+		if t > e {
+			d := t - e
+			if ev.HasRetryAfter {
+				d = max(d, time.Duration(ev.RetryAfter*float64(time.Second)))
+			}
+			return d, true
+		}
+	}
+	return 0, false // past the last retry: the existing cooldown
+}
