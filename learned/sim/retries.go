@@ -6,7 +6,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/rotorhq/rotor/internal/clock"
@@ -50,36 +49,28 @@ func Retries(at []time.Duration) Policy {
 	return Policy{
 		Name: "retries at " + strings.Join(secs, ", ") + " s",
 		Learner: func(clock.Clock) pool.Learner {
-			return &retries{at: at, anchor: map[string]time.Time{}}
+			return &retries{at: at}
 		},
 	}
 }
 
 // retries is Retries's learner: the first throttle of each identity's
-// episode anchors it, a success ends it.
+// episode anchors it (the value kept), a success ends it.
 type retries struct {
-	at     []time.Duration
-	mu     sync.Mutex
-	anchor map[string]time.Time
-}
-
-func (r *retries) Observe(ev pool.LearnEvent) {
-	if ev.Outcome == pool.OutcomeSuccess {
-		r.mu.Lock()
-		delete(r.anchor, ev.Identity)
-		r.mu.Unlock()
-	}
+	episodes[time.Time]
+	at []time.Duration
 }
 
 func (r *retries) Suggest(ev pool.LearnEvent) (time.Duration, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	a, ok := r.anchor[ev.Identity]
-	if !ok {
-		a = ev.At
-		r.anchor[ev.Identity] = a
-	}
-	e := ev.At.Sub(a)
+	var anchor time.Time
+	r.update(ev.Identity, func(v time.Time, open bool) time.Time {
+		if !open {
+			v = ev.At
+		}
+		anchor = v
+		return v
+	})
+	e := ev.At.Sub(anchor)
 	for _, t := range r.at {
 		if t > e {
 			d := t - e

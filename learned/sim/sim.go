@@ -160,7 +160,7 @@ var Oracle = Policy{Name: "oracle (the reset known)", Oracle: true}
 // The policies of the table, in its order.
 var (
 	Fixed  = Policy{Name: "fixed 60 s"}
-	Ladder = Policy{Name: "ladder 60 s x 2^n", Learner: func(clock.Clock) pool.Learner { return newLadder() }}
+	Ladder = Policy{Name: "ladder 60 s x 2^n", Learner: func(clock.Clock) pool.Learner { return &ladder{} }}
 	// LearnedSpec is the learner with rotor's departures off: the spec's
 	// rules to the letter.
 	LearnedSpec = learnedPolicy("learned (spec)", learned.Config{SpecLiteral: true})
@@ -185,29 +185,41 @@ func learnedPolicy(name string, cfg learned.Config) Policy {
 	}}
 }
 
-// ladder doubles the cooldown on each consecutive throttle of a
-// credential (60 s, 120 s, 240 s, ..., capped) and starts again after a
-// success: the escalation common in other proxies.
-type ladder struct {
-	mu    sync.Mutex
-	level map[string]int
+// episodes keeps a value for each identity's open throttle episode; a
+// success ends the episode (Observe). The simple policies below share it.
+type episodes[T any] struct {
+	mu   sync.Mutex
+	open map[string]T
 }
 
-func newLadder() *ladder { return &ladder{level: map[string]int{}} }
-
-func (l *ladder) Observe(ev pool.LearnEvent) {
+func (e *episodes[T]) Observe(ev pool.LearnEvent) {
 	if ev.Outcome == pool.OutcomeSuccess {
-		l.mu.Lock()
-		delete(l.level, ev.Identity)
-		l.mu.Unlock()
+		e.mu.Lock()
+		delete(e.open, ev.Identity)
+		e.mu.Unlock()
 	}
 }
 
+// update stores f's result as id's value; f gets the value held and
+// whether the episode is open (false: its first throttle).
+func (e *episodes[T]) update(id string, f func(v T, open bool) T) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.open == nil {
+		e.open = map[string]T{}
+	}
+	v, ok := e.open[id]
+	e.open[id] = f(v, ok)
+}
+
+// ladder doubles the cooldown on each consecutive throttle of a
+// credential (60 s, 120 s, 240 s, ..., capped) and starts again after a
+// success: the escalation common in other proxies.
+type ladder struct{ episodes[int] }
+
 func (l *ladder) Suggest(ev pool.LearnEvent) (time.Duration, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := l.level[ev.Identity]
-	l.level[ev.Identity] = min(n+1, 16)
+	var n int
+	l.update(ev.Identity, func(v int, _ bool) int { n = v; return min(v+1, 16) })
 	return min(fallback<<n, maxSeconds*time.Second), true
 }
 
