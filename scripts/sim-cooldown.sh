@@ -22,7 +22,7 @@
 #                                                   told when to retry (seconds after the first throttle):
 #                                                   what knowing noisy's distribution is worth, its own mean table
 #   scripts/sim-cooldown.sh --scenarios none --random 2 --seeds 16 --runs   also idle and refusals
-#                                                   per episode by how long the reset had held
+#                                                   per episode by how long the reset had held, then by how it changed
 #   scripts/sim-cooldown.sh --failover=false        one call per request (issue 19's first measurements);
 #                                                   by default a refused request fails over as the route does
 #

@@ -226,4 +226,9 @@ func TestRunRuns(t *testing.T) {
 		!strings.Contains(s, "\n| 0 | ") || !strings.Contains(s, "\n| 5 or more | ") {
 		t.Errorf("the runs table lacks its columns or rows:\n%s", s)
 	}
+	// The step at 30 min (a 1 h span) is a fall below half for each
+	// credential that exhausts after it.
+	if !strings.Contains(s, "| change | fixed 60 s: episodes |") || !regexp.MustCompile(`\n\| fell below half \| [1-3] \| `).MatchString(s) {
+		t.Errorf("the changes table lacks its columns or the step's fall:\n%s", s)
+	}
 }

@@ -17,6 +17,7 @@ type Provider struct {
 	resetAt time.Time     // zero while serving
 	last    time.Duration // the reset of the latest episode
 	run     int           // episodes in a row before it at that reset
+	change  int           // how the reset changed (Changes), -1: it did not, or the first episode
 	started bool          // an episode began
 	wasted  int           // the open episode's refusals after the first
 
@@ -31,6 +32,41 @@ type Provider struct {
 	// ByRun splits Idle and Wasted by the episode's run (Runs), those of
 	// ended episodes only.
 	ByRun [Runs]Episodes
+	// ByChange splits the ended episodes of run 0 that met a reset other
+	// than the episode before (not a credential's first) by how it
+	// changed (Changes).
+	ByChange [Changes]Episodes
+}
+
+// The ways a reset changes, ByChange's buckets.
+const (
+	// FellBelowHalf: to less than half the reset before.
+	FellBelowHalf = iota
+	// Fell: to half of it or more.
+	Fell
+	// Rose: to less than one and a half times it.
+	Rose
+	// RoseByHalf: to one and a half times it or more.
+	RoseByHalf
+	// Changes is how many buckets ByChange has.
+	Changes
+)
+
+// ChangeNames names the Changes, in order.
+var ChangeNames = [Changes]string{"fell below half", "fell, to half or more", "rose by less than half", "rose by half or more"}
+
+// changeOf classifies a reset r after last.
+func changeOf(last, r time.Duration) int {
+	switch {
+	case 2*r < last:
+		return FellBelowHalf
+	case r < last:
+		return Fell
+	case 2*r < 3*last:
+		return Rose
+	default:
+		return RoseByHalf
+	}
 }
 
 // Runs is how many buckets ByRun has: an episode's run is how many
@@ -75,9 +111,13 @@ func (p *Provider) Call(now time.Time) bool {
 		return true
 	}
 	r := p.reset(now)
-	if p.started && r == p.last {
+	p.change = -1
+	switch {
+	case p.started && r == p.last:
 		p.run++
-	} else {
+	case p.started:
+		p.run, p.change = 0, changeOf(p.last, r)
+	default:
 		p.run = 0
 	}
 	p.last, p.started = r, true
@@ -103,13 +143,15 @@ func (p *Provider) Finish(end time.Time) {
 // settle ends an episode: the credential was idle from the real reset to
 // its release, and its quota is full again.
 func (p *Provider) settle() {
-	b := &p.ByRun[min(p.run, Runs-1)]
-	b.Ended++
-	b.Wasted += p.wasted
+	e := Episodes{Ended: 1, Wasted: p.wasted}
 	p.wasted = 0
 	if p.Release.After(p.resetAt) {
-		p.Idle += p.Release.Sub(p.resetAt)
-		b.Idle += p.Release.Sub(p.resetAt)
+		e.Idle = p.Release.Sub(p.resetAt)
+		p.Idle += e.Idle
+	}
+	p.ByRun[min(p.run, Runs-1)].Add(e)
+	if p.change >= 0 {
+		p.ByChange[p.change].Add(e)
 	}
 	p.resetAt = time.Time{}
 	p.tokens = p.quota

@@ -100,6 +100,12 @@ func TestProviderSplitsByRun(t *testing.T) {
 	if ended != len(resets) || wasted != p.Wasted || idle != p.Idle {
 		t.Errorf("ByRun sums to %d ended, %d wasted, %v idle; want %d, %d, %v", ended, wasted, idle, len(resets), p.Wasted, p.Idle)
 	}
+	// The two changes: 60 s to 30 s (episode 3, idle 3 s), a fall to
+	// half; 30 s to 60 s (episode 5, idle 5 s), a rise by half or more.
+	wantChange := [Changes]Episodes{Fell: {1, 1, 3 * time.Second}, RoseByHalf: {1, 1, 5 * time.Second}}
+	if p.ByChange != wantChange {
+		t.Errorf("ByChange %+v, want %+v", p.ByChange, wantChange)
+	}
 	// An episode still open at the end is left out: its idle is unknown.
 	before := p.ByRun
 	p.Call(now.Add(time.Second)) // the quota was spent at now: the first refusal
@@ -107,5 +113,19 @@ func TestProviderSplitsByRun(t *testing.T) {
 	p.Finish(now.Add(3 * time.Second))
 	if p.ByRun != before || p.Wasted != wasted+1 {
 		t.Errorf("an open episode changed ByRun to %+v (Wasted %d); want it unchanged, Wasted %d", p.ByRun, p.Wasted, wasted+1)
+	}
+}
+
+func TestChangeOf(t *testing.T) {
+	for _, c := range []struct {
+		last, r time.Duration
+		want    int
+	}{
+		{100, 49, FellBelowHalf}, {100, 50, Fell}, {100, 99, Fell},
+		{100, 101, Rose}, {100, 149, Rose}, {100, 150, RoseByHalf}, {100, 900, RoseByHalf},
+	} {
+		if got := changeOf(c.last*time.Second, c.r*time.Second); got != c.want {
+			t.Errorf("%v s after %v s: %s, want %s", c.r, c.last, ChangeNames[got], ChangeNames[c.want])
+		}
 	}
 }

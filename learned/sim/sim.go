@@ -238,6 +238,9 @@ type Result struct {
 	// before each had met the same reset at its credential
 	// (quotasim.Provider.ByRun).
 	ByRun [quotasim.Runs]quotasim.Episodes
+	// ByChange splits the episodes of run 0 after a change of the reset
+	// by how it changed (quotasim.Provider.ByChange).
+	ByChange [quotasim.Changes]quotasim.Episodes
 }
 
 // ServedPct is the share of requests the provider answered, in percent.
@@ -354,6 +357,9 @@ func Run(sc Scenario, rate float64, pol Policy, opt Options) Result {
 		res.Idle += pr.Idle
 		for b, e := range pr.ByRun {
 			res.ByRun[b].Add(e)
+		}
+		for b, e := range pr.ByChange {
+			res.ByChange[b].Add(e)
 		}
 	}
 	return res
@@ -623,35 +629,46 @@ func WriteChance(w io.Writer, cells []Cell, pols []Policy, baseIdx, otherIdx int
 // by run over every cell: a credential's episodes grouped by how many
 // episodes in a row before each had met the same reset (0: its first, or
 // the first after the reset changed), with their idle time and wasted
-// refusals per ended episode. It shows what a policy pays while it
-// learns a reset and once it has.
+// refusals per ended episode; then the episodes of run 0 after a change
+// by how the reset changed. It shows what a policy pays while it learns
+// a reset and once it has, and which changes cost it most.
 func WriteRuns(w io.Writer, cells []Cell, pols []Policy, idxs ...int) error {
 	var b strings.Builder
 	b.WriteString("Episodes by run (how many episodes in a row before each met the same reset at its credential; 0: its first, or the first after the reset changed), over every cell:\n\n")
-	b.WriteString("| run |")
+	writeEpisodes(&b, "run", quotasim.Runs, func(run int) string {
+		if run == quotasim.Runs-1 {
+			return strconv.Itoa(run) + " or more"
+		}
+		return strconv.Itoa(run)
+	}, func(r Result, run int) quotasim.Episodes { return r.ByRun[run] }, cells, pols, idxs)
+	b.WriteString("Episodes of run 0 after the reset changed (not a credential's first), by the change from the reset before:\n\n")
+	writeEpisodes(&b, "change", quotasim.Changes, func(c int) string { return quotasim.ChangeNames[c] },
+		func(r Result, c int) quotasim.Episodes { return r.ByChange[c] }, cells, pols, idxs)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeEpisodes writes a table of n rows, named by name, of the episodes
+// row picks from each cell's result of the policies at idxs.
+func writeEpisodes(b *strings.Builder, head string, n int, name func(int) string, row func(Result, int) quotasim.Episodes, cells []Cell, pols []Policy, idxs []int) {
+	fmt.Fprintf(b, "| %s |", head)
 	for _, i := range idxs {
-		fmt.Fprintf(&b, " %s: episodes | idle s per episode | wasted per episode |", pols[i].Name)
+		fmt.Fprintf(b, " %s: episodes | idle s per episode | wasted per episode |", pols[i].Name)
 	}
 	b.WriteString("\n| ---: |" + strings.Repeat(" ---: | ---: | ---: |", len(idxs)) + "\n")
-	for run := range quotasim.Runs {
-		name := strconv.Itoa(run)
-		if run == quotasim.Runs-1 {
-			name += " or more"
-		}
-		fmt.Fprintf(&b, "| %s |", name)
+	for k := range n {
+		fmt.Fprintf(b, "| %s |", name(k))
 		for _, i := range idxs {
 			var e quotasim.Episodes
 			for _, c := range cells {
-				e.Add(c.Results[i].ByRun[run])
+				e.Add(row(c.Results[i], k))
 			}
-			n := float64(max(e.Ended, 1))
-			fmt.Fprintf(&b, " %d | %.1f | %.2f |", e.Ended, e.Idle.Seconds()/n, float64(e.Wasted)/n)
+			d := float64(max(e.Ended, 1))
+			fmt.Fprintf(b, " %d | %.1f | %.2f |", e.Ended, e.Idle.Seconds()/d, float64(e.Wasted)/d)
 		}
 		b.WriteString("\n")
 	}
 	b.WriteString("\n")
-	_, err := io.WriteString(w, b.String())
-	return err
 }
 
 // Rounded returns pol with every cooldown its learner answers rounded up

@@ -506,6 +506,10 @@ func TestRuns(t *testing.T) {
 	if steady.Name != "steady 150" || noisy.Name != "noisy" {
 		t.Fatalf("scenarios 2 and 6 are %q and %q", steady.Name, noisy.Name)
 	}
+	sc, err := ParseSchedule("0:300,2400:100,4800:200")
+	if err != nil {
+		t.Fatal(err)
+	}
 	cell := Cell{Scenario: steady.Name, Rate: 1}
 	for _, pol := range []Policy{Fixed, LearnedAdapt} {
 		r := Run(steady, 1, pol, opt)
@@ -516,9 +520,28 @@ func TestRuns(t *testing.T) {
 		if ended(r) < 20 {
 			t.Errorf("%s, %s: %d ended episodes, want at least 20 in 2 h", steady.Name, pol.Name, ended(r))
 		}
+		if r.ByChange != [quotasim.Changes]quotasim.Episodes{} {
+			t.Errorf("%s, %s: episodes after a change %+v, want none", steady.Name, pol.Name, r.ByChange)
+		}
 		n := Run(noisy, 1, pol, opt)
 		if n.ByRun[0].Ended != ended(n) || ended(n) < 20 {
 			t.Errorf("noisy, %s: %d of %d episodes at run 0, want all of at least 20", pol.Name, n.ByRun[0].Ended, ended(n))
+		}
+		// Every episode but each credential's first met a reset drawn
+		// anew, so each is filed under its change.
+		changed := 0
+		for _, e := range n.ByChange {
+			changed += e.Ended
+		}
+		if firsts := n.ByRun[0].Ended - changed; firsts < 1 || firsts > Credentials {
+			t.Errorf("noisy, %s: %d of %d episodes at run 0 after a change, want all but each credential's first", pol.Name, changed, n.ByRun[0].Ended)
+		}
+		// A fall from 300 s to 100 s, then a rise to 200 s.
+		stepped := Run(sc, 1, pol, opt)
+		for c, e := range stepped.ByChange {
+			if want := c == quotasim.FellBelowHalf || c == quotasim.RoseByHalf; (e.Ended > 0) != want || e.Ended > Credentials {
+				t.Errorf("%s, %s: %d episodes after a change that %s, want %v (1-%d)", sc.About, pol.Name, e.Ended, quotasim.ChangeNames[c], want, Credentials)
+			}
 		}
 	}
 	perEpisode := func(r Result) float64 {
@@ -544,5 +567,10 @@ func TestRuns(t *testing.T) {
 		float64(f.ByRun[quotasim.Runs-1].Wasted)/float64(f.ByRun[quotasim.Runs-1].Ended), e.Ended, perEpisode(a), float64(e.Wasted)/float64(e.Ended))
 	if !strings.Contains(out.String(), row+"\n") || !strings.Contains(out.String(), "| run | fixed 60 s: episodes |") {
 		t.Errorf("WriteRuns lacks the row %q:\n%s", row, out.String())
+	}
+	for _, name := range quotasim.ChangeNames {
+		if !strings.Contains(out.String(), "| "+name+" | 0 | 0.0 | 0.00 | 0 | 0.0 | 0.00 |\n") {
+			t.Errorf("WriteRuns lacks the empty row of the change %q (steady 150 s changes nothing):\n%s", name, out.String())
+		}
 	}
 }
