@@ -21,10 +21,10 @@ func ParseRetries(s string) ([]time.Duration, error) {
 	var at []time.Duration
 	for _, part := range strings.Split(s, ",") {
 		x, err := strconv.ParseFloat(strings.TrimSpace(part), 64)
-		if err != nil || math.IsNaN(x) || x <= 0 || x > maxSeconds {
+		d := time.Duration(x * float64(time.Second))
+		if err != nil || math.IsNaN(x) || d <= 0 || x > maxSeconds {
 			return nil, fmt.Errorf("%w: %q is not seconds in (0, %d]", ErrRetries, part, maxSeconds)
 		}
-		d := time.Duration(x * float64(time.Second))
 		if len(at) > 0 && d <= at[len(at)-1] {
 			return nil, fmt.Errorf("%w: the seconds must increase", ErrRetries)
 		}

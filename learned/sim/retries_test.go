@@ -24,7 +24,7 @@ func TestParseRetries(t *testing.T) {
 			t.Errorf("ParseRetries(%q) = %v, %v; want %v", c.in, got, err, c.want)
 		}
 	}
-	for _, bad := range []string{"", "0", "-5", "x", "200,100", "100,100", "3601", "NaN", "1,,2", "Inf"} {
+	for _, bad := range []string{"", "0", "-5", "x", "200,100", "100,100", "3601", "NaN", "1,,2", "Inf", "1e-300"} {
 		if _, err := ParseRetries(bad); !errors.Is(err, ErrRetries) {
 			t.Errorf("ParseRetries(%q) = %v, want ErrRetries", bad, err)
 		}
