@@ -185,12 +185,7 @@ func TestAdaptOnUntunedSchedules(t *testing.T) {
 // whose recoveries come long after its 45 s resets, and credit it earned
 // as if they were 300 s long bought refusals in the 600 s spells.
 func TestAdaptWastesLittleWhereACredentialIsSeldomNeeded(t *testing.T) {
-	var bursty Scenario
-	for _, sc := range Scenarios() {
-		if sc.Name == "bursty" {
-			bursty = sc
-		}
-	}
+	bursty := builtin(t, "bursty")
 	for _, seed := range []uint64{18, 20, 43, 44} {
 		cells := RunAll([]Scenario{bursty}, []float64{0.2}, []Policy{Fixed, Ladder, LearnedAdapt}, Options{Span: DefaultSpan, Seed: seed, Failover: true}, 2)
 		v := Judge(cells[0], 0, 1, 2)
@@ -226,7 +221,7 @@ func TestAdaptNeverIdlesAtAnExactReset(t *testing.T) {
 // calls than arrivals, one per request without failover; a learner only
 // changes when they may go.
 func TestAdaptAddsNoRequests(t *testing.T) {
-	sc := Scenarios()[6] // noisy
+	sc := builtin(t, "noisy")
 	for _, pol := range Policies() {
 		r := Run(sc, 1, pol, Options{Span: 30 * time.Minute, Seed: 3})
 		if want := Run(sc, 1, Fixed, Options{Span: 30 * time.Minute, Seed: 3}).Arrivals; r.Arrivals != want {
@@ -257,6 +252,18 @@ func TestParseSchedule(t *testing.T) {
 			t.Errorf("ParseSchedule(%q) accepted", bad)
 		}
 	}
+}
+
+// builtin returns the built-in scenario named name, or fails the test.
+func builtin(t *testing.T, name string) Scenario {
+	t.Helper()
+	for _, sc := range Scenarios() {
+		if sc.Name == name {
+			return sc
+		}
+	}
+	t.Fatalf("no built-in scenario %q", name)
+	return Scenario{}
 }
 
 // The table's last line has the exact format the issue asks for.
@@ -430,7 +437,7 @@ func TestOracle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, sc := range []Scenario{Scenarios()[2], random} {
+	for _, sc := range []Scenario{builtin(t, "steady 150"), random} {
 		opt := Options{Span: 2 * time.Hour, Seed: 1, Failover: true}
 		o, f := Run(sc, 1, Oracle, opt), Run(sc, 1, Fixed, opt)
 		if o.Idle != 0 || o.Wasted != 0 {
@@ -502,10 +509,7 @@ func TestRuns(t *testing.T) {
 		}
 		return n
 	}
-	steady, noisy := Scenarios()[2], Scenarios()[6]
-	if steady.Name != "steady 150" || noisy.Name != "noisy" {
-		t.Fatalf("scenarios 2 and 6 are %q and %q", steady.Name, noisy.Name)
-	}
+	steady, noisy := builtin(t, "steady 150"), builtin(t, "noisy")
 	sc, err := ParseSchedule("0:300,2400:100,4800:200")
 	if err != nil {
 		t.Fatal(err)

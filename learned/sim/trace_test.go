@@ -109,10 +109,7 @@ func TestTrace(t *testing.T) {
 // sibling's release, which changes this cell's figures (noisy at 1 req/s,
 // seed 1, 2 h: 2,140 served with the release, 2,191 without).
 func TestTraceMatchesTheRun(t *testing.T) {
-	sc := Scenarios()[6]
-	if sc.Name != "noisy" {
-		t.Fatalf("scenario 6 is %q", sc.Name)
-	}
+	sc := builtin(t, "noisy")
 	opt := Options{Span: 2 * time.Hour, Seed: 1, Failover: true}
 	var out strings.Builder
 	got := Run(sc, 1, traced(LearnedAdapt, true, &out), opt)
