@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/rotorhq/rotor/learned/sim"
 )
 
 var lastLine = regexp.MustCompile(`^learned_min_served_margin_pp=-?\d+\.\d+ learned_max_waste_ratio=\d+\.\d+$`)
@@ -179,6 +181,27 @@ func TestRunRetries(t *testing.T) {
 	printsBefore(t, plain, s, heading, "learned adapt against fixed 60 s")
 	if !strings.Contains(s[:strings.Index(s, "learned adapt against")], "| noisy | 1 req/s | 2 | ") {
 		t.Errorf("no noisy row in the retries' table:\n%s", s)
+	}
+}
+
+// -lost prints, before the table, each policy's requests not served and
+// those lost to idle time; the table and the last line are the run's
+// without it.
+func TestRunLost(t *testing.T) {
+	plain, s := runWithAndWithout(t, []string{"-span", "1h", "-rates", "1", "-scenarios", "steady 150"}, "-lost")
+	printsBefore(t, plain, s, "Requests not served, over every cell:", "| scenario | traffic | policy |")
+	if !strings.Contains(s, "| policy | not served | lost to idle time | idle credential-hours | requests lost per idle credential-hour |") {
+		t.Errorf("the lost table lacks its columns:\n%s", s)
+	}
+	// Fixed 60 s idles 30 s an episode at a reset of 150 s and loses
+	// requests to it; every policy has its row.
+	if !regexp.MustCompile(`\n\| fixed 60 s \| [0-9.]+% \| [0-9.]*[1-9][0-9.]*% \| [0-9.]+ \| [0-9.]+ \|\n`).MatchString(s) {
+		t.Errorf("no fixed 60 s row with requests lost to idle:\n%s", s)
+	}
+	for _, pol := range sim.Policies() {
+		if !strings.Contains(s, "\n| "+pol.Name+" | ") {
+			t.Errorf("no %s row:\n%s", pol.Name, s)
+		}
 	}
 }
 

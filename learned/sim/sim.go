@@ -234,6 +234,13 @@ type Result struct {
 	// Idle is cooldown left after a quota had really reset, summed over
 	// credentials.
 	Idle time.Duration
+	// LostToIdle counts requests not served while a credential whose
+	// quota had reset was still cooling: had its cooldown ended at the
+	// reset, it would have answered them (a first-order count: it would
+	// then have been spent sooner). The other requests not served came
+	// while no credential idled: every quota was spent, or, without
+	// failover, the one call was refused.
+	LostToIdle int
 	// ByRun splits the episodes by their run: how many episodes in a row
 	// before each had met the same reset at its credential
 	// (quotasim.Provider.ByRun).
@@ -323,7 +330,8 @@ func Run(sc Scenario, rate float64, pol Policy, opt Options) Result {
 		clk.Set(now)
 		res.Arrivals++
 		left = append(left[:0], names...)
-		for calls := 0; len(left) > 0; {
+		served := false
+		for calls := 0; len(left) > 0 && !served; {
 			c, err := p.Select(scope, left)
 			if err != nil {
 				break // every credential left is cooling: answered locally
@@ -336,6 +344,7 @@ func Run(sc Scenario, rate float64, pol Policy, opt Options) Result {
 			if pr.Call(now) {
 				p.Record(c.Name, pool.Observation{Scope: scope, Status: 200})
 				res.Served++
+				served = true
 				break
 			}
 			ob := pool.Observation{Scope: scope, Status: 429}
@@ -350,6 +359,9 @@ func Run(sc Scenario, rate float64, pol Policy, opt Options) Result {
 			}
 			left = remove(left, c.Name)
 		}
+		if !served && idling(p, scope, names, provs, now) {
+			res.LostToIdle++
+		}
 	}
 	for _, pr := range provs {
 		pr.Finish(end)
@@ -363,6 +375,19 @@ func Run(sc Scenario, rate float64, pol Policy, opt Options) Result {
 		}
 	}
 	return res
+}
+
+// idling reports whether a credential whose quota has reset at now is
+// still held by its cooldown.
+func idling(p *pool.Pool, scope pool.Scope, names []string, provs []*quotasim.Provider, now time.Time) bool {
+	for i, pr := range provs {
+		if r := pr.ResetAt(); !r.IsZero() && !r.After(now) {
+			if _, cooling := p.NextRelease(scope, names[i:i+1]); cooling {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func remove(names []string, name string) []string {
@@ -644,6 +669,35 @@ func WriteRuns(w io.Writer, cells []Cell, pols []Policy, idxs ...int) error {
 	b.WriteString("Episodes of run 0 after the reset changed (not a credential's first), by the change from the reset before:\n\n")
 	writeEpisodes(&b, "change", quotasim.Changes, func(c int) string { return quotasim.ChangeNames[c] },
 		func(r Result, c int) quotasim.Episodes { return r.ByChange[c] }, cells, pols, idxs)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteLost writes, for each policy, the requests it did not serve over
+// every cell, those lost to idle time (Result.LostToIdle), and how many
+// requests an idle credential-hour cost: idle time costs requests only
+// while no other credential can answer them, so two policies' idle
+// times alone do not rank them.
+func WriteLost(w io.Writer, cells []Cell, pols []Policy) error {
+	var b strings.Builder
+	b.WriteString("Requests not served, over every cell: those that came while a credential whose quota had reset was still cooling (lost to idle time), and what an idle credential-hour cost:\n\n")
+	b.WriteString("| policy | not served | lost to idle time | idle credential-hours | requests lost per idle credential-hour |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: |\n")
+	for i, pol := range pols {
+		var arrivals, served, lost int
+		var idle time.Duration
+		for _, c := range cells {
+			r := c.Results[i]
+			arrivals, served, lost, idle = arrivals+r.Arrivals, served+r.Served, lost+r.LostToIdle, idle+r.Idle
+		}
+		pct := func(n int) float64 { return 100 * float64(n) / float64(max(arrivals, 1)) }
+		perHour := "-"
+		if idle > 0 {
+			perHour = fmt.Sprintf("%.1f", float64(lost)/idle.Hours())
+		}
+		fmt.Fprintf(&b, "| %s | %.2f%% | %.2f%% | %.1f | %s |\n", pol.Name, pct(arrivals-served), pct(lost), idle.Hours(), perHour)
+	}
+	b.WriteString("\n")
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -452,6 +452,37 @@ func TestOracle(t *testing.T) {
 	}
 }
 
+// TestLostToIdle: a request not served counts as lost to idle time only
+// while a credential whose quota had reset was held by its cooldown.
+func TestLostToIdle(t *testing.T) {
+	steady150, steady60 := builtin(t, "steady 150"), builtin(t, "steady 60")
+	for _, failover := range []bool{true, false} {
+		opt := Options{Span: 2 * time.Hour, Seed: 1, Failover: failover}
+		// Fixed 60 s retries a reset of 150 s at 60 s and 120 s, then
+		// holds the credential until 180 s: 30 s of idle an episode, in
+		// which requests go unserved once the others are spent too.
+		f := Run(steady150, 0.2, Fixed, opt)
+		if f.Idle == 0 || f.LostToIdle == 0 || f.LostToIdle > f.Arrivals-f.Served {
+			t.Errorf("steady 150, fixed 60 s, failover %v: %d of %d requests not served lost to idle (%v idle), want some, no more than were not served",
+				failover, f.LostToIdle, f.Arrivals-f.Served, f.Idle)
+		}
+		// Without idle time, none: the oracle's cooldowns end at the
+		// reset, and so do fixed's at a reset of 60 s. Without failover a
+		// request refused by one credential is not served even if
+		// another's quota has reset and it is available: not idle time.
+		for _, c := range []struct {
+			sc  Scenario
+			pol Policy
+		}{{steady150, Oracle}, {steady60, Fixed}} {
+			r := Run(c.sc, 1, c.pol, opt)
+			if r.Idle != 0 || r.LostToIdle != 0 || r.Served == r.Arrivals {
+				t.Errorf("%s, %s, failover %v: %d of %d requests not served lost to idle (%v idle), want none of some",
+					c.sc.Name, c.pol.Name, failover, r.LostToIdle, r.Arrivals-r.Served, r.Idle)
+			}
+		}
+	}
+}
+
 // TestPoliciesMeetTheSameResets: common random numbers. Each credential
 // draws its resets from a stream of its own, so its k-th exhaustion meets
 // the same reset under every policy, whatever order the credentials
