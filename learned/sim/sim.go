@@ -331,7 +331,7 @@ func Run(sc Scenario, rate float64, pol Policy, opt Options) Result {
 		res.Arrivals++
 		left = append(left[:0], names...)
 		served := false
-		for calls := 0; len(left) > 0 && !served; {
+		for calls := 0; len(left) > 0; {
 			c, err := p.Select(scope, left)
 			if err != nil {
 				break // every credential left is cooling: answered locally
