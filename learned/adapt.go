@@ -41,7 +41,11 @@ import "math"
 //
 //   - A refusal beyond every interval's evidence plans afresh, lambda
 //     chosen so that the rest expects adaptShare of what fixed would
-//     still spend; past the broad base the wait grows (planNext).
+//     still spend; past the broad base the wait grows (planNext). Just
+//     past the evidence (below twice its highest bound), while credit
+//     holds a refusal, the next retry comes half the existing cooldown
+//     later instead (stepPast): a reset that varies overshoots the
+//     ring's few episodes by a little, not by a spell's factor.
 //   - A reset that moved is narrowed as soon as the newest two episodes
 //     agree on it, not only once the evidence that disagrees has left
 //     the ring, unless the resets are drawn anew (settled).
@@ -138,6 +142,11 @@ const (
 	// adaptMissKeep: each recovered episode keeps all but 1/adaptMissKeep
 	// of the miss share (state.miss) and a miss adds that much of 256.
 	adaptMissKeep = 8
+	// Just past all evidence, below adaptStepReach times its highest
+	// bound, a refused retry is followed 1/adaptStepShare of the existing
+	// cooldown later (stepPast).
+	adaptStepReach = 2
+	adaptStepShare = 2
 )
 
 // span is one episode's evidence: lo < R <= hi, in ms after its first
@@ -477,6 +486,9 @@ func (s *state) planNext(e, existing int64) int64 {
 		}
 	}
 	s.aflags &^= flagTrial | flagCheck
+	if t, ok := s.stepPast(e, existing); ok {
+		return t
+	}
 	if t := s.planAfter(e, existing); t > e {
 		switch {
 		case e < h && h <= existing:
@@ -508,6 +520,30 @@ func (s *state) planNext(e, existing int64) int64 {
 		grow = 2 * e
 	}
 	return roundest(e+grow-grow/8, e+grow)
+}
+
+// stepPast returns the retry after a refusal at e just past all the
+// evidence the ring holds (at or beyond its highest upper bound, below
+// adaptStepReach times it): adaptStepShare of the existing cooldown later,
+// while the credit holds a refusal. A reset a little longer than any the
+// ring remembers is most often the next draw of one that varies (noisy's
+// 100-200 s, whose ring tops out below 200 s), not a new spell: the
+// planner, pricing a rise of any size on its broad base, stepped far past
+// it. Further out, or without credit to pay for the refusals, the planner
+// grows the wait as before: a spell ten times the steady reset (bursty's
+// 600 s after 45 s) would spend twice fixed's refusals at this rhythm.
+func (s *state) stepPast(e, existing int64) (int64, bool) {
+	if s.rn == 0 || existing <= 0 || s.credit < 16 {
+		return 0, false
+	}
+	var top int64
+	for i := range int(s.rn) {
+		top = max(top, s.at(i).hi)
+	}
+	if e < top || e >= adaptStepReach*top {
+		return 0, false
+	}
+	return e + existing/adaptStepShare, true
 }
 
 // resolution is the interval width below which the newest evidence is

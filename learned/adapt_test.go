@@ -258,6 +258,59 @@ func TestAdaptGrowsAfterALongerReset(t *testing.T) {
 	}
 }
 
+// TestAdaptStepsJustPastAllEvidence: a retry refused at or beyond the
+// highest bound the ring holds, but below twice it, is followed half the
+// existing cooldown later while the credit holds a refusal (stepPast);
+// inside the evidence, further out, or without credit, the planner
+// decides.
+func TestAdaptStepsJustPastAllEvidence(t *testing.T) {
+	noisy := func(credit uint8) state {
+		st := newState()
+		for _, sp := range []span{{120_000, 150_000}, {150_000, 180_000}, {0, 120_000}, {180_000, 190_000}, {100_000, 130_000}} {
+			st.push(sp)
+		}
+		st.credit = credit
+		return st
+	}
+	for _, tc := range []struct {
+		name    string
+		e       int64
+		stepped bool
+	}{
+		{"at the highest bound", 190_000, true},
+		{"just past it", 205_000, true},
+		{"below twice it", 370_000, true},
+		{"inside the evidence", 170_000, false},
+		{"at twice it", 380_000, false},
+		{"far past it", 900_000, false},
+	} {
+		with, without := noisy(32), noisy(0)
+		got, planned := with.planNext(tc.e, 60_000), without.planNext(tc.e, 60_000)
+		switch {
+		case tc.stepped && got != tc.e+30_000:
+			t.Errorf("%s: refused at %d, next retry %d; want %d, half the existing cooldown later", tc.name, tc.e, got, tc.e+30_000)
+		case tc.stepped && planned == got:
+			t.Errorf("%s: without credit the planner also retries at %d; the case does not tell the two apart", tc.name, got)
+		case !tc.stepped && got != planned:
+			t.Errorf("%s: refused at %d, next retry %d; want the planner's %d", tc.name, tc.e, got, planned)
+		}
+	}
+}
+
+// TestAdaptNextDrawJustPastTheRing: after resets drawn anew in 110-175 s
+// (noisy's kind), one that ends just past every one the ring remembers is
+// found within half the existing cooldown, with no more refusals than
+// fixed 60 s spends.
+func TestAdaptNextDrawJustPastTheRing(t *testing.T) {
+	h := newHarness(t, ModeApply, withAdapt())
+	draws := []time.Duration{150 * sec, 110 * sec, 170 * sec, 130 * sec, 160 * sec, 120 * sec, 175 * sec, 140 * sec}
+	at, _ := h.drive(0, 3*len(draws), func(i int) time.Duration { return draws[i%len(draws)] })
+	_, eps := h.drive(at, 1, steadyReset(215*sec))
+	if ep := eps[0]; ep.idle > 30*sec || ep.refused > 3 {
+		t.Errorf("215 s after resets of 110-175 s: idle %v, %d refused; want at most 30s idle and fixed's 3 refusals", ep.idle, ep.refused)
+	}
+}
+
 // TestAdaptFindsALongResetOnTheMinute: past all evidence the retries
 // follow the broad base's pieces, which end on round waits, so a reset of
 // whole minutes far beyond a steady one (bursty's 600 s spell after 45 s)
