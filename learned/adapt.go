@@ -524,8 +524,8 @@ func (s *state) planNext(e, existing int64) int64 {
 
 // stepPast returns the retry after a refusal at e just past all the
 // evidence the ring holds (at or beyond its highest upper bound, below
-// adaptStepReach times it): adaptStepShare of the existing cooldown later,
-// while the credit holds a refusal. A reset a little longer than any the
+// adaptStepReach times it): 1/adaptStepShare of the existing cooldown
+// later, while the credit holds a refusal. A reset a little longer than any the
 // ring remembers is most often the next draw of one that varies (noisy's
 // 100-200 s, whose ring tops out below 200 s), not a new spell: the
 // planner, pricing a rise of any size on its broad base, stepped far past
@@ -536,14 +536,20 @@ func (s *state) stepPast(e, existing int64) (int64, bool) {
 	if s.rn == 0 || existing <= 0 || s.credit < 16 {
 		return 0, false
 	}
-	var top int64
-	for i := range int(s.rn) {
-		top = max(top, s.at(i).hi)
-	}
-	if e < top || e >= adaptStepReach*top {
+	if top := s.top(); e < top || e >= adaptStepReach*top {
 		return 0, false
 	}
 	return e + existing/adaptStepShare, true
+}
+
+// top returns the highest upper bound of the intervals the ring holds (0
+// while it holds none).
+func (s *state) top() int64 {
+	var t int64
+	for i := range int(s.rn) {
+		t = max(t, s.at(i).hi)
+	}
+	return t
 }
 
 // resolution is the interval width below which the newest evidence is

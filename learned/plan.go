@@ -78,11 +78,10 @@ func (s *state) belief(existing int64) ([]piece, int64, int) {
 	// interval's lower half: a first retry that recovered proves R <= its
 	// wait, not that R may be near 0 (the broad base looks there).
 	var sum float64
-	top := b
 	for i, wt := 0, 1.0; i < int(s.rn); i, wt = i+1, wt*adaptDecay {
 		sum += wt
-		top = max(top, s.at(i).hi)
 	}
+	top := s.top()
 	hl, hh := int64(math.MaxInt64), int64(0)
 	for i, wt := 0, 1.0; i < int(s.rn); i, wt = i+1, wt*adaptDecay {
 		x := s.at(i)
