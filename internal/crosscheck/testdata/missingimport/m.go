@@ -1,0 +1,3 @@
+package missingimport
+
+import _ "example.com/nowhere"
