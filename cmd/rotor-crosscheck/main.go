@@ -2,7 +2,8 @@
 // does not test on: every package of the module in the current folder and
 // every package it imports, as built for each GOOS named (default darwin
 // and windows) with cgo off, from source, without compiling any of them
-// (internal/crosscheck). .ci/run runs it before the tests.
+// (internal/crosscheck). internal/tokenfile's TestBuildsForWindowsAndMacOS
+// runs it among the tests, and so does CI.
 //
 //	go run ./cmd/rotor-crosscheck                  darwin and windows, amd64
 //	go run ./cmd/rotor-crosscheck -arch arm64 darwin
