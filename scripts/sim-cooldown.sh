@@ -25,6 +25,8 @@
 #                                                   per episode by how long the reset had held, then by how it changed
 #   scripts/sim-cooldown.sh --seeds 48 --scenarios noisy --rates 0.2 --lost   also each policy's requests
 #                                                   not served, those lost to idle time, and what an idle hour cost
+#   scripts/sim-cooldown.sh --seeds 48 --scenarios noisy --rates 0.2 --credentials   also each policy's
+#                                                   requests served, wasted 429s and idle time per credential
 #   scripts/sim-cooldown.sh --failover=false        one call per request (issue 19's first measurements);
 #                                                   by default a refused request fails over as the route does
 #

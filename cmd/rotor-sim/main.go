@@ -42,6 +42,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	retries := fs.String("retries", "", `also run a policy told when to retry, "145,175,195,200": each episode's retries that many seconds after its first throttle, then fixed 60 s's; and print, before the table, its own mean table against fixed 60 s: told a reset's distribution (noisy: 100-200 s), what knowing that is worth`)
 	runs := fs.Bool("runs", false, "also print, before the table, fixed 60 s's and adapt's idle time and wasted refusals per episode by run: how many episodes in a row before each had met the same reset (0: the first after it changed), over every cell: what adapt pays while it learns a reset and once it has; then the episodes of run 0 after a change, by how the reset changed")
 	lost := fs.Bool("lost", false, "also print, before the table, each policy's requests not served over every cell, those that came while a credential whose quota had reset was still cooling (lost to idle time), and how many requests an idle credential-hour cost: idle costs requests only while no other credential can answer, so idle time alone does not rank the policies")
+	creds := fs.Bool("credentials", false, "also print, before the table, each policy's requests served, wasted 429s and idle time per credential over every cell: the pool tries key-0 first, so its idle and key-2's do not cost alike, and a policy's totals can hide a credential it serves worse than fixed 60 s does")
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "cells run in parallel")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -164,6 +165,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if *lost {
 		if err := sim.WriteLost(stdout, cells, pols); err != nil {
+			fmt.Fprintln(stderr, "rotor-sim:", err)
+			return 1
+		}
+	}
+	if *creds {
+		if err := sim.WriteCredentials(stdout, cells, pols); err != nil {
 			fmt.Fprintln(stderr, "rotor-sim:", err)
 			return 1
 		}

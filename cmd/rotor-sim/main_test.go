@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -201,6 +202,20 @@ func TestRunLost(t *testing.T) {
 	for _, pol := range sim.Policies() {
 		if !strings.Contains(s, "\n| "+pol.Name+" | ") {
 			t.Errorf("no %s row:\n%s", pol.Name, s)
+		}
+	}
+}
+
+// -credentials prints, before the table, each policy's rows per
+// credential; the table and the last line are the run's without it.
+func TestRunCredentials(t *testing.T) {
+	plain, s := runWithAndWithout(t, []string{"-span", "1h", "-rates", "0.2", "-scenarios", "steady 150"}, "-credentials")
+	printsBefore(t, plain, s, "Per credential, over every cell", "| scenario | traffic | policy |")
+	for _, pol := range sim.Policies() {
+		for k := range sim.Credentials {
+			if !regexp.MustCompile(fmt.Sprintf(`\n\| %s \| key-%d \| [1-9][0-9]* \| [0-9]+ \| [0-9]+ \|\n`, regexp.QuoteMeta(pol.Name), k)).MatchString(s) {
+				t.Errorf("no %s row for key-%d with requests served:\n%s", pol.Name, k, s)
+			}
 		}
 	}
 }

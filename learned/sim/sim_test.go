@@ -494,6 +494,64 @@ func TestLostToIdle(t *testing.T) {
 	}
 }
 
+// TestCredentials: a run's served requests, wasted refusals and idle time
+// split by credential add up to its totals, and follow the pool's
+// configured order: at 0.2 req/s the pool tries key-0 first, so key-0
+// serves and wastes more than key-2, which answers only while both others
+// are spent or cooling. WriteCredentials prints each policy's sums, one
+// row per credential.
+func TestCredentials(t *testing.T) {
+	steady150 := builtin(t, "steady 150")
+	opt := Options{Span: 2 * time.Hour, Seed: 1, Failover: true}
+	pols := []Policy{Fixed, LearnedAdapt}
+	var cells []Cell
+	for _, rate := range []float64{0.2, 1} {
+		c := Cell{Scenario: steady150.Name, Rate: rate}
+		for _, pol := range pols {
+			r := Run(steady150, rate, pol, opt)
+			var sum Usage
+			for k, u := range r.Credentials {
+				sum.Served, sum.Wasted, sum.Idle = sum.Served+u.Served, sum.Wasted+u.Wasted, sum.Idle+u.Idle
+				if u.Served == 0 {
+					t.Errorf("%s at %g req/s: key-%d served nothing; every credential's quota is spent in two hours", pol.Name, rate, k)
+				}
+			}
+			if sum != (Usage{r.Served, r.Wasted, r.Idle}) {
+				t.Errorf("%s at %g req/s: credentials sum to %+v, the run has served %d, wasted %d, idle %v",
+					pol.Name, rate, sum, r.Served, r.Wasted, r.Idle)
+			}
+			if first, last := r.Credentials[0], r.Credentials[Credentials-1]; rate == 0.2 &&
+				(first.Served <= last.Served || first.Wasted <= last.Wasted) {
+				t.Errorf("%s at 0.2 req/s: key-0 %+v, key-%d %+v; want key-0, tried first, to serve and waste more",
+					pol.Name, first, Credentials-1, last)
+			}
+			c.Results = append(c.Results, r)
+		}
+		cells = append(cells, c)
+	}
+	var b strings.Builder
+	if err := WriteCredentials(&b, cells, pols); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if !strings.Contains(out, "| policy | credential | served | wasted 429s | idle credential-s |\n") {
+		t.Errorf("no header:\n%s", out)
+	}
+	for i, pol := range pols {
+		for k := range Credentials {
+			var want Usage
+			for _, c := range cells {
+				u := c.Results[i].Credentials[k]
+				want.Served, want.Wasted, want.Idle = want.Served+u.Served, want.Wasted+u.Wasted, want.Idle+u.Idle
+			}
+			row := fmt.Sprintf("\n| %s | key-%d | %d | %d | %.0f |\n", pol.Name, k, want.Served, want.Wasted, want.Idle.Seconds())
+			if !strings.Contains(out, row) {
+				t.Errorf("no row %q:\n%s", strings.TrimSpace(row), out)
+			}
+		}
+	}
+}
+
 // TestPoliciesMeetTheSameResets: common random numbers. Each credential
 // draws its resets from a stream of its own, so its k-th exhaustion meets
 // the same reset under every policy, whatever order the credentials
