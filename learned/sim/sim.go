@@ -260,6 +260,11 @@ type Usage struct {
 	Idle           time.Duration
 }
 
+// Add adds v to u.
+func (u *Usage) Add(v Usage) {
+	u.Served, u.Wasted, u.Idle = u.Served+v.Served, u.Wasted+v.Wasted, u.Idle+v.Idle
+}
+
 // ServedPct is the share of requests the provider answered, in percent.
 func (r Result) ServedPct() float64 {
 	if r.Arrivals == 0 {
@@ -730,9 +735,7 @@ func WriteCredentials(w io.Writer, cells []Cell, pols []Policy) error {
 		var sum [Credentials]Usage
 		for _, c := range cells {
 			for k, u := range c.Results[i].Credentials {
-				sum[k].Served += u.Served
-				sum[k].Wasted += u.Wasted
-				sum[k].Idle += u.Idle
+				sum[k].Add(u)
 			}
 		}
 		for k, u := range sum {

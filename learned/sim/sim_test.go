@@ -511,7 +511,7 @@ func TestCredentials(t *testing.T) {
 			r := Run(steady150, rate, pol, opt)
 			var sum Usage
 			for k, u := range r.Credentials {
-				sum.Served, sum.Wasted, sum.Idle = sum.Served+u.Served, sum.Wasted+u.Wasted, sum.Idle+u.Idle
+				sum.Add(u)
 				if u.Served == 0 {
 					t.Errorf("%s at %g req/s: key-%d served nothing; every credential's quota is spent in two hours", pol.Name, rate, k)
 				}
@@ -541,8 +541,7 @@ func TestCredentials(t *testing.T) {
 		for k := range Credentials {
 			var want Usage
 			for _, c := range cells {
-				u := c.Results[i].Credentials[k]
-				want.Served, want.Wasted, want.Idle = want.Served+u.Served, want.Wasted+u.Wasted, want.Idle+u.Idle
+				want.Add(c.Results[i].Credentials[k])
 			}
 			row := fmt.Sprintf("\n| %s | key-%d | %d | %d | %.0f |\n", pol.Name, k, want.Served, want.Wasted, want.Idle.Seconds())
 			if !strings.Contains(out, row) {
