@@ -144,11 +144,12 @@ func TestAdaptCells(t *testing.T) {
 // none (+0.06) since a sibling's pending check is split, 0.30 since a late
 // recovery earns credit only at the wait that ran out (over 96 seeds of
 // 12 h no cell wastes more than half of fixed's refusals any more, 8
-// did; 65 cells fail a target instead of 69). At 0.2 req/s a
+// did; 65 cells fail a target instead of 69), 0.22 since a refusal just
+// past all evidence steps by half the existing cooldown. At 0.2 req/s a
 // cell moves by half a point or more with any change to the learner:
 // rounding adapt's rests up to 100 ms moves the random schedules' cells
 // there by 0.27 points (standard deviation over 96).
-var untunedLosses = map[string]float64{"random 3/0.2": -0.40}
+var untunedLosses = map[string]float64{"random 3/0.2": -0.32}
 
 // TestAdaptOnUntunedSchedules: random schedules the learner was not tuned
 // on (a reset of 20-900 s that changes every 10-120 min). Learned adapt
