@@ -342,7 +342,8 @@ func (c *Config) validatePools() error {
 				return fieldErr(f, "set exactly one of api_key_env and api_key_file")
 			}
 			if cr.APIKeyEnv != "" && !envName.MatchString(cr.APIKeyEnv) {
-				return fieldErr(f+".api_key_env", "is not a variable name: %q", cr.APIKeyEnv)
+				// Not quoted: a key pasted here by mistake would be echoed.
+				return fieldErr(f+".api_key_env", "is not a variable name (letters, digits and _, not starting with a digit): it names the variable that holds the key, not the key")
 			}
 			if cr.Region == "" {
 				return fieldErr(f+".region", "must not be empty")
@@ -392,22 +393,26 @@ func checkListen(field, addr string) error {
 	return nil
 }
 
+// checkBaseURL checks a provider or runtime URL. Its errors never quote
+// the URL: a key pasted into one (a ?key= query, user info, or the key
+// itself in place of the URL) would reach the terminal, the bridge log
+// and a reload's error body.
 func checkBaseURL(s string) error {
 	u, err := url.Parse(s)
 	if err != nil {
-		return fmt.Errorf("not a URL: %q", s)
+		return errors.New("is not a URL (want http://host[:port][/path] or https://...)")
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("must be an http or https URL, not %q", s)
+		return errors.New("must be an http or https URL")
 	}
 	if u.Host == "" {
-		return fmt.Errorf("has no host: %q", s)
+		return errors.New("has no host")
 	}
 	if u.User != nil {
 		return errors.New("must not carry user info (keys belong in api_key_env or api_key_file)")
 	}
 	if u.RawQuery != "" || u.Fragment != "" {
-		return fmt.Errorf("must not have a query or fragment: %q", s)
+		return errors.New("must not have a query or fragment (keys belong in api_key_env or api_key_file)")
 	}
 	return nil
 }

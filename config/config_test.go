@@ -441,3 +441,48 @@ func checkValidate(t *testing.T, tests []validateCase) {
 		})
 	}
 }
+
+// A key pasted into a URL or in place of a variable name is refused
+// without being echoed: the error reaches the terminal, the bridge log and
+// a reload's error body (README, Security: keys never reach a log line or
+// an error body). Each error still names the field.
+func TestURLAndEnvNameErrorsDoNotEchoTheValue(t *testing.T) {
+	const secret = "sk-SECRET0123456789abcdef"
+	cred := func(c Credential) map[string]Pool {
+		c.Name, c.Enabled, c.Region = "a", true, "us"
+		return map[string]Pool{PoolAPI: {AuthRest: time.Minute, Credentials: []Credential{c}}}
+	}
+	base := func(u string) func(*Config) {
+		return func(c *Config) { c.Pools = cred(Credential{BaseURL: u, APIKeyEnv: "KEY"}) }
+	}
+	tests := []struct {
+		name, field string
+		set         func(*Config)
+	}{
+		{"base_url query", "pools.api.credentials[0].base_url", base("https://api.example/?key=" + secret)},
+		{"base_url fragment", "pools.api.credentials[0].base_url", base("https://api.example/#" + secret)},
+		{"base_url user info", "pools.api.credentials[0].base_url", base("https://u:" + secret + "@api.example/")},
+		{"base_url unparsable", "pools.api.credentials[0].base_url", base("https://u:" + secret + "@api.example:port/")},
+		{"base_url is the key", "pools.api.credentials[0].base_url", base(secret)},
+		{"base_url without a host", "pools.api.credentials[0].base_url", base("https:///" + secret)},
+		{"base_url scheme", "pools.api.credentials[0].base_url", base("ftp://api.example/" + secret)},
+		{"runtime_url query", "bridge.runtime_url", func(c *Config) { c.Bridge.RuntimeURL = "http://127.0.0.1:8788/?token=" + secret }},
+		{"api_key_env is the key", "pools.api.credentials[0].api_key_env", func(c *Config) {
+			c.Pools = cred(Credential{BaseURL: "https://api.example", APIKeyEnv: secret})
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Default()
+			tt.set(&c)
+			err := c.Validate()
+			var fe *FieldError
+			if !errors.As(err, &fe) || fe.Field != tt.field {
+				t.Fatalf("Validate = %v, want a FieldError naming %s", err, tt.field)
+			}
+			if strings.Contains(err.Error(), "SECRET") {
+				t.Errorf("error echoes the value: %v", err)
+			}
+		})
+	}
+}
