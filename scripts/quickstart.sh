@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's Quick start, step by step, against `rotor fake-provider`, in a
-# temporary home folder of its own (never yours): init, the fake provider,
+# temporary home folder of its own (never yours; every ROTOR_* variable but
+# ROTOR, and the spec's cooldown variables, are ignored): init, the fake provider,
 # its pools: section pasted into rotor.yaml, config check, a budget, a
 # price, the bridge (scripts/bridge-up.sh), a decision and chat completions
 # (one streamed) through it, status, then the ledger report. Stops what it
@@ -17,6 +18,17 @@ rotor=${ROTOR:-rotor}
 fake_listen=${FAKE_LISTEN:-127.0.0.1:8789}
 bridge_listen=${BRIDGE_LISTEN:-127.0.0.1:8787}
 here=$(cd "$(dirname "$0")" && pwd)
+
+# Nothing of the caller's rotor settings reaches the run: a ROTOR_DB or
+# ROTOR_LEDGER_URL would write its budget, price, token and usage rows into
+# the caller's own ledger, a ROTOR_RUN_DIR would overwrite the caller's
+# bridge.pid and bridge.url, a ROTOR_CONFIG would read another rotor.yaml.
+for v in $(compgen -e); do
+  case "$v" in
+  ROTOR) ;;
+  ROTOR_* | MODEL_COOLDOWN_* | LEARNED_COOLDOWN_* | INTELLIGENCE_STORAGE_BACKEND) unset "$v" ;;
+  esac
+done
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/rotor-quickstart.XXXXXX")
 export ROTOR_HOME="$work/home"
