@@ -348,16 +348,28 @@ func TestDemoRotatesAcrossCredentials(t *testing.T) {
 	}
 }
 
+// scripts/bridge-up.sh starts the bridge and records it in the home given
+// by --home among its arguments (not the default home); a second start
+// that fails (the port is taken) leaves the running bridge's files alone;
+// scripts/decide.sh sends a decision through it, with any text and a URL
+// with or without a trailing slash.
 func TestBridgeUpAndDecideScripts(t *testing.T) {
 	e := newE2E(t)
 	e.provider("")
-	script := func(name string, args ...string) result {
-		return e.exec(e.env, "bash", append([]string{filepath.Join("..", "scripts", name)}, args...)...)
+	script := func(env []string, name string, args ...string) result {
+		return e.exec(env, "bash", append([]string{filepath.Join("..", "scripts", name)}, args...)...)
 	}
-	r := script("bridge-up.sh", "--listen", "127.0.0.1:0")
+	var noHome []string // the environment without ROTOR_HOME: --home says where
+	for _, kv := range e.env {
+		if !strings.HasPrefix(kv, "ROTOR_HOME=") {
+			noHome = append(noHome, kv)
+		}
+	}
+	r := script(noHome, "bridge-up.sh", "--home", e.home, "--listen", "127.0.0.1:0")
 	if r.code != 0 || !strings.HasPrefix(r.stdout, "http://127.0.0.1:") {
 		t.Fatalf("bridge-up.sh: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	url := strings.TrimSpace(r.stdout)
 	pidb, _ := os.ReadFile(filepath.Join(e.home, "bridge.pid"))
 	var pid int
 	fmt.Sscan(string(pidb), &pid)
@@ -369,11 +381,38 @@ func TestBridgeUpAndDecideScripts(t *testing.T) {
 			syscall.Kill(pid, syscall.SIGTERM)
 		}
 	}()
-	d := script("decide.sh", "api/decide-mini", `Is "this" a test?`)
-	if d.code != 0 || !strings.Contains(d.stdout, `"usage"`) {
-		t.Errorf("decide.sh: exit %d\n%s%s", d.code, d.stdout, d.stderr)
+	if pid == 0 {
+		t.Fatalf("bridge-up.sh wrote no pid into --home %s", e.home)
 	}
-	bad := script("decide.sh", "decide-mini", "bare model")
+	for _, input := range []string{`Is "this" a test?`, "page one\fpage two\x01\x1f, tab\tand back\\slash"} {
+		d := script(e.env, "decide.sh", "api/decide-mini", input)
+		if d.code != 0 || !strings.Contains(d.stdout, `"usage"`) {
+			t.Errorf("decide.sh %q: exit %d\n%s%s", input, d.code, d.stdout, d.stderr)
+		}
+	}
+	if d := script(append(e.env, "ROTOR_URL="+url+"/"), "decide.sh", "api/decide-mini", "slash"); d.code != 0 {
+		t.Errorf("decide.sh with ROTOR_URL %s/: exit %d\n%s%s", url, d.code, d.stdout, d.stderr)
+	}
+
+	files := func() (got string) {
+		for _, name := range []string{"bridge.pid", "bridge.url"} {
+			b, _ := os.ReadFile(filepath.Join(e.home, name))
+			got += name + "=" + string(b)
+		}
+		return got
+	}
+	before := files()
+	again := script(e.env, "bridge-up.sh", "--listen", strings.TrimPrefix(url, "http://"))
+	if again.code == 0 {
+		t.Errorf("a second bridge-up.sh on the same port: exit 0\n%s", again.stdout)
+	}
+	if after := files(); after != before {
+		t.Errorf("a failed second start changed the running bridge's files:\n%s\nwant\n%s", after, before)
+	}
+	if left, _ := filepath.Glob(filepath.Join(e.home, "bridge.*.*")); len(left) != 0 {
+		t.Errorf("a failed start left %v behind", left)
+	}
+	bad := script(e.env, "decide.sh", "decide-mini", "bare model")
 	if bad.code == 0 || !strings.Contains(bad.stdout, "invalid_model_prefix") {
 		t.Errorf("decide.sh with a bare model: exit %d\n%s", bad.code, bad.stdout)
 	}

@@ -3,10 +3,14 @@
 # Prints the bridge URL on stdout; extra arguments go to `rotor bridge start`
 # (for example --listen 127.0.0.1:0 for a free port).
 #
-# Files, in $ROTOR_RUN_DIR (default: the rotor home folder):
+# Files, in $ROTOR_RUN_DIR (default: the rotor home folder: --home among the
+# arguments, else $ROTOR_HOME, else ~/.config/rotor):
 #   bridge.pid  the bridge's process id (stop it with: kill "$(cat bridge.pid)")
 #   bridge.url  the URL it serves
 #   bridge.log  its log
+# They are replaced only once the new bridge answers: a start that fails
+# (the port is taken by the bridge already running, say) leaves a running
+# bridge's files alone. A bridge that does not answer in time is stopped.
 # The bridge itself records its pid and URL in <home>/bridge.json while it
 # runs, which is how `rotor status` finds it on a free port.
 #
@@ -14,35 +18,54 @@
 #   ROTOR_WAIT      seconds to wait for the bridge (default 30)
 set -euo pipefail
 rotor=${ROTOR:-rotor}
-dir=${ROTOR_RUN_DIR:-${ROTOR_HOME:-${XDG_CONFIG_HOME:-$HOME/.config}/rotor}}
+home=${ROTOR_HOME:-${XDG_CONFIG_HOME:-$HOME/.config}/rotor}
+args=("$@")
+for ((i = 0; i < ${#args[@]}; i++)); do
+  case "${args[i]}" in
+  --home=*) home=${args[i]#--home=} ;;
+  --home) if ((i + 1 < ${#args[@]})); then home=${args[i + 1]}; fi ;;
+  esac
+done
+dir=${ROTOR_RUN_DIR:-$home}
 wait_s=${ROTOR_WAIT:-30}
 mkdir -p "$dir"
 chmod 700 "$dir"
-: >"$dir/bridge.url"
-"$rotor" bridge start "$@" >"$dir/bridge.url" 2>"$dir/bridge.log" &
+new_url=$(mktemp "$dir/bridge.url.XXXXXX")
+new_log=$(mktemp "$dir/bridge.log.XXXXXX")
+"$rotor" bridge start "$@" >"$new_url" 2>"$new_log" &
 pid=$!
-echo "$pid" >"$dir/bridge.pid"
+
+# fail stops the new bridge if it still runs, shows its log and removes
+# its files; the files of a bridge already running stay as they were.
+fail() {
+  local rc=$1 msg=$2
+  kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
+  echo "bridge-up: $msg; its log:" >&2
+  cat "$new_log" >&2
+  rm -f "$new_url" "$new_log"
+  exit "$rc"
+}
 
 deadline=$((SECONDS + wait_s))
-while [ ! -s "$dir/bridge.url" ]; do
+while [ ! -s "$new_url" ]; do
   if ! kill -0 "$pid" 2>/dev/null; then
     rc=0; wait "$pid" || rc=$?
-    echo "bridge-up: rotor bridge start exited with status $rc:" >&2
-    cat "$dir/bridge.log" >&2
-    exit "$rc"
+    fail "$rc" "rotor bridge start exited with status $rc"
   fi
   if [ "$SECONDS" -ge "$deadline" ]; then
-    echo "bridge-up: no URL from the bridge after ${wait_s}s; see $dir/bridge.log" >&2
-    exit 1
+    fail 1 "no URL from the bridge after ${wait_s}s; stopped it"
   fi
   sleep 0.1
 done
-url=$(head -n 1 "$dir/bridge.url")
+url=$(head -n 1 "$new_url")
 until curl -fsS --max-time 2 "$url/healthz" >/dev/null 2>&1; do
   if ! kill -0 "$pid" 2>/dev/null || [ "$SECONDS" -ge "$deadline" ]; then
-    echo "bridge-up: $url does not answer /healthz; see $dir/bridge.log" >&2
-    exit 1
+    fail 1 "$url does not answer /healthz; stopped it"
   fi
   sleep 0.1
 done
+# The bridge keeps writing to its log and URL files through the renames.
+mv -f "$new_log" "$dir/bridge.log"
+mv -f "$new_url" "$dir/bridge.url"
+echo "$pid" >"$dir/bridge.pid"
 echo "$url"
