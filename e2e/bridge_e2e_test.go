@@ -445,3 +445,36 @@ func TestServersTakeHalfTheCPUsUnlessGOMAXPROCSIsSet(t *testing.T) {
 		t.Errorf("runtime with GOMAXPROCS=3: gomaxprocs=%d cpus=%d, want 3 and 3 (the environment wins)", procs, cpus)
 	}
 }
+
+// A bridge told to listen on every address (--allow-non-loopback --listen
+// 0.0.0.0:PORT) prints and records a URL a local client can use (not
+// [::]:PORT, which no client can send to), so `rotor status` finds it, and
+// it answers a client that names the machine by any of its addresses,
+// while a name that is not loopback (DNS rebinding) is still refused.
+func TestBridgeOnEveryAddress(t *testing.T) {
+	e := newE2E(t)
+	e.provider("")
+	p := e.start("bridge", "start", "--allow-non-loopback", "--listen", "0.0.0.0:0")
+	if !strings.HasPrefix(p.url, "http://127.0.0.1:") {
+		t.Fatalf("bridge on 0.0.0.0 printed %q, want http://127.0.0.1:PORT", p.url)
+	}
+	if r := e.run("status"); r.code != 0 {
+		t.Errorf("rotor status: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	port := p.url[strings.LastIndex(p.url, ":")+1:]
+	for host, want := range map[string]int{"192.0.2.2:" + port: http.StatusOK, "[2001:db8::2]:" + port: http.StatusOK, "rebind.example:" + port: http.StatusForbidden} {
+		req, err := http.NewRequest(http.MethodGet, p.url+"/healthz", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET /healthz with Host %s: %d, want %d", host, resp.StatusCode, want)
+		}
+	}
+}

@@ -53,7 +53,14 @@ func serveOptions(cfg *config.Config, f *Factory) httpx.ServeOptions {
 	}
 }
 
+// listenURL returns the URL a local client reaches ln by: its address, or,
+// when ln listens on every address (0.0.0.0 or ::, which no client can
+// send to or name in Host), the IPv4 loopback address with its port (Go's
+// wildcard listeners take IPv4 as well).
 func listenURL(ln net.Listener) string {
+	if a, ok := ln.Addr().(*net.TCPAddr); ok && a.IP.IsUnspecified() {
+		return "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(a.Port))
+	}
 	return "http://" + ln.Addr().String()
 }
 

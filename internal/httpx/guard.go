@@ -17,7 +17,11 @@ type Guard struct {
 	// Port is the port the server listens on; Host must name it.
 	Port int
 	// ExtraHosts are further host names or addresses accepted in Host
-	// (the listen address when it is not loopback).
+	// (the listen address when it is not loopback). An unspecified
+	// address (0.0.0.0 or ::: the server listens on every address)
+	// accepts any IP address: a client names the machine by whichever
+	// of its addresses it reaches, and DNS rebinding needs a name, which
+	// must still be loopback or listed.
 	ExtraHosts []string
 	// AllowedOrigins get CORS headers; any other browser origin is
 	// refused.
@@ -56,8 +60,13 @@ func (g *Guard) ValidHost(host string) bool {
 	if loopbackHost(h) {
 		return true
 	}
+	h = strings.Trim(h, "[]")
 	for _, x := range g.ExtraHosts {
-		if strings.EqualFold(strings.Trim(h, "[]"), strings.Trim(x, "[]")) {
+		x = strings.Trim(x, "[]")
+		if strings.EqualFold(h, x) {
+			return true
+		}
+		if ip := net.ParseIP(x); ip != nil && ip.IsUnspecified() && net.ParseIP(h) != nil {
 			return true
 		}
 	}

@@ -50,6 +50,19 @@ func TestValidHost(t *testing.T) {
 			}
 		})
 	}
+	// A server on every address (--listen 0.0.0.0 or [::]) is reached by
+	// any of the machine's addresses, but a name still must be loopback.
+	for _, addr := range []string{"0.0.0.0", "::", "[::]"} {
+		g := &Guard{Port: 8787, ExtraHosts: []string{addr}}
+		for host, want := range map[string]bool{
+			"192.0.2.7:8787": true, "[2001:db8::1]:8787": true, "127.0.0.1:8787": true, "localhost:8787": true,
+			"192.0.2.7:8788": false, "attacker.example:8787": false, "1.2.3.4.nip.io:8787": false,
+		} {
+			if got := g.ValidHost(host); got != want {
+				t.Errorf("listening on %s: ValidHost(%q) = %v, want %v", addr, host, got, want)
+			}
+		}
+	}
 	t.Run("no port on a server on 80", func(t *testing.T) {
 		if g := (&Guard{Port: 80}); !g.ValidHost("localhost") {
 			t.Error("ValidHost(localhost) on port 80 = false")
