@@ -204,7 +204,7 @@ func TestRefusingCommandsCreateNothing(t *testing.T) {
 
 	typo := filepath.Join(t.TempDir(), "typo")
 	for _, args := range [][]string{
-		{"budget", "list"}, {"budget", "remove", "daily"}, {"ledger", "report"},
+		{"budget", "list"}, {"budget", "remove", "daily"}, {"ledger", "report"}, {"ledger", "migrate"},
 		{"bridge", "token", "list"}, {"bridge", "token", "revoke", "ci"},
 	} {
 		r := e.run(append([]string{"--home", typo}, args...)...)
@@ -349,5 +349,39 @@ func TestVersionFromBuildInfoWithoutLdflags(t *testing.T) {
 	}
 	if r := e.mustRun("--version"); r.stdout != got {
 		t.Errorf("--version = %q, version = %q", r.stdout, got)
+	}
+}
+
+// --url of rotor status and rotor bridge reload is the bridge's URL: a
+// host:port without a scheme, or another scheme, exits 2 naming the flag
+// instead of failing as an unreachable bridge (exit 1).
+func TestBridgeURLFlagIsChecked(t *testing.T) {
+	e := newE2E(t)
+	if r := e.run("init"); r.code != 0 {
+		t.Fatalf("init: exit %d %s", r.code, r.stderr)
+	}
+	for _, cmd := range [][]string{{"status"}, {"bridge", "reload"}} {
+		for _, u := range []string{"localhost:8787", "127.0.0.1:8787", "ftp://127.0.0.1:8787", "http://"} {
+			r := e.run(append(cmd, "--url", u)...)
+			if r.code != ExitUsage || !strings.Contains(r.stderr, "--url") {
+				t.Errorf("rotor %v --url %s: exit %d %q; want 2 naming --url", cmd, u, r.code, r.stderr)
+			}
+		}
+	}
+}
+
+// rotor status with a token others can read refuses to send it (exit 2),
+// and says so: nothing is starting.
+func TestStatusRefusesAnUnsafeTokenWithoutSayingStart(t *testing.T) {
+	e := newE2E(t)
+	if r := e.run("init"); r.code != 0 {
+		t.Fatalf("init: exit %d %s", r.code, r.stderr)
+	}
+	if err := os.Chmod(e.home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := e.run("status")
+	if r.code != ExitUsage || !strings.Contains(r.stderr, "refusing to send its token") || strings.Contains(r.stderr, "start") {
+		t.Errorf("rotor status with a 0755 home: exit %d %q; want 2, refusing to send its token", r.code, r.stderr)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -120,7 +121,7 @@ func clientToken(lookupEnv func(string) (string, bool), homeDir func() (string, 
 		return secret.Value{}, usageErrorf("no token at %s: set ROTOR_TOKEN, check --home, or run rotor init", path)
 	}
 	if err != nil {
-		return secret.Value{}, tokenErr(err)
+		return secret.Value{}, tokenErr("refusing to send its token", err)
 	}
 	return tok, nil
 }
@@ -130,6 +131,9 @@ func clientToken(lookupEnv func(string) (string, bool), homeDir func() (string, 
 // command line came from, for the error when nothing answers there.
 func bridgeURL(homeDir func() (string, error), cfg *config.Config, flag string) (u, from string, err error) {
 	if flag != "" {
+		if u, err := url.Parse(flag); err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+			return "", "", usageErrorf("--url: want the bridge's URL as rotor bridge start prints it, http://HOST:PORT")
+		}
 		return flag, "", nil
 	}
 	home, err := homeDir()

@@ -90,7 +90,10 @@ func (f *Factory) migrateLedger(ctx context.Context) (migration, error) {
 		}
 		return m, nil
 	}
-	l, err := f.LedgerOrCreate(ctx)
+	// A SQLite ledger upgrades itself when opened; migrate only opens an
+	// existing one: on a mistyped --home or --db it exits 2 naming the
+	// path, where creating an empty ledger there would report success.
+	l, err := f.Ledger(ctx)
 	if err != nil {
 		return migration{}, err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	neturl "net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -244,9 +245,20 @@ func TestCopyRowsPagesThroughOneMillisecond(t *testing.T) {
 	}
 }
 
+// Migrate opens an existing SQLite ledger and prints its version; where
+// there is none (a mistyped --home) it exits 2 and creates nothing.
 func TestLedgerMigrateRunOnSQLite(t *testing.T) {
+	ctx := context.Background()
 	f, out, _ := fakeFactory(t, nil, nil)
-	if err := migrateRun(context.Background(), &migrateOptions{IO: f.IO, Migrate: f.migrateLedger}); err != nil {
+	home, _ := f.Home()
+	wantUsageError(t, "migrate without a ledger", migrateRun(ctx, &migrateOptions{IO: f.IO, Migrate: f.migrateLedger}), home)
+	if _, err := os.Stat(home); err == nil {
+		t.Errorf("migrate without a ledger created %s", home)
+	}
+	if _, err := f.LedgerOrCreate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := migrateRun(ctx, &migrateOptions{IO: f.IO, Migrate: f.migrateLedger}); err != nil {
 		t.Fatal(err)
 	}
 	path, _ := f.DBPath()

@@ -380,7 +380,7 @@ func adminToken(f *Factory) ([32]byte, error) {
 	}
 	tok, err := tokenfile.Read(filepath.Join(home, "bridge.token"))
 	if err != nil {
-		return [32]byte{}, tokenErr(err)
+		return [32]byte{}, tokenErr("refusing to start", err)
 	}
 	return tok.Hash(), nil
 }

@@ -35,9 +35,12 @@ func listenErr(err error) error {
 	return err
 }
 
-func tokenErr(err error) error {
+// tokenErr maps a token file's error to the right exit status: an unsafe
+// file (readable by others, a symlink) is the user's to fix, exit 2.
+// refusing says what is refused ("refusing to start").
+func tokenErr(refusing string, err error) error {
 	if errors.Is(err, tokenfile.ErrUnsafe) {
-		return &UsageError{Err: fmt.Errorf("refusing to start: %w", err)}
+		return &UsageError{Err: fmt.Errorf("%s: %w", refusing, err)}
 	}
 	return err
 }
@@ -158,7 +161,7 @@ func runtimeToken(f *Factory, cfg *config.Config, create bool) (secret.Value, st
 		return secret.Value{}, "", usageErrorf("no runtime token: set ROTOR_RUNTIME_TOKEN or create %s (rotor runtime start creates it)", path)
 	}
 	if err != nil {
-		return secret.Value{}, "", tokenErr(err)
+		return secret.Value{}, "", tokenErr("refusing to start", err)
 	}
 	return tok, path, nil
 }
@@ -251,7 +254,7 @@ func ensureBridgeToken(ctx context.Context, f *Factory) error {
 		return err
 	}
 	if err := tokenfile.CheckDir(home); err != nil {
-		return tokenErr(err)
+		return tokenErr("refusing to start", err)
 	}
 	path := filepath.Join(home, "bridge.token")
 	tok, err := tokenfile.Read(path)
@@ -268,7 +271,7 @@ func ensureBridgeToken(ctx context.Context, f *Factory) error {
 		return nil
 	}
 	if err != nil {
-		return tokenErr(err)
+		return tokenErr("refusing to start", err)
 	}
 	store, err := f.LedgerOrCreate(ctx)
 	if err != nil {
