@@ -1,6 +1,8 @@
 package httpx
 
 import (
+	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -164,5 +166,46 @@ func TestGuardOpenPathsOnlyForReads(t *testing.T) {
 		if rec.Code != tc.status || reached != (tc.status == 200) {
 			t.Errorf("%s /healthz without a token = %d (handler reached %v), want %d", tc.method, rec.Code, reached, tc.status)
 		}
+	}
+}
+
+// ListenLoopback listens on loopback only unless allowed: a non-loopback
+// address is refused by name before anything is bound, and what a name
+// bound is checked too (boundToLoopback), so a loopback-looking name that
+// resolves elsewhere is refused as well.
+func TestListenLoopback(t *testing.T) {
+	for _, tc := range []struct {
+		addr  string
+		allow bool
+		ok    bool
+	}{
+		{"127.0.0.1:0", false, true},
+		{"localhost:0", false, true},
+		{"[::1]:0", false, true},
+		{"0.0.0.0:0", false, false},
+		{"[::]:0", false, false},
+		{"0.0.0.0:0", true, true},
+	} {
+		ln, err := ListenLoopback(tc.addr, tc.allow)
+		if ln != nil {
+			ln.Close()
+		}
+		if (err == nil) != tc.ok {
+			t.Errorf("ListenLoopback(%s, %v) = %v, want ok %v", tc.addr, tc.allow, err, tc.ok)
+		}
+		var le *ListenError
+		if err != nil && (!errors.As(err, &le) || !le.Usage) {
+			t.Errorf("ListenLoopback(%s, %v) = %v, want a usage ListenError", tc.addr, tc.allow, err)
+		}
+	}
+	for addr, want := range map[string]bool{"127.0.0.1:0": true, "0.0.0.0:0": false} {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := boundToLoopback(ln); got != want {
+			t.Errorf("boundToLoopback(listener on %s) = %v, want %v", addr, got, want)
+		}
+		ln.Close()
 	}
 }

@@ -207,7 +207,20 @@ func ListenLoopback(addr string, allowNonLoopback bool) (net.Listener, error) {
 	if err != nil {
 		return nil, &ListenError{Addr: addr, Err: err, Usage: isAddrInUse(err)}
 	}
+	if !allowNonLoopback && !boundToLoopback(ln) {
+		// A loopback name (localhost, *.localhost) that the resolver
+		// maps to another address (/etc/hosts) is checked by what it
+		// bound, not by its name.
+		ln.Close()
+		return nil, &ListenError{Addr: addr, Err: fmt.Errorf("resolves to %s, not a loopback address; rotor listens on loopback only unless --allow-non-loopback is given", ln.Addr()), Usage: true}
+	}
 	return ln, nil
+}
+
+// boundToLoopback reports whether ln listens on a loopback address only.
+func boundToLoopback(ln net.Listener) bool {
+	a, ok := ln.Addr().(*net.TCPAddr)
+	return ok && a.IP.IsLoopback()
 }
 
 // ListenError is a listen failure; Usage marks ones the user fixes (port
