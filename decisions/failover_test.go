@@ -120,7 +120,12 @@ func TestEveryCredentialRejectedAuthGives503PoolUnavailable(t *testing.T) {
 		}
 		rows := h.rows()
 		if len(rows) != 1 || rows[0].Attempts != 2 || rows[0].Status != 503 {
-			t.Errorf("rows = %+v, want one row with 2 attempts and status 503", rows)
+			t.Fatalf("rows = %+v, want one row with 2 attempts and status 503", rows)
+		}
+		// Both calls were refused: 0 tokens, as for a refusal passed
+		// through; the cost stays unknown, as every Decisions cost does.
+		if row := rows[0]; row.InputTokens != ledger.Known(0) || row.OutputTokens != ledger.Known(0) || row.CostMicros.Known {
+			t.Errorf("row tokens %+v/%+v cost %+v, want 0 tokens and unknown cost", row.InputTokens, row.OutputTokens, row.CostMicros)
 		}
 	})
 	t.Run("at catalog discovery", func(t *testing.T) {

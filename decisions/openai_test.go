@@ -289,6 +289,52 @@ func TestOpenAIRefusedRequestRecordsZeroUsage(t *testing.T) {
 	}
 }
 
+// A request that every credential refused, each with a classified
+// rejection the route fails over on, ran nowhere: the provider bills none
+// of those calls, so its row records 0 tokens and 0 cost, as a refusal
+// passed through does. Recorded as unknown, the row would make every cost
+// budget fail closed (403 policy_blocked) until it left the window.
+func TestOpenAIRefusedByEveryCredentialRecordsZeroUsage(t *testing.T) {
+	rateLimited := upReply{status: 429, header: map[string]string{"Retry-After": "600"},
+		body: `{"error":{"message":"slow down","type":"requests","code":"rate_limit_exceeded"}}`}
+	unauthorized := upReply{status: 401, body: `{"error":{"message":"bad key","type":"invalid_request_error","code":"invalid_api_key"}}`}
+	for _, c := range []struct {
+		name   string
+		reply  upReply
+		status int
+		code   string
+	}{
+		{"every key rate limited past the deadline", rateLimited, 429, httpx.CodeRateLimitExceeded},
+		{"every key unauthorized", unauthorized, 503, httpx.CodeRoutePoolUnavailable},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h, u := newOpenAIHarness(t, opts{})
+			ctx := context.Background()
+			if _, err := h.store.PutPrices(ctx, []ledger.Price{{Model: "gpt-test", InputMicros: 1_000_000, OutputMicros: 2_000_000, Source: ledger.SourceSet}}, true); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.store.PutBudget(ctx, budgets.Budget{Name: "spend", Kind: budgets.KindCost, Limit: 1_000_000, Window: budgets.Window{Calendar: "month"}}.Record(), false); err != nil {
+				t.Fatal(err)
+			}
+			u.script(keyA, KindChat.Path, c.reply, upReply{status: 200, body: chatAnswer})
+			u.script(keyB, KindChat.Path, c.reply, upReply{status: 200, body: chatAnswer})
+			r := h.do(ctx, KindChat.Path, `{"model":"api/gpt-test","messages":[]}`)
+			wantStatus(t, r, c.status, c.code)
+			row := h.row(r.header.Get("X-Request-ID"))
+			if row.Attempts != 2 || row.Status != c.status {
+				t.Errorf("row %+v, want 2 attempts and status %d", row, c.status)
+			}
+			if row.InputTokens != ledger.Known(0) || row.OutputTokens != ledger.Known(0) || row.TotalTokens != ledger.Known(0) || row.CostMicros != ledger.Known(0) {
+				t.Errorf("row tokens %+v/%+v/%+v cost %+v, want a known 0 each", row.InputTokens, row.OutputTokens, row.TotalTokens, row.CostMicros)
+			}
+			// Once the credentials rest no more, the cost budget admits
+			// the next request: nothing of unknown cost is in its window.
+			h.clk.Advance(time.Hour)
+			wantStatus(t, h.do(ctx, KindChat.Path, `{"model":"api/gpt-test","messages":[]}`), 200, "")
+		})
+	}
+}
+
 func TestOpenAIRoutesMethodNotAllowed(t *testing.T) {
 	h, _ := newOpenAIHarness(t, opts{})
 	for _, c := range []struct {

@@ -436,7 +436,14 @@ func (rt *Route) serve(ctx context.Context, k *Kind, w http.ResponseWriter, r *h
 	if err != nil {
 		e := k.errorResponse(callerView(err, r.Context()))
 		st.Status, st.ErrorCode = e.Status, e.Code
-		if pe, ok := errors.AsType[*ProviderError](err); ok && pe.Refused() {
+		// A structured 4xx passed through was refused; so was every call
+		// of a request that no call ran (wk.ran false: each one was a
+		// classified rejection the route failed over on, 401/403, quota,
+		// rate_limit_exceeded or unsupported, and the request ended in
+		// the pool's own answer: 429, 503 or a deadline passed while
+		// waiting on a cooldown). The provider bills none of them, and a
+		// row of unknown cost would make every cost budget fail closed.
+		if pe, ok := errors.AsType[*ProviderError](err); ok && pe.Refused() || !wk.ran {
 			settleRefused(&st)
 		}
 	} else {
