@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rotorhq/rotor/internal/clock"
@@ -349,7 +351,18 @@ func (wk *walk) send(ctx context.Context, c *credential) (out *answer, next bool
 			cancelCall()
 		}
 	}()
-	hreq, err := http.NewRequestWithContext(callCtx, http.MethodPost, c.BaseURL+wk.kind.Path, bytes.NewReader(wk.body))
+	// reached: this call got a connection, so bytes of it may have reached
+	// the provider. GotConn is the last event before which none can have:
+	// net/http writes a request only to the connection it got (HTTP/1
+	// after getConn returns, HTTP/2 after GetClientConn), so a call given
+	// up before it (a dial or TLS handshake still under way when the caller
+	// leaves or the deadline passes) sent nothing. WroteHeaders comes too
+	// late to prove that: it fires once the headers are in a buffered
+	// writer that may already have flushed (large headers, an HTTP/2
+	// HEADERS frame), and WroteRequest after the whole body may be out.
+	var reached atomic.Bool
+	traced := httptrace.WithClientTrace(callCtx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { reached.Store(true) }})
+	hreq, err := http.NewRequestWithContext(traced, http.MethodPost, c.BaseURL+wk.kind.Path, bytes.NewReader(wk.body))
 	if err != nil {
 		wk.fail(c.Name)
 		return nil, true, nil
@@ -387,6 +400,14 @@ func (wk *walk) send(ctx context.Context, c *credential) (out *answer, next bool
 			wk.unreachable = true
 			rt.upstream(wk.ps.name, c.Name, "unreachable")
 			rt.failover(wk.ps.name, failoverUnreachable)
+			return nil, true, nil
+		}
+		if !reached.Load() && ctx.Err() != nil {
+			// The caller left, or the deadline passed, while the
+			// connection was being opened: nothing was sent, so the call
+			// is no attempt (no usage row when it was the only one), and
+			// ran nothing. The walk's next turn ends on ctx.
+			rt.upstream(wk.ps.name, c.Name, "unreachable")
 			return nil, true, nil
 		}
 		wk.sentBy(c.Name)
