@@ -364,3 +364,41 @@ func TestStreamEndsWhenTheProviderLingersAfterTheTerminalEvent(t *testing.T) {
 		t.Errorf("row %+v, want a complete stream", row)
 	}
 }
+
+// An event that arrived complete reaches the caller at once, even when the
+// start of the next block came with it and holds a comment line after a
+// field line: that comment is part of an unfinished block, not an event
+// the proxy may wait for before it flushes. The provider holds the rest of
+// its stream until the caller has the first event.
+func TestStreamEventNotHeldBehindACommentInTheNextBlock(t *testing.T) {
+	h, u := newOpenAIHarness(t, opts{})
+	release := make(chan struct{})
+	first := chatEvents[0]
+	u.script(keyA, KindChat.Path, upReply{status: 200, release: release,
+		events: []string{first + "data: {\"id\":\"c1\",\"choices\":[],\"usage\":null}\n: note\n"}})
+	got := make(chan string, 1)
+	go func() {
+		// Not h.open: a goroutine must not call t.Fatal.
+		req, _ := http.NewRequest(http.MethodPost, h.srv.URL+KindChat.Path,
+			strings.NewReader(`{"model":"api/gpt-test","stream":true,"stream_options":{"include_usage":true},"messages":[]}`))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		buf := make([]byte, len(first))
+		n, _ := io.ReadFull(resp.Body, buf)
+		got <- string(buf[:n])
+		_, _ = io.Copy(io.Discard, resp.Body)
+	}()
+	select {
+	case s := <-got:
+		if s != first {
+			t.Errorf("caller read %q, want the first event %q", s, first)
+		}
+	case <-time.After(10 * time.Second):
+		t.Errorf("the first event never reached the caller while the next block was unfinished")
+	}
+	close(release)
+}

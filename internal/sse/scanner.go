@@ -237,8 +237,9 @@ func (s *Scanner) line() (start, end int, err error) {
 }
 
 // EventReady reports whether the bytes already read from the stream hold a
-// complete next event (a comment line, or a block ended by a blank line),
-// so that Next returns it without waiting on the stream. A proxy flushes
+// complete next event (a comment line before any field line, or a block
+// ended by a blank line), so that Next returns it without waiting on the
+// stream. A proxy flushes
 // only when it is false: events that arrived together go out in one write,
 // and an event never waits in a buffer for one that has not arrived.
 func (s *Scanner) EventReady() bool {
@@ -250,6 +251,7 @@ func (s *Scanner) EventReady() bool {
 	if s.skipLF && len(buf) > 0 && buf[0] == '\n' {
 		lineStart = 1
 	}
+	fields := false // a field line came first: a comment is part of its block
 	for i := lineStart; i < len(buf); i++ {
 		if n := lineEnd(buf[i:]); n < 0 {
 			return false
@@ -257,8 +259,13 @@ func (s *Scanner) EventReady() bool {
 			i += n
 		}
 		c := buf[i]
-		if i == lineStart || buf[lineStart] == ':' {
-			return true // a blank line ends a block; a comment line stands alone
+		if i == lineStart {
+			return true // a blank line ends a block (or is one, alone)
+		}
+		if buf[lineStart] != ':' {
+			fields = true
+		} else if !fields {
+			return true // a comment line before any field stands alone
 		}
 		if c == '\r' && i+1 < len(buf) && buf[i+1] == '\n' {
 			i++

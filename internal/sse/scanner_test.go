@@ -402,6 +402,12 @@ func TestEventReady(t *testing.T) {
 		{"cr", "data: a\r\rdata: b\r\r", []bool{true, false}},
 		{"comment stands alone", "data: a\n\n: keep-alive\n", []bool{true, false}},
 		{"multi-line event", "data: a\n\ndata: b\ndata: c\n\n", []bool{true, false}},
+		// A comment line after a field line belongs to that block: it is
+		// no event of its own while the block is unfinished.
+		{"comment inside an unfinished block", "data: a\n\ndata: b\n: note\n", []bool{false}},
+		{"comment inside an unfinished block, crlf", "data: a\r\n\r\nevent: x\r\n: note\r\n", []bool{false}},
+		{"comment inside a finished block", "data: a\n\ndata: b\n: note\n\n", []bool{true, false}},
+		{"comment before fields stands alone", "data: a\n\n: note\ndata: b\n", []bool{true, false}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
