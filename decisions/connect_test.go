@@ -137,3 +137,55 @@ func TestCallGivenUpWhileConnectingLeavesNoRow(t *testing.T) {
 		h.wantReleased(id)
 	})
 }
+
+// roundTrip is an http.RoundTripper from a func.
+type roundTrip func(*http.Request) (*http.Response, error)
+
+func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// A call whose connection could not be opened because its TLS handshake
+// failed (a proxy or certificate problem, a port that speaks plain HTTP)
+// sent nothing either: another credential serves the request, and when
+// none can, the answer is 502 with no usage row, not a row of unknown
+// usage that would make every cost budget fail closed.
+func TestHandshakeFailureIsNotASend(t *testing.T) {
+	plain := NewHTTPClient().Transport
+	// tlsTo sends the calls of the given keys over TLS to the fake
+	// provider, which speaks plain HTTP: each handshake fails.
+	tlsTo := func(keys ...string) *http.Client {
+		calls := roundTrip(func(r *http.Request) (*http.Response, error) {
+			for _, k := range keys {
+				if r.Header.Get("Authorization") == "Bearer "+k {
+					r = r.Clone(r.Context())
+					r.URL.Scheme = "https"
+				}
+			}
+			return plain.RoundTrip(r)
+		})
+		return &http.Client{Transport: byPath{models: plain, calls: calls}, CheckRedirect: NoRedirects}
+	}
+	creds := defaultCreds()
+	t.Run("another credential serves", func(t *testing.T) {
+		h := newHarness(t, opts{creds: creds, httpClient: tlsTo(creds[0].key)})
+		r := h.post(decision("api/decide-mini"))
+		wantStatus(t, r, 200, "")
+		if got := r.header.Get("X-Rotor-Credential"); got != creds[1].name {
+			t.Errorf("served by %q, want %s after %s's handshake failed", got, creds[1].name, creds[0].name)
+		}
+	})
+	t.Run("none can", func(t *testing.T) {
+		keys := make([]string, len(creds))
+		for i, c := range creds {
+			keys[i] = c.key
+		}
+		h := newHarness(t, opts{creds: creds, httpClient: tlsTo(keys...)})
+		r := h.post(decision("api/decide-mini"))
+		wantStatus(t, r, 502, httpx.CodeUpstreamError)
+		if r.header.Get("x-should-retry") == "false" {
+			t.Errorf("502 with x-should-retry: false, although nothing reached the provider")
+		}
+		if rows := h.rows(); len(rows) != 0 {
+			t.Errorf("rows after every handshake failed: %+v, want none (nothing was sent)", rows)
+		}
+	})
+}

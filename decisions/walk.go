@@ -393,8 +393,9 @@ func (wk *walk) send(ctx context.Context, c *credential) (out *answer, next bool
 	wk.info.Credential, wk.info.CredentialDigest = c.Name, c.fingerprint
 	resp, err := rt.cfg.HTTPClient.Do(hreq)
 	if err != nil {
-		if httpx.NotSent(err) && ctx.Err() == nil {
-			// The connection was never made: nothing reached the
+		if (httpx.NotSent(err) || !reached.Load()) && ctx.Err() == nil {
+			// The connection was never made (the dial, the name lookup
+			// or the TLS handshake failed): nothing reached the
 			// provider, so another credential may serve the request.
 			wk.fail(c.Name)
 			wk.unreachable = true
