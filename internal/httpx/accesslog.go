@@ -6,9 +6,11 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/internal/names"
 )
 
 // AccessInfo is what the layers of one request learned about it, for its
@@ -125,9 +127,22 @@ type RequestMetrics interface {
 	Request(server, route string, status int, code string, d time.Duration)
 }
 
-// Routes are the paths rotor's servers answer: the access log and the
-// request metrics name them, and count any other path as "other".
+// Routes are rotor's own paths; with the OpenAI routes (names.OpenAIRoutes)
+// they are what the access log and the request metrics name (routeLabel).
 var Routes = map[string]bool{"/v1/decisions": true, "/decisions": true, "/healthz": true, "/metrics": true, "/v1/status": true, "/v1/admin/reload": true}
+
+// routeLabel is the route of path in the access log and the request
+// metrics: the path of a route rotor answers, "/v1/responses/{id}" for the
+// stored responses (an id is no label value), else "other".
+func routeLabel(path string) string {
+	if _, openAI := names.OpenAIRoutes[path]; Routes[path] || openAI && !strings.HasSuffix(path, "/") {
+		return path
+	}
+	if names.OpenAIMethods(path) != "" {
+		return "/v1/responses/{id}"
+	}
+	return "other"
+}
 
 // quietRoutes are counted but not logged: probes and scrapes.
 var quietRoutes = map[string]bool{"/healthz": true, "/metrics": true}
@@ -160,10 +175,7 @@ func (a AccessLog) Wrap(h http.Handler) http.Handler {
 		if status == 0 {
 			status = http.StatusOK
 		}
-		route := r.URL.Path
-		if !Routes[route] {
-			route = "other"
-		}
+		route := routeLabel(r.URL.Path)
 		if info.Code == "" {
 			// An answer refused before the route (the guard's 401 and
 			// 403s) names its code only in what WriteError wrote.

@@ -79,3 +79,32 @@ func TestGuardRefusalsCountedWithTheirCode(t *testing.T) {
 		t.Errorf("counted %q, want %q", m.got, want)
 	}
 }
+
+type routeMetrics struct{ got []string }
+
+func (m *routeMetrics) Request(server, route string, status int, code string, d time.Duration) {
+	m.got = append(m.got, route)
+}
+
+// Every route rotor answers is counted and logged under its own path, the
+// OpenAI routes too (a dashboard tells chat from embeddings traffic); the
+// stored responses under one label, never their id; any other path is
+// "other".
+func TestRequestsCountedByRoute(t *testing.T) {
+	m := &routeMetrics{}
+	al := AccessLog{Server: "bridge", Logger: slog.New(slog.DiscardHandler), Metrics: m, Clock: clock.Real()}
+	h := al.Wrap(http.NotFoundHandler())
+	paths := map[string]string{
+		"/v1/decisions": "/v1/decisions", "/v1/chat/completions": "/v1/chat/completions", "/v1/responses": "/v1/responses",
+		"/v1/embeddings": "/v1/embeddings", "/v1/models": "/v1/models", "/v1/status": "/v1/status",
+		"/v1/responses/resp_0123": "/v1/responses/{id}", "/v1/responses/": "/v1/responses/{id}",
+		"/v1/completions": "other", "/v1/chat/completions/x": "other", "/": "other",
+	}
+	for p, want := range paths {
+		m.got = nil
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", p, nil))
+		if len(m.got) != 1 || m.got[0] != want {
+			t.Errorf("%s counted as %q, want %q", p, m.got, want)
+		}
+	}
+}
