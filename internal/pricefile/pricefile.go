@@ -95,7 +95,8 @@ type liteLLMEntry struct {
 // prices, sorted by model, and counts the entries it skipped. It takes the
 // entries keyed by a bare model name (ModelOK, no "/") with a nonzero input
 // or output price; with a provider, also the keys under provider/, without
-// the prefix, over a bare key of the same model. Only a file that is not
+// the prefix (the rest may hold a "/": openrouter/openai/gpt-4o is
+// openai/gpt-4o), over a bare key of the same model. Only a file that is not
 // a JSON object is an error.
 func ParseLiteLLM(data []byte, provider string) ([]Price, int, error) {
 	var entries map[string]json.RawMessage
@@ -116,7 +117,10 @@ func ParseLiteLLM(data []byte, provider string) ([]Price, int, error) {
 			model, own = strings.TrimPrefix(key, provider+"/"), true
 		}
 		p, ok := liteLLMPrice(model, entries[key])
-		if !ok || key == "sample_spec" || strings.Contains(model, "/") || !ModelOK(model) {
+		// A bare key with a "/" is another provider's; the provider's own
+		// keys keep theirs: OpenRouter's openrouter/openai/gpt-4o prices
+		// the model openai/gpt-4o, as rotor sends it upstream.
+		if !ok || key == "sample_spec" || !own && strings.Contains(model, "/") || !ModelOK(model) {
 			skipped++
 			continue
 		}

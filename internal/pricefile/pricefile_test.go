@@ -42,8 +42,8 @@ func FuzzParseLiteLLM(f *testing.F) {
 			t.Fatalf("skipped %d", skipped)
 		}
 		for _, p := range prices {
-			if p.Model == "" || strings.Contains(p.Model, "/") || !ModelOK(p.Model) {
-				t.Fatalf("price %+v: not a bare model name rotor can price", p)
+			if p.Model == "" || provider == "" && strings.Contains(p.Model, "/") || !ModelOK(p.Model) {
+				t.Fatalf("price %+v: not a model name rotor can price (bare, without --provider)", p)
 			}
 			for _, v := range []int64{p.InputMicros, p.OutputMicros, p.CachedInputMicros} {
 				if v < 0 || v > MaxMicros {
@@ -58,4 +58,34 @@ func FuzzParseLiteLLM(f *testing.F) {
 			}
 		}
 	})
+}
+
+// --provider NAME takes the keys under NAME/ without the prefix, also when
+// the rest holds a "/": OpenRouter, Together or Fireworks name their models
+// so (openai/gpt-4o, as sent upstream), and LiteLLM keys them
+// openrouter/openai/gpt-4o. Without --provider, such keys stay skipped.
+func TestProviderKeysWhoseModelHasASlash(t *testing.T) {
+	file := []byte(`{
+  "openrouter/openai/gpt-4o": {"input_cost_per_token": 2.5e-06, "output_cost_per_token": 1e-05},
+  "openrouter/anthropic/claude-3.5-sonnet": {"input_cost_per_token": 3e-06, "output_cost_per_token": 1.5e-05},
+  "gpt-4o": {"input_cost_per_token": 2.5e-06, "output_cost_per_token": 1e-05}
+}`)
+	prices, skipped, err := ParseLiteLLM(file, "openrouter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]Price{}
+	for _, p := range prices {
+		got[p.Model] = p
+	}
+	if p := got["openai/gpt-4o"]; p.InputMicros != 2_500_000 || p.OutputMicros != 10_000_000 {
+		t.Errorf("--provider openrouter: openai/gpt-4o = %+v; took %d, skipped %d", p, len(prices), skipped)
+	}
+	if _, ok := got["anthropic/claude-3.5-sonnet"]; !ok || len(prices) != 3 || skipped != 0 {
+		t.Errorf("--provider openrouter took %v, skipped %d; want the three models", prices, skipped)
+	}
+	prices, skipped, err = ParseLiteLLM(file, "")
+	if err != nil || len(prices) != 1 || prices[0].Model != "gpt-4o" || skipped != 2 {
+		t.Errorf("without --provider: %v, %d skipped, %v; want gpt-4o alone, 2 skipped", prices, skipped, err)
+	}
 }
