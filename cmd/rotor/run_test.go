@@ -211,7 +211,8 @@ func TestStatusRun(t *testing.T) {
 	const doc = `{"version":"t","time":"2026-11-30T12:00:00Z","pools":[{"pool":"api","model_cooldown_enabled":true,` +
 		`"credentials":[{"name":"team-a","resting_until":"2026-11-30T12:05:00Z","scoped_observations":2},{"name":"team-b","scoped_observations":0}],` +
 		`"catalogs":[{"credential":"team-a","region":"eu","fetched":"2026-11-30T11:59:00Z","fresh":true}]}],` +
-		`"budgets":[{"name":"daily","kind":"requests","window":"day","limit":10,"used":3,"remaining":7,"unknown_rows":0,"state":"ok"}]}`
+		`"budgets":[{"name":"daily","kind":"requests","window":"day","limit":10,"used":3,"remaining":7,"unknown_rows":0,"state":"ok"},` +
+		`{"name":"spend","kind":"cost","window":"day","limit":5000000,"used":1250000,"remaining":3750000,"unknown_rows":0,"state":"ok"}]}`
 	// The factory's HTTPClient is the seam: a fake bridge answers in
 	// process, at a URL no real client could reach.
 	bridge := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -240,7 +241,7 @@ func TestStatusRun(t *testing.T) {
 			"pool,credential,region,catalog,resting_until,auth_cooling_until,model_cooldowns,next_release\n" +
 				"api,team-a,eu,fresh,2026-11-30T12:05:00Z,,2,\napi,team-b,,never fetched,,,0,\n"},
 		{"url from bridge.json", FormatJSON, "", map[string]string{"ROTOR_TOKEN": token}, doc},
-		{"--jq filters the bridge's document", jqMark + `.budgets[] | "\(.name) \(.used)/\(.limit)"`, bridgeURL, map[string]string{"ROTOR_TOKEN": token}, "daily 3/10\n"},
+		{"--jq filters the bridge's document", jqMark + `.budgets[] | "\(.name) \(.used)/\(.limit)"`, bridgeURL, map[string]string{"ROTOR_TOKEN": token}, "daily 3/10\nspend 1250000/5000000\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -261,6 +262,26 @@ func TestStatusRun(t *testing.T) {
 		})
 	}
 
+	// The table prints a cost budget in USD, as budget list's does, not
+	// the document's micro-USD.
+	t.Run("table", func(t *testing.T) {
+		f, out, _ := fakeFactory(t, nil, map[string]string{"ROTOR_TOKEN": token})
+		opts := &statusOptions{IO: f.IO, Config: f.Config, Home: f.Home, LookupEnv: f.LookupEnv, HTTPClient: fakeClient, URL: bridgeURL, Format: FormatTable}
+		if err := statusRun(context.Background(), opts); err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(out.String(), "\n") {
+			if strings.Contains(line, "spend") && (!strings.Contains(line, " 1.25 ") || !strings.Contains(line, " 5 ") || strings.Contains(line, "000")) {
+				t.Errorf("cost budget row %q, want 1.25 used of 5 (USD)", line)
+			}
+			if strings.Contains(line, "daily") && (!strings.Contains(line, " 3 ") || !strings.Contains(line, " 10 ")) {
+				t.Errorf("requests budget row %q, want 3 used of 10", line)
+			}
+		}
+		if !strings.Contains(out.String(), "spend") {
+			t.Errorf("no cost budget row in:\n%s", out)
+		}
+	})
 	t.Run("no token", func(t *testing.T) {
 		f, _, _ := fakeFactory(t, nil, nil)
 		opts := &statusOptions{IO: f.IO, Config: f.Config, Home: f.Home, LookupEnv: f.LookupEnv, HTTPClient: fakeClient, URL: bridgeURL, Format: FormatJSON}

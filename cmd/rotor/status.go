@@ -121,11 +121,17 @@ func statusRun(ctx context.Context, opts *statusOptions) error {
 	}
 	bud := records{Columns: []string{"budget", "kind", "window", "used", "limit", "state", "frees_at"}}
 	for _, b := range st.Budgets {
+		// A cost budget's amounts are micro-USD in the document; the
+		// table prints them in USD, as budget list's does.
+		amount := intCell
+		if b.Kind == string(budgets.KindCost) {
+			amount = func(v int64) cell { return textCell(budgets.FormatCost(v)) }
+		}
 		used := unknownCell // null: usage of unknown cost in its window, as budget list says
 		if b.Used != nil && b.State != string(budgets.StateFailClosed) {
-			used = intCell(*b.Used)
+			used = amount(*b.Used)
 		}
-		bud.Rows = append(bud.Rows, []cell{textCell(b.Name), textCell(b.Kind), textCell(b.Window), used, intCell(b.Limit), textCell(b.State), textCell(ts(b.FreesAt))})
+		bud.Rows = append(bud.Rows, []cell{textCell(b.Name), textCell(b.Kind), textCell(b.Window), used, amount(b.Limit), textCell(b.State), textCell(ts(b.FreesAt))})
 	}
 	return bud.write(opts.IO.Out, opts.Format)
 }
