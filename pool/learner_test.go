@@ -310,3 +310,42 @@ type panickySibling struct{ fakeLearner }
 
 func (*panickySibling) Fell(LearnEvent) bool                     { return true }
 func (*panickySibling) Release(LearnEvent) (time.Duration, bool) { panic("release") }
+
+// A sibling's release never ends a cooldown before the end of a rest the
+// provider's trusted Retry-After set, whether the advice came with the
+// released model or with another model of its shared quota bucket (a
+// decide-large call on b answered 429 with Retry-After 1800 while b was
+// cooling for decide-mini): the learner knows each model's advice apart,
+// the pool's cooldown is the bucket's.
+func TestSiblingReleaseNeverBeforeTrustedAdvice(t *testing.T) {
+	long := func(LearnEvent) (time.Duration, bool) { return 300 * time.Second, true }
+	for _, c := range []struct {
+		name      string
+		advice    Scope
+		released  Scope
+		wantAfter time.Duration // still cooling this long after a's success
+	}{
+		{"same model", modelA, modelA, 1790 * time.Second},
+		{"another model of the bucket", large, mini, 1790 * time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l := &siblingLearner{fakeLearner: fakeLearner{suggest: long}, fell: true, rest: 5 * time.Second}
+			f := newFixture(t, withLearner(l))
+			f.record("b", throttle(c.released))
+			f.record("b", throttleFor(c.advice, 1800))
+			f.clk.Advance(10 * time.Second)
+			f.record("a", success(c.released))
+			if len(l.released) == 0 {
+				t.Fatal("the learner was not asked to release b")
+			}
+			f.clk.Advance(c.wantAfter - time.Millisecond)
+			if !f.cooling("b", c.released) {
+				t.Errorf("b released %v after a's success, before its 1800 s of trusted advice ran out", c.wantAfter)
+			}
+			f.clk.Advance(2 * time.Millisecond)
+			if f.cooling("b", c.released) {
+				t.Error("b still cooling after its advice ran out")
+			}
+		})
+	}
+}

@@ -159,7 +159,7 @@ func (p *Pool) Record(name string, obs Observation) {
 			return
 		}
 		k := obsKey{cred: p.ids[i], scope: p.scopeID(obs.Scope, bucket, kind)}
-		p.observeScoped(name, kind.String(), k, now, d)
+		p.observeScoped(name, kind.String(), k, now, d, p.adviceFloor(obs, now))
 	case OutcomeCredentialRejected:
 		if !obs.wideAuth() {
 			return
@@ -170,7 +170,7 @@ func (p *Pool) Record(name string, obs Observation) {
 		}
 		d := p.cooldown(obs, fallback, 0, false)
 		p.restLegacy(i, now+int64(d))
-		if !scoped || !p.observeScoped(name, "auth", obsKey{cred: p.ids[i], scope: p.store.authScope}, now, d) {
+		if !scoped || !p.observeScoped(name, "auth", obsKey{cred: p.ids[i], scope: p.store.authScope}, now, d, p.adviceFloor(obs, now)) {
 			p.logCooling(name, "legacy", d)
 		}
 	}
@@ -207,12 +207,24 @@ func (p *Pool) restLegacy(i int, until int64) {
 	}
 }
 
-// observeScoped stores one model-store observation and logs it. It reports
-// whether the store kept it.
-func (p *Pool) observeScoped(name, kind string, k obsKey, now int64, d time.Duration) bool {
+// adviceFloor returns the end of the rest obs's trusted advice sets, as
+// cooldown bounds it, or 0 when obs has no valid advice: a release never
+// ends a cooldown before it.
+func (p *Pool) adviceFloor(obs Observation, now int64) int64 {
+	advice, valid := obs.advice(p.maxRest)
+	if !valid {
+		return 0
+	}
+	return now + int64(min(max(advice, MinRest), p.maxRest))
+}
+
+// observeScoped stores one model-store observation, resting until now+d
+// and never released before floor, and logs it. It reports whether the
+// store kept it.
+func (p *Pool) observeScoped(name, kind string, k obsKey, now int64, d time.Duration, floor int64) bool {
 	st := p.store
 	st.mu.Lock()
-	kept, started := st.put(k, now+int64(d), now)
+	kept, started := st.put(k, now+int64(d), floor, now)
 	overflow := st.overflowUntil(now)
 	st.mu.Unlock()
 	if kept {

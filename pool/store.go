@@ -33,6 +33,11 @@ type obsKey struct {
 type slot struct {
 	key   obsKey
 	until int64 // release, in nanoseconds since the store's epoch
+	// floor is the latest end of a rest a provider's trusted advice set
+	// in this slot (0: none): a sibling's release (shorten) never ends
+	// the cooldown before it, whichever model of a shared quota bucket
+	// the advice came with.
+	floor int64
 	pos   int32 // index in the expiry heap
 }
 
@@ -183,9 +188,10 @@ func (s *Store) lookup(k obsKey) int64 {
 // observation that does not fit is dropped: it raises the overflow
 // deadline to until instead, and started reports whether that began a
 // capacity guard. It never evicts a live observation.
-func (s *Store) put(k obsKey, until, now int64) (kept, started bool) {
+func (s *Store) put(k obsKey, until, floor, now int64) (kept, started bool) {
 	s.prune(now)
 	if i, ok := s.index[k]; ok {
+		s.slots[i].floor = max(s.slots[i].floor, floor)
 		if until > s.slots[i].until {
 			s.slots[i].until = until
 			s.down(int(s.slots[i].pos))
@@ -205,7 +211,7 @@ func (s *Store) put(k obsKey, until, now int64) (kept, started bool) {
 		s.slots = append(s.slots, slot{})
 		i = int32(len(s.slots) - 1)
 	}
-	s.slots[i] = slot{key: k, until: until, pos: int32(len(s.heap))}
+	s.slots[i] = slot{key: k, until: until, floor: floor, pos: int32(len(s.heap))}
 	s.heap = append(s.heap, i)
 	s.up(len(s.heap) - 1)
 	s.index[k] = i
@@ -220,12 +226,16 @@ func (s *Store) remove(k obsKey, now int64) {
 	}
 }
 
-// shorten moves the release of k from was to until (< was), or removes k
-// when until is not after now. It reports whether it did: not when k is
+// shorten moves the release of k from was to until (< was), but never
+// before the end of a rest trusted advice set (slot.floor), or removes k
+// when that is not after now. It reports whether it did: not when k is
 // gone or its release changed since it read was (a new throttle rested
-// it again).
+// it again), or when the advice leaves nothing to shorten.
 func (s *Store) shorten(k obsKey, was, until, now int64) bool {
 	i, ok := s.index[k]
+	if ok {
+		until = max(until, s.slots[i].floor)
+	}
 	if !ok || s.slots[i].until != was || until >= was {
 		return false
 	}

@@ -220,7 +220,7 @@ func TestStoreHeapMatchesModel(t *testing.T) {
 		switch rng.IntN(3) {
 		case 0, 1:
 			until := now + 1 + rng.Int64N(50)
-			kept, _ := s.put(k, until, now)
+			kept, _ := s.put(k, until, 0, now)
 			if cur, ok := want[k]; ok {
 				want[k] = max(cur, until)
 			} else if len(want) < s.limit {
