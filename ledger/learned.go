@@ -56,9 +56,14 @@ func (s *Store) GetLearned(ctx context.Context, id string, now time.Time) (Learn
 // reclaims expired rows and, for a new record, checks that at most capacity
 // live rows remain. A new record expires retention after now; an update
 // keeps its creation and expiry. It returns the new revision.
+//
+// It is a write on the request path, bounded by ctx (the learner's store
+// timeout): while another process holds the database's lock, it is given
+// up once ctx ends, as a reservation is, where other writes wait out
+// busy_timeout.
 func (s *Store) PutLearned(ctx context.Context, id string, state []byte, expected int64, now time.Time, capacity int, retention time.Duration) (int64, error) {
 	var rev int64
-	err := s.exec(ctx, func(ctx context.Context, q execQuerier) error {
+	err := s.w.submit(ctx, &op{kind: opFunc, fn: func(ctx context.Context, q execQuerier) error {
 		nowMS := now.UnixMilli()
 		if _, err := q.ExecContext(ctx, `DELETE FROM learned_cooldown WHERE expires_ms <= ?`, nowMS); err != nil {
 			return err
@@ -91,6 +96,6 @@ func (s *Store) PutLearned(ctx context.Context, id string, state []byte, expecte
 		}
 		rev = cur + 1
 		return nil
-	})
+	}})
 	return rev, err
 }
