@@ -36,19 +36,28 @@ const qPrunedUntil = `SELECT COALESCE((SELECT value FROM meta WHERE key = 'prune
 const PruneChunk = 5000
 
 // PruneInChunks calls chunk until it deletes fewer than PruneChunk rows
-// (first is true at the first call only) and sums what the chunks did:
-// chunk deletes at most PruneChunk rows in one transaction and returns how
-// many it deleted and the cut it applied (Unix milliseconds). Both engines
-// prune this way, so that no transaction holds the admission lock long.
-func PruneInChunks(chunk func(first bool) (deleted, until int64, err error)) (PruneResult, error) {
+// and sums what the chunks did: chunk deletes at most PruneChunk rows in
+// one transaction and returns how many it deleted and the cut it applied
+// (Unix milliseconds). The first call (first true) decides the cut and
+// records it as pruned_until; every later call gets that cut and deletes
+// before it, never a cut of its own: the fold frontier (SQLite) or the
+// clock (PostgreSQL) may pass the next hour between two chunks, and a
+// chunk cutting there would delete rows after pruned_until, which every
+// read takes from the rows. Both engines prune this way, so that no
+// transaction holds the admission lock long.
+func PruneInChunks(chunk func(first bool, cut int64) (deleted, until int64, err error)) (PruneResult, error) {
 	var res PruneResult
+	var cut int64
 	for first := true; ; first = false {
-		n, until, err := chunk(first)
+		n, until, err := chunk(first, cut)
 		if err != nil {
 			return res, err
 		}
+		if first {
+			cut = until
+		}
 		res.Deleted += n
-		res.Until = time.UnixMilli(until).UTC()
+		res.Until = time.UnixMilli(cut).UTC()
 		if n < PruneChunk {
 			return res, nil
 		}
@@ -96,7 +105,7 @@ func (s *Store) Prune(ctx context.Context, req PruneRequest) (PruneResult, error
 	if s.readOnly {
 		return PruneResult{}, ErrReadOnly
 	}
-	res, err := PruneInChunks(func(first bool) (int64, int64, error) { return s.pruneChunk(ctx, req, first) })
+	res, err := PruneInChunks(func(first bool, cut int64) (int64, int64, error) { return s.pruneChunk(ctx, req, first, cut) })
 	if err != nil {
 		return res, err
 	}
@@ -106,11 +115,12 @@ func (s *Store) Prune(ctx context.Context, req PruneRequest) (PruneResult, error
 	return res, nil
 }
 
-// pruneChunk runs one immediate transaction: it checks the budgets, moves
-// pruned_until (first) and deletes at most PruneChunk rows. Running on its
+// pruneChunk runs one immediate transaction: it checks the budgets, decides
+// the cut and moves pruned_until to it (first), or takes the first
+// chunk's cut, and deletes at most PruneChunk rows before it. Running on its
 // own connection, it moves the writer's data_version, so the writer drops
 // its window cache and rereads the frontiers.
-func (s *Store) pruneChunk(ctx context.Context, req PruneRequest, first bool) (int64, int64, error) {
+func (s *Store) pruneChunk(ctx context.Context, req PruneRequest, first bool, until int64) (int64, int64, error) {
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return 0, 0, fmt.Errorf("prune: %w", err)
@@ -134,12 +144,12 @@ func (s *Store) pruneChunk(ctx context.Context, req PruneRequest, first bool) (i
 			return 0, 0, err
 		}
 	}
-	var foldUntil int64
-	if err := conn.QueryRowContext(ctx, qFoldUntil).Scan(&foldUntil); err != nil {
-		return 0, 0, fmt.Errorf("prune: %w", err)
-	}
-	until := FloorTo(min(req.Before.UnixMilli(), foldUntil), hourMS)
 	if first {
+		var foldUntil int64
+		if err := conn.QueryRowContext(ctx, qFoldUntil).Scan(&foldUntil); err != nil {
+			return 0, 0, fmt.Errorf("prune: %w", err)
+		}
+		until = FloorTo(min(req.Before.UnixMilli(), foldUntil), hourMS)
 		if _, err := conn.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('pruned_until', ?)
 ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value)`, until); err != nil {
 			return 0, 0, fmt.Errorf("prune: %w", err)

@@ -43,7 +43,7 @@ func (s *Store) Prune(ctx context.Context, req ledger.PruneRequest) (ledger.Prun
 	if err := s.checkOpen(); err != nil {
 		return ledger.PruneResult{}, err
 	}
-	res, err := ledger.PruneInChunks(func(first bool) (int64, int64, error) { return s.pruneChunk(ctx, req, first) })
+	res, err := ledger.PruneInChunks(func(first bool, cut int64) (int64, int64, error) { return s.pruneChunk(ctx, req, first, cut) })
 	if err != nil {
 		return res, err
 	}
@@ -57,10 +57,13 @@ func (s *Store) Prune(ctx context.Context, req ledger.PruneRequest) (ledger.Prun
 
 // pruneChunk runs one transaction: the admission lock (so that a batch
 // reads the frontier and the rows of one state), the budgets' check, the
-// frontier (first) and at most ledger.PruneChunk deletions. A batch that begins
+// cut and the frontier (first; later chunks take the first one's cut, as
+// the clock may pass an hour between them) and at most ledger.PruneChunk
+// deletions before the cut. A batch that begins
 // after it reads the new frontier in its first statement after the lock.
-func (s *Store) pruneChunk(ctx context.Context, req ledger.PruneRequest, first bool) (int64, int64, error) {
-	var n, until int64
+func (s *Store) pruneChunk(ctx context.Context, req ledger.PruneRequest, first bool, cut int64) (int64, int64, error) {
+	var n int64
+	until := cut
 	err := s.change(ctx, "prune", false, func(ctx context.Context, tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, s.lockKey); err != nil {
 			return err
@@ -82,8 +85,8 @@ func (s *Store) pruneChunk(ctx context.Context, req ledger.PruneRequest, first b
 				return &refusal{err}
 			}
 		}
-		until = ledger.FloorTo(min(req.Before.UnixMilli(), now.UnixMilli()), hourMS)
 		if first {
+			until = ledger.FloorTo(min(req.Before.UnixMilli(), now.UnixMilli()), hourMS)
 			if _, err := tx.Exec(ctx, `INSERT INTO meta (key, value) VALUES ('pruned_until', $1)
 ON CONFLICT (key) DO UPDATE SET value = GREATEST(meta.value, excluded.value)`, until); err != nil {
 				return err
