@@ -40,7 +40,8 @@
 //	read                        tables                                  frontier
 //	Totals, Reach,              usage_hour (hours < hour_rollup_until),  both
 //	NewestUnknownCost           usage_minute (other whole minutes),
-//	(budget windows)            usage (edges, rows >= fold_until)
+//	(budget windows)            usage (edges, rows >= fold_until; open
+//	                            rows, to skip requests in flight)
 //	writer's windows ending     window cache (rollup_window.go), slid by  both, via the
 //	now (admission)             the usage rows that left the window       cache's resets
 //	Report (`ledger report`)    usage_hour_dims (whole hours), usage     fold_until; hour_rollup_until

@@ -361,16 +361,27 @@ func (v *view) newestUnknownIn(s segment) (time.Time, bool, error) {
 	switch {
 	case s.kind == segRaw && v.prunedMinute(s.lo, s.hi):
 		// Pruned: the minute's rollup row says whether it held a row of
-		// unknown cost; its last instant stands for that row's time.
+		// unknown cost besides the requests in flight (kept by prune,
+		// counted in the rollup); its last instant stands for that row's
+		// time.
 		st, err := v.totalsQuery(qMinuteTotals, s.lo/minuteMS, s.hi/minuteMS)
 		if err != nil || st.CostUnknown == 0 {
 			return time.Time{}, false, err
+		}
+		var n int64
+		if err := v.q.QueryRowContext(v.ctx, `SELECT COUNT(*) FROM usage WHERE ts_ms >= ? AND ts_ms < ? AND `+inFlightSQL,
+			append([]any{s.lo, s.hi}, v.inFlightArgs()...)...).Scan(&n); err != nil {
+			return time.Time{}, false, &dbError{err}
+		}
+		if st.CostUnknown <= n {
+			return time.Time{}, false, nil
 		}
 		return time.UnixMilli(s.hi - 1).UTC(), true, nil
 	case s.kind == segRaw:
 		// Walks the time index back from hi and stops at the first match.
 		var ts int64
-		err := v.q.QueryRowContext(v.ctx, `SELECT ts_ms FROM usage WHERE ts_ms >= ? AND ts_ms < ? AND `+sqlReadable("cost_micros")+` IS NULL ORDER BY ts_ms DESC LIMIT 1`, s.lo, s.hi).Scan(&ts)
+		err := v.q.QueryRowContext(v.ctx, `SELECT ts_ms FROM usage WHERE ts_ms >= ? AND ts_ms < ? AND `+sqlReadable("cost_micros")+` IS NULL AND NOT `+inFlightSQL+` ORDER BY ts_ms DESC LIMIT 1`,
+			append([]any{s.lo, s.hi}, v.inFlightArgs()...)...).Scan(&ts)
 		if errors.Is(err, sql.ErrNoRows) {
 			return time.Time{}, false, nil
 		}
@@ -383,14 +394,22 @@ func (v *view) newestUnknownIn(s segment) (time.Time, bool, error) {
 		if s.kind == segHour {
 			table, unit, sub = "usage_hour", hourMS, segMinute
 		}
-		var b sql.NullInt64
-		err := v.q.QueryRowContext(v.ctx, `SELECT MAX(bucket) FROM `+table+` WHERE bucket >= ? AND bucket < ? AND cost_null > 0`, s.lo/unit, s.hi/unit).Scan(&b)
-		if err != nil {
-			return time.Time{}, false, &dbError{err}
+		// A bucket's unknown cost may be only requests in flight (the
+		// rollups count them as unknown): then look further back.
+		for hi := s.hi / unit; ; {
+			var b sql.NullInt64
+			err := v.q.QueryRowContext(v.ctx, `SELECT MAX(bucket) FROM `+table+` WHERE bucket >= ? AND bucket < ? AND cost_null > 0`, s.lo/unit, hi).Scan(&b)
+			if err != nil {
+				return time.Time{}, false, &dbError{err}
+			}
+			if !b.Valid {
+				return time.Time{}, false, nil
+			}
+			at, ok, err := v.newestUnknownIn(segment{sub, b.Int64 * unit, (b.Int64 + 1) * unit})
+			if err != nil || ok {
+				return at, ok, err
+			}
+			hi = b.Int64
 		}
-		if !b.Valid {
-			return time.Time{}, false, nil
-		}
-		return v.newestUnknownIn(segment{sub, b.Int64 * unit, (b.Int64 + 1) * unit})
 	}
 }

@@ -67,7 +67,9 @@ type WindowReader interface {
 	// the window holds less than need.
 	Reach(w Window, m Measure, need int64) (at time.Time, ok bool, err error)
 	// NewestUnknownCost returns the time of the newest row of unknown cost
-	// in w; ok=false when there is none.
+	// in w, requests in flight (see InFlight) left out: the time a cost
+	// budget failing closed frees depends on it; ok=false when there is
+	// none.
 	NewestUnknownCost(w Window) (at time.Time, ok bool, err error)
 	// InFlight counts, up to upTo, the open reservations in w still
 	// within their deadline plus grace (and younger than MaxInFlight):
@@ -179,6 +181,19 @@ func (v *view) NewestUnknownCost(w Window) (time.Time, bool, error) {
 	return time.Time{}, false, nil
 }
 
+// inFlightSQL holds for a usage row that is a request in flight at the
+// view's now (its arguments: inFlightArgs): an open reservation within its
+// deadline plus grace and younger than MaxInFlight. InFlight counts these
+// rows and NewestUnknownCost skips them, so that a cost budget neither
+// counts a request in flight as usage of unknown cost nor waits for it to
+// leave the window.
+const inFlightSQL = `(state = 0 AND expires_ms > ? AND ts_ms >= ?)`
+
+func (v *view) inFlightArgs() []any {
+	now := v.now.UnixMilli()
+	return []any{now, now - MaxInFlight.Milliseconds()}
+}
+
 func (v *view) InFlight(w Window, upTo int64) (int64, error) {
 	f, t := w.ms()
 	now := v.now.UnixMilli()
@@ -192,8 +207,8 @@ func (v *view) InFlight(w Window, upTo int64) (int64, error) {
 		}
 	}
 	var n int64
-	err := v.q.QueryRowContext(v.ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM usage WHERE ts_ms >= ? AND ts_ms < ? AND state = 0 AND expires_ms > ? LIMIT ?)`,
-		f, t, now, upTo).Scan(&n)
+	err := v.q.QueryRowContext(v.ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM usage WHERE ts_ms >= ? AND ts_ms < ? AND `+inFlightSQL+` LIMIT ?)`,
+		append([]any{f, t}, append(v.inFlightArgs(), upTo)...)...).Scan(&n)
 	if err != nil {
 		return 0, &dbError{err}
 	}

@@ -85,6 +85,7 @@ func Run(t *testing.T, e Engine) {
 		{"ReservationOlderThanMaxInFlightIsUnknownCost", testMaxInFlight},
 		{"UnreadableUsageIsUnknownNeverZero", testNullUsage},
 		{"CostBudgetFailsClosedOnUnknownCostUntilItLeaves", testCostFailClosed},
+		{"FailClosedFreesWhenTheUnknownRowLeavesNotTheRequestInFlight", testFailClosedFreesAtSkipsInFlight},
 		{"CostBudgetRefusesDecisionsAndUnpricedModels", testCostPolicy},
 		{"OnSettleTellsEachCommittedSettlementAsItsRow", testOnSettle},
 		// Reports.

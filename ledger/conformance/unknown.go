@@ -211,3 +211,48 @@ func testMaxInFlight(t *testing.T, e Engine) {
 		}
 	}
 }
+
+// A cost budget failing closed frees when its newest row of unknown cost
+// leaves the window, whatever requests are in flight: an open reservation
+// within its deadline is not usage of unknown cost (it is not counted as
+// such), so it does not move when the budget frees either, in `budget
+// list` and in the refusal alike. Before, the reservation's time was taken
+// as the newest unknown cost, and the budget said it freed 30 minutes
+// after it really did.
+func testFailClosedFreesAtSkipsInFlight(t *testing.T, e Engine) {
+	d, l := fresh(t, e)
+	other := d.open()
+	setPrice(t, l, gptPrice)
+	addBudget(t, l, budgets.Budget{Name: "usd", Kind: budgets.KindCost, Limit: 5_000_000, Window: rolling(time.Hour)})
+	cutAt := d.clk.Now()
+	d.reserve(l, "cut", opChat, "gpt")
+	settle(t, l, ledger.Settlement{RequestID: "cut", Model: "gpt", Status: 200, ErrorCode: "upstream_stream_cut"})
+	d.clk.Advance(30 * time.Minute)
+	d.reserve(l, "open", opChat, "gpt") // in flight for an hour
+	// A minute later a request settles, so that the rollups (SQLite's
+	// fold) count the open reservation too.
+	d.clk.Advance(time.Minute)
+	d.reserve(l, "known", opChat, "gpt")
+	settle(t, l, usage("known", "gpt", 1, 0))
+	frees := cutAt.Add(time.Hour)
+	for name, h := range map[string]ledger.Ledger{"its own handle": l, "another handle": other} {
+		if st := status(t, h, "usd"); st.State != budgets.StateFailClosed || st.UnknownRows != 1 || !st.FreesAt.Equal(frees) {
+			t.Errorf("%s: status beside a request in flight = %s, %d unknown, frees %v; want fail-closed on 1 row, freeing at %v (the unknown row leaves)",
+				name, st.State, st.UnknownRows, st.FreesAt, frees)
+		}
+	}
+	err := d.admit(l, budgets.NewAdmitter(), "refused", opChat, "gpt")
+	var pe *budgets.PolicyBlockedError
+	if !errors.As(err, &pe) || len(pe.Budgets) != 1 || !pe.Budgets[0].FreesAt.Equal(frees) {
+		t.Errorf("admission while failing closed = %v, want policy blocked by usd freeing at %v", err, frees)
+	}
+	d.clk.Set(frees)
+	for name, h := range map[string]ledger.Ledger{"its own handle": l, "another handle": other} {
+		if st := status(t, h, "usd"); st.State != budgets.StateOK || st.UnknownRows != 0 {
+			t.Errorf("%s: at %v, the unknown row gone, the request still in flight: %s, %d unknown; want ok", name, frees, st.State, st.UnknownRows)
+		}
+	}
+	if err := d.admit(l, budgets.NewAdmitter(), "admitted", opChat, "gpt"); err != nil {
+		t.Errorf("admission once the unknown row left: %v", err)
+	}
+}

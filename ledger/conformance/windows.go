@@ -195,6 +195,9 @@ func testWindowsAcrossDays(t *testing.T, e Engine) {
 func bruteStatus(b budgets.Budget, rows []sample, now time.Time) budgets.Status {
 	w := b.Window.Range(now)
 	st := budgets.Status{Budget: b, State: budgets.StateOK}
+	inFlight := func(r sample) bool {
+		return r.open && r.expires.After(now) && !r.ts.Before(now.Add(-ledger.MaxInFlight))
+	}
 	for _, r := range rows {
 		if r.ts.Before(w.From) || !r.ts.Before(w.To) {
 			continue
@@ -209,17 +212,17 @@ func bruteStatus(b budgets.Budget, rows []sample, now time.Time) budgets.Status 
 				st.UnknownRows++
 			}
 		case budgets.KindCost:
-			inFlight := r.open && r.expires.After(now) && !r.ts.Before(now.Add(-ledger.MaxInFlight))
 			if r.cost.Known {
 				st.Used += r.cost.V
-			} else if !inFlight {
+			} else if !inFlight(r) {
 				st.UnknownRows++
 			}
 		}
 	}
 	// When it frees: a calendar budget at the end of its period; a
 	// rolling one when the row at which the window's measure first
-	// passed the limit leaves, or the newest row of unknown cost does.
+	// passed the limit leaves, or the newest row of unknown cost (not in
+	// flight) does.
 	leaves := func(at time.Time) time.Time {
 		if b.Window.Calendar != "" {
 			return b.Window.End(now)
@@ -251,7 +254,7 @@ func bruteStatus(b budgets.Budget, rows []sample, now time.Time) budgets.Status 
 		st.State = budgets.StateFailClosed
 		var newest time.Time
 		for _, r := range rows {
-			if !r.ts.Before(w.From) && r.ts.Before(w.To) && !r.cost.Known {
+			if !r.ts.Before(w.From) && r.ts.Before(w.To) && !r.cost.Known && !inFlight(r) {
 				newest = r.ts
 			}
 		}

@@ -73,7 +73,9 @@
 //	                           windows are read ahead in one round trip.
 //	Reach, NewestUnknownCost   usage_day, usage_hour, usage_minute, usage,
 //	                           descending only into the bucket that holds
-//	                           the answer
+//	                           the answer (NewestUnknownCost: past buckets
+//	                           whose unknown cost is only requests in
+//	                           flight, read from usage)
 //	InFlight                   usage through usage_open (open rows by time)
 //	Report                     usage_hour_dims (whole hours; open
 //	                           reservations are its status-0 rows), usage

@@ -325,12 +325,16 @@ func (v *view) NewestUnknownCost(w ledger.Window) (time.Time, bool, error) {
 }
 
 func (v *view) newestUnknownIn(s segment) (time.Time, bool, error) {
+	now, oldest := v.inFlightArgs()
 	if s.table == "usage" && v.prunedMinute(s.hi) {
 		// Pruned: the minute's rollup row says whether it held a row of
-		// unknown cost; its last instant stands for that row's time.
+		// unknown cost besides the requests in flight (kept by prune,
+		// counted in the rollup); its last instant stands for that row's
+		// time.
 		m0 := ledger.FloorTo(s.lo, minuteMS)
 		var n int64
-		if err := v.q.QueryRow(v.ctx, `SELECT COALESCE(SUM(cost_null), 0)::bigint FROM usage_minute WHERE bucket = $1`, m0/minuteMS).Scan(&n); err != nil {
+		if err := v.q.QueryRow(v.ctx, `SELECT COALESCE((SELECT SUM(cost_null) FROM usage_minute WHERE bucket = $1), 0)::bigint
+  - (SELECT COUNT(*) FROM usage WHERE ts_ms >= $2 AND ts_ms < $3 AND `+inFlightSQL(4)+`)`, m0/minuteMS, m0, m0+minuteMS, now, oldest).Scan(&n); err != nil {
 			return time.Time{}, false, &dbError{err}
 		}
 		if n <= 0 {
@@ -340,7 +344,8 @@ func (v *view) newestUnknownIn(s segment) (time.Time, bool, error) {
 	}
 	if s.table == "usage" {
 		var ts int64
-		err := v.q.QueryRow(v.ctx, `SELECT ts_ms FROM usage WHERE ts_ms >= $1 AND ts_ms < $2 AND `+costR+` IS NULL ORDER BY ts_ms DESC LIMIT 1`, s.lo, s.hi).Scan(&ts)
+		err := v.q.QueryRow(v.ctx, `SELECT ts_ms FROM usage WHERE ts_ms >= $1 AND ts_ms < $2 AND `+costR+` IS NULL AND NOT `+inFlightSQL(3)+` ORDER BY ts_ms DESC LIMIT 1`,
+			s.lo, s.hi, now, oldest).Scan(&ts)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return time.Time{}, false, nil
 		}
@@ -350,14 +355,37 @@ func (v *view) newestUnknownIn(s segment) (time.Time, bool, error) {
 		return time.UnixMilli(ts).UTC(), true, nil
 	}
 	unit, sub := unitOf(s.table)
-	var b *int64
-	if err := v.q.QueryRow(v.ctx, `SELECT MAX(bucket) FROM `+s.table+` WHERE bucket >= $1 AND bucket < $2 AND cost_null > 0`, s.lo/unit, s.hi/unit).Scan(&b); err != nil {
-		return time.Time{}, false, &dbError{err}
+	// A bucket's unknown cost may be only requests in flight (the rollups
+	// count them as unknown): then look further back.
+	for hi := s.hi / unit; ; {
+		var b *int64
+		if err := v.q.QueryRow(v.ctx, `SELECT MAX(bucket) FROM `+s.table+` WHERE bucket >= $1 AND bucket < $2 AND cost_null > 0`, s.lo/unit, hi).Scan(&b); err != nil {
+			return time.Time{}, false, &dbError{err}
+		}
+		if b == nil {
+			return time.Time{}, false, nil
+		}
+		at, ok, err := v.newestUnknownIn(segment{sub, *b * unit, (*b + 1) * unit})
+		if err != nil || ok {
+			return at, ok, err
+		}
+		hi = *b
 	}
-	if b == nil {
-		return time.Time{}, false, nil
-	}
-	return v.newestUnknownIn(segment{sub, *b * unit, (*b + 1) * unit})
+}
+
+// inFlightSQL(n) holds for a usage row that is a request in flight at
+// the view's now (its arguments $n and $n+1: inFlightArgs): an open
+// reservation within its deadline plus grace and younger than
+// ledger.MaxInFlight. InFlight counts these rows and NewestUnknownCost
+// skips them, so that a cost budget neither counts a request in flight as
+// usage of unknown cost nor waits for it to leave the window.
+func inFlightSQL(n int) string {
+	return fmt.Sprintf(`(state = 0 AND expires_ms > $%d AND ts_ms >= $%d)`, n, n+1)
+}
+
+func (v *view) inFlightArgs() (now, oldest int64) {
+	now = v.now.UnixMilli()
+	return now, now - ledger.MaxInFlight.Milliseconds()
 }
 
 func (v *view) InFlight(w ledger.Window, upTo int64) (int64, error) {
@@ -371,8 +399,9 @@ func (v *view) InFlight(w ledger.Window, upTo int64) (int64, error) {
 		return 0, err
 	}
 	var n int64
-	err := v.q.QueryRow(v.ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM usage WHERE ts_ms >= $1 AND ts_ms < $2 AND state = 0 AND expires_ms > $3 LIMIT $4) x`,
-		f, t, now, upTo).Scan(&n)
+	inNow, oldest := v.inFlightArgs()
+	err := v.q.QueryRow(v.ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM usage WHERE ts_ms >= $1 AND ts_ms < $2 AND `+inFlightSQL(3)+` LIMIT $5) x`,
+		f, t, inNow, oldest, upTo).Scan(&n)
 	if err != nil {
 		return 0, &dbError{err}
 	}
