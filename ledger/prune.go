@@ -94,6 +94,10 @@ type PruneResult struct {
 // (ledger/pgledger) implement it; the conformance suite tests both.
 type Pruner interface {
 	Prune(ctx context.Context, req PruneRequest) (PruneResult, error)
+	// PrunedUntil returns the prune frontier: settled rows before it may
+	// have been deleted (their usage is only in the rollups); zero when
+	// never pruned.
+	PrunedUntil(ctx context.Context) (time.Time, error)
 }
 
 var _ Pruner = (*Store)(nil)

@@ -138,6 +138,9 @@ type copyOptions struct {
 	// PageRows is how many rows one read and one import move (default
 	// 2000).
 	PageRows int
+	// DropPruned accepts copying a pruned ledger without its pruned usage
+	// (--drop-pruned).
+	DropPruned bool
 }
 
 func newCmdLedgerCopy(f *Factory, runF func(*copyOptions) error) *cobra.Command {
@@ -154,7 +157,13 @@ Rows already in the target (by request id) are skipped, so a second copy adds
 nothing and says so. A budget, client token or price of the same name but
 other values in the target stops the copy before anything is written, with
 exit 2 and a list of them: remove or rename them on one side, then copy
-again. Client tokens keep working: only their hashes are copied.`,
+again. Client tokens keep working: only their hashes are copied.
+
+The usage a prune deleted from the rows (kept in the current ledger's
+rollups) is not copied: reports and budget windows over that time would read
+less on the target. A copy of a pruned ledger therefore stops, with exit 2,
+naming the cut and the requests that would be lost, unless --drop-pruned
+says to copy without them (it then warns once on stderr).`,
 		Example: `  rotor ledger copy --to 'postgres://rotor@db.example:5432/rotor?sslmode=verify-full'`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -168,6 +177,7 @@ again. Client tokens keep working: only their hashes are copied.`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.URL, "to", "", "the target ledger: a postgres:// URL or a SQLite file (required)")
+	cmd.Flags().BoolVar(&opts.DropPruned, "drop-pruned", false, "copy a pruned ledger without the usage pruned from its rows")
 	return cmd
 }
 
@@ -213,6 +223,15 @@ func copyRun(ctx context.Context, opts *copyOptions) error {
 	srcImp, ok := src.(ledger.Importer)
 	if !ok {
 		return fmt.Errorf("the ledger %s cannot be copied from", dburl.Mask(src.Location()))
+	}
+	cut, lost, err := prunedUsage(ctx, src)
+	if err != nil {
+		return err
+	}
+	if lost > 0 && !opts.DropPruned {
+		return usageErrorf("the current ledger was pruned before %s: the usage of %d requests before then is kept only in its rollups, which copy does not carry, "+
+			"so reports and budget windows over that time would read less on %s; nothing was copied. Copy with --drop-pruned to accept that",
+			cut.Format(time.RFC3339), lost, where)
 	}
 	dst, err := opts.To(ctx, opts.URL)
 	if err != nil {
@@ -260,6 +279,10 @@ func copyRun(ctx context.Context, opts *copyOptions) error {
 			return maskErr(err, opts.URL)
 		}
 	}
+	if lost > 0 {
+		fmt.Fprintf(opts.IO.ErrOut, "warning: not copied: the usage of %d requests before %s, pruned from the rows (kept only in the current ledger's rollups); reports and budget windows over that time read less on %s\n",
+			lost, cut.Format(time.RFC3339), where)
+	}
 	added := rows + len(plan.budgets) + len(plan.tokens) + len(plan.prices) + learnedAdded
 	if added == 0 {
 		fmt.Fprintf(opts.IO.Out, "nothing to copy: %s already holds all %d rows, the budgets, tokens, prices and learned state\n", where, seen)
@@ -268,6 +291,31 @@ func copyRun(ctx context.Context, opts *copyOptions) error {
 	fmt.Fprintf(opts.IO.Out, "copied to %s: %d rows (%d already there), %d budgets, %d tokens, %d prices, %d learned records\n",
 		where, rows, seen-rows, len(plan.budgets), len(plan.tokens), len(plan.prices), learnedAdded)
 	return nil
+}
+
+// prunedUsage returns src's prune frontier and how many requests before it
+// only its rollups still count (their rows deleted by a prune): a copy,
+// which moves rows, cannot carry them. lost is 0 for a ledger never pruned.
+func prunedUsage(ctx context.Context, src ledger.Ledger) (cut time.Time, lost int64, err error) {
+	p, ok := src.(ledger.Pruner)
+	if !ok {
+		return cut, 0, nil
+	}
+	if cut, err = p.PrunedUntil(ctx); err != nil || cut.IsZero() {
+		return cut, 0, err
+	}
+	rep, err := src.Report(ctx, ledger.ReportQuery{From: time.UnixMilli(0), To: cut})
+	if err != nil {
+		return cut, 0, err
+	}
+	for _, r := range rep {
+		lost = ledger.SatAdd(lost, r.Requests)
+	}
+	rows, err := src.Rows(ctx, time.UnixMilli(0), cut, 0)
+	if err != nil {
+		return cut, 0, err
+	}
+	return cut, max(lost-int64(len(rows)), 0), nil
 }
 
 // copyPlan is what a copy adds besides rows, and what stops it.

@@ -429,3 +429,90 @@ func TestRunMasksThePasswordInAnyError(t *testing.T) {
 		t.Errorf("budget list on an unreachable database: exit %d, stderr %q", code, errOut)
 	}
 }
+
+// A copy of a pruned ledger cannot carry the pruned usage (only the
+// source's rollups hold it, and copy moves rows), so reports and budget
+// windows over pruned time would read less on the target. The copy says
+// so and stops, exit 2, naming the cut and how many requests would be
+// lost, before it touches the target; with --drop-pruned it copies and
+// warns. Before, it copied the rows and said nothing.
+func TestLedgerCopyOfPrunedLedger(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		target func(t *testing.T) string
+	}{
+		{"sqlite", func(t *testing.T) string { return filepath.Join(t.TempDir(), "team.db") }},
+		{"postgres", func(t *testing.T) string { u, _ := pgtest.Schema(t); return u }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			f, out, errOut := testFactory(t)
+			src, day0 := careLedger(t, f)
+			if code := runCmd(t, f, out, errOut, "ledger", "prune", "--before", "2026-11-23"); code != 0 {
+				t.Fatalf("prune: exit %d %s", code, errOut)
+			}
+			cut := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
+			requests := func(l ledger.Ledger, from, to time.Time) int64 {
+				t.Helper()
+				rows, err := l.Report(ctx, ledger.ReportQuery{From: from, To: to})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var n int64
+				for _, r := range rows {
+					n += r.Requests
+				}
+				return n
+			}
+			kept, err := src.Rows(ctx, day0, cut, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			inPruned := requests(src, day0, cut)
+			lost := inPruned - int64(len(kept))
+			if lost < 20 {
+				t.Fatalf("the prune left %d of %d requests before the cut only in the rollups; want most", lost, inPruned)
+			}
+			end := f.Clock.Now().Add(time.Hour)
+
+			target := tc.target(t)
+			if code := runCmd(t, f, out, errOut, "ledger", "copy", "--to", target); code != ExitUsage {
+				t.Fatalf("copy of a pruned ledger: exit %d, want 2\n%s%s", code, out, errOut)
+			}
+			for _, want := range []string{"2026-11-23T00:00:00Z", fmt.Sprintf("%d requests", lost), "--drop-pruned", "nothing was copied"} {
+				if !strings.Contains(errOut.String(), want) {
+					t.Errorf("refusal %q does not say %q", errOut, want)
+				}
+			}
+			if !dburl.IsPostgres(target) {
+				if _, err := os.Stat(target); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("a refused copy created %s (%v)", target, err)
+				}
+			}
+
+			if code := runCmd(t, f, out, errOut, "ledger", "copy", "--to", target, "--drop-pruned"); code != 0 {
+				t.Fatalf("copy --drop-pruned: exit %d\n%s%s", code, out, errOut)
+			}
+			if !strings.HasPrefix(out.String(), "copied to ") {
+				t.Errorf("copy --drop-pruned printed %q", out)
+			}
+			warn := fmt.Sprintf("warning: not copied: the usage of %d requests before 2026-11-23T00:00:00Z", lost)
+			if !strings.Contains(errOut.String(), warn) {
+				t.Errorf("copy --drop-pruned: stderr %q, want %q", errOut, warn)
+			}
+			dst, err := f.openCopyTarget(ctx, target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer dst.Close()
+			// What the warning said is what a report on the target misses;
+			// after the cut, the target reads as the source.
+			if got := requests(dst, day0, cut); got != inPruned-lost {
+				t.Errorf("target's report before the cut: %d requests, want the source's %d less the %d the warning named", got, inPruned, lost)
+			}
+			if got, want := requests(dst, cut, end), requests(src, cut, end); got != want {
+				t.Errorf("target's report after the cut: %d requests, want the source's %d", got, want)
+			}
+		})
+	}
+}

@@ -140,9 +140,16 @@ func testPruneKeepsReads(t *testing.T, e Engine) {
 		}
 	}
 
-	res, err := capability[ledger.Pruner](t, l).Prune(ctx, ledger.PruneRequest{Before: cut})
+	p := capability[ledger.Pruner](t, l)
+	if at, err := p.PrunedUntil(ctx); err != nil || !at.IsZero() {
+		t.Errorf("PrunedUntil before any prune = %v, %v; want zero", at, err)
+	}
+	res, err := p.Prune(ctx, ledger.PruneRequest{Before: cut})
 	if err != nil {
 		t.Fatalf("Prune: %v", err)
+	}
+	if at, err := p.PrunedUntil(ctx); err != nil || !at.Equal(res.Until) {
+		t.Errorf("PrunedUntil after the prune = %v, %v; want its cut %v", at, err, res.Until)
 	}
 	left, err := l.Rows(ctx, day0, cut, 0)
 	if err != nil {
@@ -205,6 +212,9 @@ func testPruneEarlierAfterLater(t *testing.T, e Engine) {
 	res, err := p.Prune(ctx, ledger.PruneRequest{Before: day0.Add(24 * time.Hour)})
 	if err != nil || res.Deleted != 0 {
 		t.Fatalf("the earlier Prune = %+v, %v; want nothing deleted", res, err)
+	}
+	if at, err := p.PrunedUntil(ctx); err != nil || !at.Equal(day0.Add(3*24*time.Hour)) {
+		t.Errorf("PrunedUntil after the earlier prune = %v, %v; want the later cut %v", at, err, day0.Add(3*24*time.Hour))
 	}
 	after := d.readAll(l, day0, edge)
 	for i := range before.reports {

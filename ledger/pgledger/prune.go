@@ -55,6 +55,25 @@ func (s *Store) Prune(ctx context.Context, req ledger.PruneRequest) (ledger.Prun
 	return res, nil
 }
 
+// PrunedUntil returns the prune frontier: settled rows before it may have
+// been deleted (their usage is only in the rollups); zero when never
+// pruned.
+func (s *Store) PrunedUntil(ctx context.Context) (time.Time, error) {
+	if err := s.checkOpen(); err != nil {
+		return time.Time{}, err
+	}
+	rctx, cancel := readCtx(ctx)
+	defer cancel()
+	var ms int64
+	if err := s.pool.QueryRow(rctx, `SELECT `+qPrunedUntil).Scan(&ms); err != nil {
+		return time.Time{}, s.wrap("prune frontier", err)
+	}
+	if ms == 0 {
+		return time.Time{}, nil
+	}
+	return time.UnixMilli(ms).UTC(), nil
+}
+
 // pruneChunk runs one transaction: the admission lock (so that a batch
 // reads the frontier and the rows of one state), the budgets' check, the
 // cut and the frontier (first; later chunks take the first one's cut, as
