@@ -53,7 +53,11 @@ type Store struct {
 	pool *pgxpool.Pool
 	url  string
 	clk  clock.Clock
-	log  *slog.Logger
+	// local is this machine's clock, by which callers compute a
+	// reservation's Expires (Reserve); nil: clk, else the system clock.
+	// Tests set it apart from the database's time to skew a machine.
+	local clock.Clock
+	log   *slog.Logger
 	// lockKey serialises admission, learnedKey learned-state writes:
 	// both derive from the schema's name.
 	lockKey, learnedKey int64

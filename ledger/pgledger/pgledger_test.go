@@ -498,3 +498,31 @@ func TestBatchPlansKeepTheirIndexAsTheLedgerGrows(t *testing.T) {
 		t.Errorf("the batch's first statement reads usage without its time index:\n%s", p)
 	}
 }
+
+// A reservation lives as long from the database's time as its machine
+// gave it by its own clock (README, For teams: times come from the
+// database's clock). A bridge whose clock is 20 minutes behind reserved a
+// request (deadline and grace, 15 minutes, from its clock): while the
+// request is in flight, another machine's request under a cost budget is
+// admitted, where before the row read as abandoned, of unknown cost, and
+// every cost budget failed closed.
+func TestReservationFromASkewedMachineIsInFlight(t *testing.T) {
+	ctx := context.Background()
+	s, _ := open(t, Options{})
+	if _, err := s.PutPrices(ctx, []ledger.Price{{Model: "m", InputMicros: 1, OutputMicros: 1, Source: ledger.SourceSet}}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutBudget(ctx, ledger.BudgetRecord{Name: "cost", Kind: "cost", Limit: 1_000_000_000, Window: "day"}, false); err != nil {
+		t.Fatal(err)
+	}
+	admit := budgets.NewAdmitter()
+	s.local = clock.NewFake(time.Now().Add(-20 * time.Minute)) // the laptop's clock
+	if err := s.Reserve(ctx, ledger.Reservation{RequestID: "laptop", Expires: s.local.Now().Add(15 * time.Minute), Operation: "chat", Model: "m"}, admit); err != nil {
+		t.Fatal(err)
+	}
+	s.local = nil // the desk's clock is right
+	err := s.Reserve(ctx, ledger.Reservation{RequestID: "desk", Expires: time.Now().Add(15 * time.Minute), Operation: "chat", Model: "m"}, admit)
+	if err != nil {
+		t.Errorf("a request in flight on a machine 20 minutes behind blocks another's: %v", err)
+	}
+}

@@ -1,6 +1,7 @@
 package pgledger
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,6 +46,11 @@ type op struct {
 	// up then (ErrUnavailable), so that no call outlives its deadline by
 	// more than the batch's other callers' (see batchCtx).
 	deadline time.Time
+	// at is when a reservation was submitted, by the caller's clock: its
+	// Expires is stored as the same lifetime from the database's time
+	// (batch.reserve), so that a machine whose clock is off does not
+	// leave rows the others read as abandoned, or in flight for too long.
+	at time.Time
 }
 
 // openRow is what this process remembers of a reservation it wrote, so
@@ -651,9 +657,12 @@ func (b *batch) reserve(i int, o *op) error {
 		}
 	}
 	ts := b.now
+	// Times come from the database's clock: the reservation lives as long
+	// from ts as its caller gave it from o.at.
+	expires := ledger.SatAdd(ts, r.Expires.Sub(o.at).Milliseconds())
 	b.pending = append(b.pending, pendingStmt{
 		sql:  `INSERT INTO usage (request_id, ts_ms, state, expires_ms, operation, pool, model, region, client) VALUES ($1, $2, 0, $3, $4, $5, $6, $7, $8)`,
-		args: []any{r.RequestID, ts, r.Expires.UnixMilli(), r.Operation, r.Pool, r.Model, r.Region, r.Client},
+		args: []any{r.RequestID, ts, expires, r.Operation, r.Pool, r.Model, r.Region, r.Client},
 	})
 	d := dims{operation: r.Operation, model: r.Model, client: r.Client}
 	b.addRow(ts, d, reservationDelta())
@@ -862,7 +871,12 @@ func (b *batch) queueRollups(pb *pgx.Batch) {
 // in a batch transaction that holds the schema's admission lock, and
 // returns after the commit.
 func (s *Store) Reserve(ctx context.Context, r ledger.Reservation, admit ledger.Admitter) error {
-	return s.w.submit(ctx, &op{kind: opReserve, res: r, admit: admit})
+	local := cmp.Or(s.local, s.clk)
+	at := time.Now()
+	if local != nil {
+		at = local.Now()
+	}
+	return s.w.submit(ctx, &op{kind: opReserve, res: r, admit: admit, at: at})
 }
 
 // Settle turns a reservation into its usage row and returns after the
