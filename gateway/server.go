@@ -97,7 +97,7 @@ func (s *Server) Handler() http.Handler {
 		// The bridge in front sends its caller's label; only holders of
 		// the runtime token get this far.
 		client := r.Header.Get(httpx.ClientHeader)
-		if client == "" || !httpx.SafeID(client) {
+		if !httpx.SafeLabel(client) {
 			s.mux.ServeHTTP(w, r.WithContext(httpx.WithCaller(r.Context(), httpx.Caller{Label: DirectClient})))
 			return
 		}

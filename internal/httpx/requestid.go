@@ -21,15 +21,22 @@ func NewRequestID() string {
 }
 
 // SafeID reports whether s is 1-64 letters, digits, '-', '_' or '.': what
-// rotor accepts from a trusted hop as a request id or a client label, so
-// that it cannot inject into logs or headers.
-func SafeID(s string) bool {
+// rotor accepts from a trusted hop as a request id, so that it cannot
+// inject into logs or headers.
+func SafeID(s string) bool { return safe(s, false) }
+
+// SafeLabel is SafeID for a client label from a trusted hop, which may
+// also hold '@': a home's default token on a shared ledger is labelled
+// default@<hostname>.
+func SafeLabel(s string) bool { return safe(s, true) }
+
+func safe(s string, at bool) bool {
 	if len(s) == 0 || len(s) > 64 {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || at && c == '@') {
 			return false
 		}
 	}
