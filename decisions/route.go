@@ -286,6 +286,9 @@ func (rt *Route) serveKind(k *Kind, w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		return
 	}
+	if rt.revoked(r) {
+		err = httpx.NewError(httpx.CodeInvalidToken)
+	}
 	err = callerView(err, r.Context())
 	e := k.errorResponse(err)
 	info.Code = e.Code
@@ -298,6 +301,25 @@ func (rt *Route) serveKind(k *Kind, w http.ResponseWriter, r *http.Request) {
 		rt.log.Error("request failed", "path", k.Path, "request_id", httpx.RequestID(r.Context()), "error", err)
 	}
 	httpx.WriteError(w, e)
+}
+
+// revoked reports whether r came through a bridge that let its client
+// token in from a list loaded a moment ago (Caller.CheckToken) and the
+// ledger no longer holds that token. Admission re-checks the token, so a
+// revoked token never reaches a provider; a request refused before it
+// (bad JSON, a bad model prefix, no credentials) asks here, so that the
+// revoked token gets 401 at its next request whatever it sends. Only
+// refusals pay for the lookup.
+func (rt *Route) revoked(r *http.Request) bool {
+	caller := httpx.CallerFrom(r.Context())
+	tokens, ok := rt.cfg.Ledger.(interface {
+		LookupToken(ctx context.Context, hash [32]byte) (label string, ok bool, err error)
+	})
+	if !caller.CheckToken || !ok {
+		return false
+	}
+	_, held, err := tokens.LookupToken(r.Context(), caller.TokenHash)
+	return err == nil && !held
 }
 
 // serve returns nil when it wrote an answer itself.

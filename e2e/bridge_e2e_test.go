@@ -258,6 +258,33 @@ func TestBridgeToStandaloneRuntimeAnswersLikeInProcess(t *testing.T) {
 	}
 }
 
+// A home's default token on a ledger that already holds "default" is
+// labelled default@<hostname>; a bridge in front of a standalone runtime
+// records that label for its requests, as the in-process runtime does
+// (the runtime took only letters, digits, '.', '_' and '-' and recorded
+// "runtime").
+func TestStandaloneRuntimeKeepsADefaultAtHostLabel(t *testing.T) {
+	e := newE2E(t)
+	e.provider("")
+	e.mustRun("bridge", "token", "create", "--label", "default") // another home's
+	rt := e.start("runtime", "start", "--listen", "127.0.0.1:0")
+	remote := e.start("bridge", "start", "--listen", "127.0.0.1:0", "--runtime-url", rt.url)
+	inproc := e.start("bridge", "start", "--listen", "127.0.0.1:0")
+	tok := e.token()
+	if labels := e.mustRun("bridge", "token", "list", "--format", "csv").stdout; !strings.Contains(labels, "default@") {
+		t.Fatalf("bridge.token was not stored as default@<host>: %s", labels)
+	}
+	for _, u := range []string{inproc.url, remote.url} {
+		if r := call(t, "POST", u+"/v1/decisions", tok, decideBody); r.status != 200 {
+			t.Fatalf("%s: %d %s", u, r.status, r.body)
+		}
+	}
+	rows := parseJSON(t, e.mustRun("ledger", "report", "--by", "client", "--format", "json").stdout)
+	if len(rows) != 1 || !strings.HasPrefix(fmt.Sprint(rows[0]["client"]), "default@") || rows[0]["requests"] != float64(2) {
+		t.Errorf("report by client = %v; want both requests under default@<host>", rows)
+	}
+}
+
 func errCode(body string) string {
 	var e struct {
 		Error struct {
@@ -289,8 +316,17 @@ func TestRevokedTokenStopsOnRunningBridgeAndReportByClient(t *testing.T) {
 		t.Errorf("token list = %v", list)
 	}
 	e.mustRun("bridge", "token", "revoke", "ci")
-	if r := call(t, "POST", b.url+"/v1/decisions", ci, decideBody); r.status != 401 {
-		t.Errorf("revoked token on the running bridge: %d, want 401", r.status)
+	// Refused at its next request whatever it sends: also a body the
+	// runtime refuses before admission, which re-checks the token.
+	for _, c := range []struct{ path, body string }{
+		{"/v1/decisions", `not json`},
+		{"/v1/chat/completions", `{"model":"gpt-4o"}`},
+		{"/v1/decisions", `{"model":"api/decide-mini"}`},
+		{"/v1/decisions", decideBody},
+	} {
+		if r := call(t, "POST", b.url+c.path, ci, c.body); r.status != 401 || errCode(r.body) != "invalid_token" {
+			t.Errorf("revoked token on the running bridge, POST %s %s: %d %s, want 401 invalid_token", c.path, c.body, r.status, r.body)
+		}
 	}
 	rows := parseJSON(t, e.mustRun("ledger", "report", "--by", "client", "--format", "json").stdout)
 	byClient := map[string]float64{}
