@@ -273,6 +273,17 @@ func List(ctx context.Context, v Viewer) (statuses []Status, skipped error, err 
 			if err != nil {
 				return err
 			}
+			if b.Kind == KindTokens && st.UnknownRows > 0 {
+				// As for a cost budget (Evaluate), a request in flight is
+				// not a row of unknown tokens. Listed only: admission
+				// never reads a tokens budget's unknown rows, and spares
+				// itself the query.
+				n, err := r.InFlight(b.Window.Range(st.Now), st.UnknownRows)
+				if err != nil {
+					return err
+				}
+				st.UnknownRows -= min(n, st.UnknownRows)
+			}
 			statuses = append(statuses, st)
 		}
 		return nil

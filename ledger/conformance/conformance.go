@@ -86,6 +86,7 @@ func Run(t *testing.T, e Engine) {
 		{"UnreadableUsageIsUnknownNeverZero", testNullUsage},
 		{"CostBudgetFailsClosedOnUnknownCostUntilItLeaves", testCostFailClosed},
 		{"FailClosedFreesWhenTheUnknownRowLeavesNotTheRequestInFlight", testFailClosedFreesAtSkipsInFlight},
+		{"TokensBudgetUnknownRowsSkipRequestsInFlight", testTokensUnknownRowsSkipInFlight},
 		{"CostBudgetRefusesDecisionsAndUnpricedModels", testCostPolicy},
 		{"OnSettleTellsEachCommittedSettlementAsItsRow", testOnSettle},
 		// Reports.

@@ -11,8 +11,9 @@ import (
 
 // An open reservation counts as one request of unknown tokens and cost,
 // never as zero; while within its deadline it is in flight, not usage of
-// unknown cost, for every process; once past it, a cost budget fails
-// closed on it. A tokens budget never fails closed.
+// unknown cost or tokens, for every process; once past it, a cost budget
+// fails closed on it and a tokens budget counts it among its unknown
+// rows. A tokens budget never fails closed.
 func testOpenReservationUnknown(t *testing.T, e Engine) {
 	d, l := fresh(t, e)
 	other := d.open()
@@ -43,8 +44,8 @@ func testOpenReservationUnknown(t *testing.T, e Engine) {
 		if s := st["usd"]; s.State != budgets.StateOK || s.UnknownRows != 0 {
 			t.Errorf("%s: cost budget beside a request in flight = %s, %d unknown; want ok, 0", name, s.State, s.UnknownRows)
 		}
-		if s := st["tok"]; s.State != budgets.StateOK || s.UnknownRows != 1 {
-			t.Errorf("%s: tokens budget = %s, %d unknown; want ok, 1", name, s.State, s.UnknownRows)
+		if s := st["tok"]; s.State != budgets.StateOK || s.UnknownRows != 0 {
+			t.Errorf("%s: tokens budget beside a request in flight = %s, %d unknown; want ok, 0", name, s.State, s.UnknownRows)
 		}
 	}
 	if err := d.admit(other, budgets.NewAdmitter(), "beside", opChat, "gpt"); err != nil {
@@ -59,8 +60,8 @@ func testOpenReservationUnknown(t *testing.T, e Engine) {
 		if s := st["usd"]; s.State != budgets.StateFailClosed || s.UnknownRows != 1 || !s.FreesAt.Equal(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)) {
 			t.Errorf("%s: cost budget after the deadline = %s, %d unknown, frees %v; want fail-closed on 1 row until midnight", name, s.State, s.UnknownRows, s.FreesAt)
 		}
-		if s := st["tok"]; s.State != budgets.StateOK {
-			t.Errorf("%s: tokens budget after the deadline = %s, want ok", name, s.State)
+		if s := st["tok"]; s.State != budgets.StateOK || s.UnknownRows != 1 {
+			t.Errorf("%s: tokens budget after the deadline = %s, %d unknown; want ok, 1", name, s.State, s.UnknownRows)
 		}
 	}
 	err := d.admit(other, budgets.NewAdmitter(), "late", opChat, "gpt")
@@ -254,5 +255,23 @@ func testFailClosedFreesAtSkipsInFlight(t *testing.T, e Engine) {
 	}
 	if err := d.admit(l, budgets.NewAdmitter(), "admitted", opChat, "gpt"); err != nil {
 		t.Errorf("admission once the unknown row left: %v", err)
+	}
+}
+
+// A tokens budget counts a request in flight as neither used nor unknown
+// tokens (DESIGN, Prices and cost), as a cost budget does: budget list,
+// the status document and rotor_budget_unknown_rows show only the rows
+// whose tokens are really unknown.
+func testTokensUnknownRowsSkipInFlight(t *testing.T, e Engine) {
+	d, l := fresh(t, e)
+	addBudget(t, l, budgets.Budget{Name: "tok", Kind: budgets.KindTokens, Limit: 1_000_000, Window: calendar("day")})
+	d.reserve(l, "cut", opChat, "gpt")
+	settle(t, l, ledger.Settlement{RequestID: "cut", Model: "gpt", Status: 200, ErrorCode: "upstream_stream_cut"}) // unknown tokens
+	d.reserve(l, "open", opChat, "gpt") // in flight
+	d.clk.Advance(time.Minute)
+	d.reserve(l, "known", opChat, "gpt")
+	settle(t, l, usage("known", "gpt", 10, 5))
+	if st := status(t, l, "tok"); st.UnknownRows != 1 || st.Used != 15 {
+		t.Errorf("tokens budget beside a request in flight: %d unknown rows, %d used; want 1 (the cut stream) and 15", st.UnknownRows, st.Used)
 	}
 }
