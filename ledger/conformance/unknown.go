@@ -265,9 +265,10 @@ func testFailClosedFreesAtSkipsInFlight(t *testing.T, e Engine) {
 func testTokensUnknownRowsSkipInFlight(t *testing.T, e Engine) {
 	d, l := fresh(t, e)
 	addBudget(t, l, budgets.Budget{Name: "tok", Kind: budgets.KindTokens, Limit: 1_000_000, Window: calendar("day")})
+	// A cut stream: unknown tokens. Then a request in flight.
 	d.reserve(l, "cut", opChat, "gpt")
-	settle(t, l, ledger.Settlement{RequestID: "cut", Model: "gpt", Status: 200, ErrorCode: "upstream_stream_cut"}) // unknown tokens
-	d.reserve(l, "open", opChat, "gpt") // in flight
+	settle(t, l, ledger.Settlement{RequestID: "cut", Model: "gpt", Status: 200, ErrorCode: "upstream_stream_cut"})
+	d.reserve(l, "open", opChat, "gpt")
 	d.clk.Advance(time.Minute)
 	d.reserve(l, "known", opChat, "gpt")
 	settle(t, l, usage("known", "gpt", 10, 5))
