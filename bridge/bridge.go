@@ -61,6 +61,14 @@ type Config struct {
 	Clock   clock.Clock
 	// TouchEvery is how often last-use times are written (default 30s).
 	TouchEvery time.Duration
+	// WriteIdle, with a standalone runtime, is how long one write to the
+	// caller may block: the bridge pushes its connection's write deadline
+	// out by it before each write and flush of a forwarded answer, since
+	// the server's write timeout, set when the request arrived, fits the
+	// Decisions deadline and would cut a longer answer (a stream, a long
+	// generation) the runtime is still within its own deadlines to send.
+	// Zero keeps the server's write timeout.
+	WriteIdle time.Duration
 	// Reload, when set, serves POST /v1/admin/reload: it applies the
 	// configuration file again and returns the JSON answer, or an
 	// *httpx.Error saying why the running configuration was kept.
@@ -193,6 +201,11 @@ func (b *Bridge) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	h.Set("X-Request-ID", httpx.RequestID(r.Context()))
 	r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+	if b.cfg.RuntimeURL != nil && b.cfg.WriteIdle > 0 {
+		// The runtime bounds the answer by its deadlines; the bridge
+		// bounds each write to a caller that stopped reading.
+		w = &idleWriter{ResponseWriter: w, rc: http.NewResponseController(w), idle: b.cfg.WriteIdle}
+	}
 	b.forward.ServeHTTP(w, r)
 	if b.cfg.RuntimeURL != nil {
 		// The runtime's closing record (httpx.AccessHeader) came as a
@@ -325,3 +338,34 @@ func (b *Bridge) Close() {
 	}
 	<-b.done
 }
+
+// idleWriter pushes the connection's write deadline out by idle before
+// each write and flush: an answer may take as long as the runtime's
+// deadlines allow, while a write the caller does not take within idle
+// fails, so a caller that stopped reading does not hold the bridge.
+type idleWriter struct {
+	http.ResponseWriter
+	rc   *http.ResponseController
+	idle time.Duration
+}
+
+func (w *idleWriter) push() { _ = w.rc.SetWriteDeadline(time.Now().Add(w.idle)) }
+
+func (w *idleWriter) WriteHeader(code int) {
+	w.push()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *idleWriter) Write(p []byte) (int, error) {
+	w.push()
+	return w.ResponseWriter.Write(p)
+}
+
+// FlushError is what http.ResponseController (the reverse proxy's
+// flushes) calls.
+func (w *idleWriter) FlushError() error {
+	w.push()
+	return w.rc.Flush()
+}
+
+func (w *idleWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -432,5 +433,54 @@ func TestOpenAIRoutesForwardedAndStreamsFlushed(t *testing.T) {
 				t.Errorf("runtime saw %v, want every OpenAI route", paths)
 			}
 		})
+	}
+}
+
+// With a standalone runtime, an answer outlasts the bridge server's write
+// timeout (which fits the Decisions deadline) as long as the runtime is
+// still sending it: a stream of events spaced under the idle window, and
+// an answer that comes after the write timeout, reach the caller whole,
+// where both were cut when the timeout passed.
+func TestForwardedAnswerOutlastsTheWriteTimeout(t *testing.T) {
+	const writeTimeout = 300 * time.Millisecond
+	runtime := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/chat/completions" { // a stream, three write timeouts long
+			w.Header().Set("Content-Type", "text/event-stream")
+			for i := range 9 {
+				fmt.Fprintf(w, "data: {\"n\":%d}\n\n", i)
+				w.(http.Flusher).Flush()
+				time.Sleep(writeTimeout / 3)
+			}
+			fmt.Fprint(w, "data: [DONE]\n\n")
+			return
+		}
+		time.Sleep(2 * writeTimeout) // a long generation, answered at once
+		fmt.Fprint(w, `{"ok":true}`)
+	}))
+	t.Cleanup(runtime.Close)
+	ru, _ := url.Parse(runtime.URL)
+	ft := &fakeTokens{labels: map[[32]byte]string{secret.New(tok).Hash(): "ci"}, touched: map[string]time.Time{}}
+	var b *Bridge
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { b.Handler().ServeHTTP(w, r) }))
+	srv.Config.WriteTimeout = writeTimeout
+	srv.Start()
+	t.Cleanup(srv.Close)
+	port, _ := strconv.Atoi(srv.URL[strings.LastIndex(srv.URL, ":")+1:])
+	b = New(Config{RuntimeURL: ru, RuntimeToken: secret.New("runtime-token-0123456789abcdefghijkl"), Tokens: ft, Port: port,
+		TouchEvery: time.Hour, WriteIdle: 10 * time.Second})
+	t.Cleanup(b.Close)
+	for path, want := range map[string]string{"/v1/chat/completions": "data: [DONE]\n\n", "/v1/responses": `{"ok":true}`} {
+		req, _ := http.NewRequest("POST", srv.URL+path, strings.NewReader(`{"model":"api/m"}`))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Errorf("%s: %v", path, err)
+			continue
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || !strings.HasSuffix(string(body), want) {
+			t.Errorf("%s: the caller got %q, %v; want the whole answer, ending %q", path, body, err, want)
+		}
 	}
 }

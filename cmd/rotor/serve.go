@@ -307,7 +307,7 @@ func bridgeStartRun(ctx context.Context, opts *startOptions) error {
 	if err := ensureBridgeToken(ctx, f); err != nil {
 		return err
 	}
-	spec := wireSpec{Bridge: &bridge.Config{RuntimeURL: runtimeURL, RuntimeToken: rtok, Port: portOf(ln),
+	spec := wireSpec{Bridge: &bridge.Config{RuntimeURL: runtimeURL, RuntimeToken: rtok, Port: portOf(ln), WriteIdle: serveOptions(cfg, f).WriteTimeout,
 		ExtraHosts: extraHosts(cfg.Bridge.Listen), AllowedOrigins: cfg.Bridge.AllowedOrigins,
 		AdminToken: func() ([32]byte, error) { return adminToken(f) }}}
 	if runtimeURL == nil {
