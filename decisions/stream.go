@@ -175,6 +175,11 @@ func (rt *Route) streamAnswer(ctx context.Context, caller context.Context, k *Ki
 			terminal = append([]byte(nil), ev.Raw...)
 			break
 		}
+		if !pass && ev.Carry > 0 {
+			// The "\n" ending the event before stays with it.
+			gather = append(gather, ev.Raw[:ev.Carry]...)
+			pending = true
+		}
 		if pass {
 			if len(gather)+len(ev.Raw) > maxGather && !send() {
 				writeErr = true

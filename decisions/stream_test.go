@@ -402,3 +402,26 @@ func TestStreamEventNotHeldBehindACommentInTheNextBlock(t *testing.T) {
 	}
 	close(release)
 }
+
+// A provider ending lines with "\r\n" whose blank line after the stop
+// chunk is split across reads between "\r" and "\n": the "\n" arrives
+// with the usage chunk rotor injected and drops, and still reaches the
+// caller, whose stream stays byte for byte the provider's (a reader that
+// splits lines on "\n" would otherwise read "\rdata: [DONE]").
+func TestDroppedUsageChunkKeepsTheSplitCRLF(t *testing.T) {
+	h, u := newOpenAIHarness(t, opts{})
+	role := "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"he\"}}],\"usage\":null}\r\n\r\n"
+	stopHead := "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":null}\r\n\r"
+	usage := "\ndata: {\"id\":\"c1\",\"choices\":[],\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":4,\"total_tokens\":16}}\r\n\r\n"
+	done := "data: [DONE]\r\n\r\n"
+	u.script(keyA, KindChat.Path, upReply{status: 200, every: 50 * time.Millisecond, events: []string{role, stopHead, usage, done}})
+	resp := h.open(context.Background(), KindChat.Path, `{"model":"api/gpt-test","stream":true,"messages":[]}`)
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := role + stopHead + "\n" + done; string(got) != want {
+		t.Errorf("caller saw\n%q\nwant\n%q", got, want)
+	}
+	if row := h.row(resp.Header.Get("X-Request-ID")); row.InputTokens != ledger.Known(12) || row.OutputTokens != ledger.Known(4) {
+		t.Errorf("row %+v, want the usage chunk's 12 and 4 tokens", row)
+	}
+}

@@ -45,6 +45,11 @@ type Event struct {
 	Data []byte
 	// Name is the value of the last event field; "" when there is none.
 	Name string
+	// Carry is how many bytes at the start of Raw end the event before
+	// (0, or 1: the "\n" of a "\r\n" split across reads). A reader that
+	// drops this event still passes Raw[:Carry] on, or the event before
+	// would end in a lone "\r" that line-splitting readers miss.
+	Carry int
 }
 
 // Scanner reads an SSE stream event by event.
@@ -55,6 +60,7 @@ type Scanner struct {
 	name   string
 	err    error
 	skipLF bool // the last line ended with "\r": a "\n" next belongs to it
+	carry  int  // Event.Carry of the event being read
 	first  bool // no byte read yet: a leading BOM is not part of a field name
 }
 
@@ -99,6 +105,14 @@ func (s *Scanner) Next() (Event, error) {
 	}
 	s.raw = s.raw[:0]
 	s.data = s.data[:0]
+	s.carry = 0
+	ev, err := s.next()
+	ev.Carry = min(s.carry, len(ev.Raw))
+	return ev, err
+}
+
+// next reads the event Next returns.
+func (s *Scanner) next() (Event, error) {
 	var (
 		fields    bool   // a field line was read: this is a field block
 		dataLines int    // data lines so far
@@ -197,6 +211,9 @@ func (s *Scanner) line() (start, end int, err error) {
 		}
 		s.skipLF = false
 		if b[0] == '\n' {
+			if len(s.raw) == 0 {
+				s.carry = 1 // it ends the event before
+			}
 			s.raw = append(s.raw, '\n')
 			_, _ = s.br.Discard(1)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -459,5 +460,29 @@ func TestLineEnd(t *testing.T) {
 		if got := lineEnd([]byte(tt.b)); got != tt.want {
 			t.Errorf("lineEnd(%q) = %d, want %d", tt.b, got, tt.want)
 		}
+	}
+}
+
+// Carry marks the "\n" of a "\r\n" split across reads that opens an
+// event's Raw but ends the event before; it is 0 otherwise.
+func TestCarryMarksASplitCRLF(t *testing.T) {
+	r, w := io.Pipe()
+	go func() {
+		for _, part := range []string{"data: a\r\n\r", "\ndata: b\r\n\r\n", "data: c\n\n"} {
+			w.Write([]byte(part))
+		}
+		w.Close()
+	}()
+	sc := NewScanner(r)
+	var carries []int
+	for {
+		ev, err := sc.Next()
+		if err != nil {
+			break
+		}
+		carries = append(carries, ev.Carry)
+	}
+	if !slices.Equal(carries, []int{0, 1, 0}) {
+		t.Errorf("carries %v, want [0 1 0]", carries)
 	}
 }
