@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 )
 
 // Backuper writes an online, consistent copy of the ledger to a new file
@@ -33,9 +34,16 @@ var ErrFileExists = errors.New("file exists")
 // began and none half-written, while writers go on. It refuses a path
 // that exists (ErrFileExists).
 func (s *Store) Backup(ctx context.Context, path string) error {
+	// VACUUM INTO reads a name beginning with "file:" as a SQLite URI (a
+	// query, another file, or memory): an absolute path is always the
+	// file itself.
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return fmt.Errorf("backup %s: %w", path, err)
+	}
 	// An empty file of mode 0600 made here (the copy holds client token
 	// hashes), never one that was there: VACUUM INTO fills an empty file.
-	fd, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	fd, err := os.OpenFile(abs, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("backup %s: %w", path, ErrFileExists)
 	}
@@ -45,8 +53,8 @@ func (s *Store) Backup(ctx context.Context, path string) error {
 	if err := fd.Close(); err != nil {
 		return fmt.Errorf("backup %s: %w", path, err)
 	}
-	if _, err := s.db.ExecContext(ctx, `VACUUM INTO ?`, path); err != nil {
-		_ = os.Remove(path)
+	if _, err := s.db.ExecContext(ctx, `VACUUM INTO ?`, abs); err != nil {
+		_ = os.Remove(abs)
 		return fmt.Errorf("backup %s: %w", path, err)
 	}
 	return nil

@@ -111,6 +111,20 @@ func TestBackupIsAConsistentLedger(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(dir, "taken")); string(b) != "mine" {
 		t.Errorf("backup changed an existing file")
 	}
+	// A relative name that SQLite would read as a URI is the file itself:
+	// the copy goes there, 0600, and nowhere else.
+	t.Chdir(dir)
+	for _, name := range []string{"file:uri.db", "file:mem.db?mode=memory"} {
+		if err := s.Backup(ctx, name); err != nil {
+			t.Fatalf("backup to %s: %v", name, err)
+		}
+		if fi, err := os.Stat(name); err != nil || fi.Size() == 0 || fi.Mode().Perm() != 0o600 {
+			t.Errorf("backup to %s: %v, the file it names holds %d bytes, mode %v", name, err, fi.Size(), fi.Mode().Perm())
+		}
+	}
+	if _, err := os.Stat("uri.db"); err == nil {
+		t.Error("a backup to file:uri.db went to uri.db")
+	}
 }
 
 func TestRowByID(t *testing.T) {
