@@ -10,10 +10,39 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // ErrUsageKnown refuses to resolve a row whose usage is already known.
 var ErrUsageKnown = errors.New("usage already known")
+
+// ErrInFlight refuses to resolve a reservation whose request may still be
+// running: within its deadline plus grace (and younger than MaxInFlight),
+// as InFlight counts them. Its own settlement would then fail, and a
+// stream or answer with it.
+var ErrInFlight = errors.New("request in flight")
+
+// InFlightError is ErrInFlight with the time the reservation stops
+// counting as in flight.
+type InFlightError struct {
+	RequestID string
+	Until     time.Time
+}
+
+func (e *InFlightError) Error() string {
+	return fmt.Sprintf("ledger settle %s: %v until %s", e.RequestID, ErrInFlight, e.Until.UTC().Format(time.RFC3339))
+}
+
+func (e *InFlightError) Unwrap() error { return ErrInFlight }
+
+// CheckNotInFlight returns an *InFlightError when a reservation made at ts
+// expiring at expires (ms) is still in flight at now.
+func CheckNotInFlight(requestID string, ts, expires, now int64) error {
+	if expires > now && ts >= now-MaxInFlight.Milliseconds() {
+		return &InFlightError{RequestID: requestID, Until: time.UnixMilli(min(expires, ts+MaxInFlight.Milliseconds()))}
+	}
+	return nil
+}
 
 // Resolution is the usage an operator gives a row of unknown usage.
 type Resolution struct {
@@ -41,14 +70,14 @@ func (s *Store) Resolve(ctx context.Context, res Resolution) error {
 }
 
 func (b *batch) resolve(res Resolution) error {
-	var ts int64
+	var ts, expires int64
 	var state int
 	var old Settlement
 	var in, out, tot, cost, cached, reasoning *int64
 	var op, client string
-	err := b.q.QueryRowContext(b.ctx, `SELECT ts_ms, state, operation, model, credential, client, status, error_code, attempts,
+	err := b.q.QueryRowContext(b.ctx, `SELECT ts_ms, expires_ms, state, operation, model, credential, client, status, error_code, attempts,
   `+inputR+`, `+outputR+`, `+tokensR+`, `+costR+`, `+cachedR+`, `+reasoningR+` FROM usage WHERE request_id = ?`, res.RequestID).
-		Scan(&ts, &state, &op, &old.Model, &old.Credential, &client, &old.Status, &old.ErrorCode, &old.Attempts,
+		Scan(&ts, &expires, &state, &op, &old.Model, &old.Credential, &client, &old.Status, &old.ErrorCode, &old.Attempts,
 			&in, &out, &tot, &cost, &cached, &reasoning)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("ledger settle %s: no such request: %w", res.RequestID, ErrNotFound)
@@ -63,7 +92,11 @@ func (b *batch) resolve(res Resolution) error {
 	st.InputTokens, st.OutputTokens, st.CachedInputTokens = res.Input, res.Output, res.CachedInput
 	st.TotalTokens = Known(SatAdd(res.Input.V, res.Output.V))
 	if state == 0 {
-		// Still a reservation: settle it, as its request would have.
+		// Still a reservation: settle it, as its request would have, once
+		// that request can no longer be running.
+		if err := CheckNotInFlight(res.RequestID, ts, expires, b.view.now.UnixMilli()); err != nil {
+			return err
+		}
 		st.CostMicros = Count{}
 		return b.settleRow(st)
 	}

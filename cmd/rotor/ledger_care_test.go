@@ -626,3 +626,24 @@ func TestPruneCheckRefusesFromTheWindowStartOn(t *testing.T) {
 		wantUsageError(t, b.Name+" at now", pruneCheck(now)(now, recs), "prune at or before "+start.Format(time.RFC3339))
 	}
 }
+
+// ledger settle refuses a reservation whose request may still be running
+// (exit 2, saying until when): settling it would make the request's own
+// settlement fail, and its answer or stream with it. The request then
+// settles as it would have.
+func TestLedgerSettleRefusesARequestInFlight(t *testing.T) {
+	f, out, errOut := testFactory(t)
+	store, _ := careLedger(t, f)
+	ctx := context.Background()
+	until := f.Clock.Now().Add(10 * time.Minute)
+	if err := store.Reserve(ctx, ledger.Reservation{RequestID: "inflight", Operation: "chat", Pool: "api", Model: "gpt-x", Client: "ci", Expires: until}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if code := runCmd(t, f, out, errOut, "ledger", "settle", "inflight", "--input", "1", "--output", "1"); code != ExitUsage || !strings.Contains(errOut.String(), until.UTC().Format(time.RFC3339)) {
+		t.Errorf("ledger settle of a request in flight: exit %d %q; want 2 saying it runs until %s", code, errOut, until.UTC().Format(time.RFC3339))
+	}
+	if err := store.Settle(ctx, ledger.Settlement{RequestID: "inflight", Model: "gpt-x", Credential: "team-a", Status: 200, Attempts: 1,
+		InputTokens: ledger.Known(1200), OutputTokens: ledger.Known(300), TotalTokens: ledger.Known(1500)}); err != nil {
+		t.Errorf("the request's own settlement after a refused ledger settle: %v", err)
+	}
+}

@@ -71,6 +71,9 @@ func testResolveErrors(t *testing.T, e Engine) {
 	settle(t, l, usage("known", "gpt", 1, 1))
 	d.reserve(l, "cut", opChat, "gpt")
 	settle(t, l, ledger.Settlement{RequestID: "cut", Model: "gpt", Status: 200, ErrorCode: "upstream_stream_cut"})
+	// A reservation within its deadline plus grace (an hour): its request
+	// may still be running, and would fail to settle if an operator had.
+	d.reserve(l, "running", opChat, "gpt")
 	before := rowsOf(t, l)
 	k := ledger.Known
 	for _, c := range []struct {
@@ -83,6 +86,7 @@ func testResolveErrors(t *testing.T, e Engine) {
 		{"output missing", ledger.Resolution{RequestID: "cut", Input: k(5)}, nil},
 		{"cached above input", ledger.Resolution{RequestID: "cut", Input: k(5), Output: k(5), CachedInput: k(6)}, nil},
 		{"out of range", ledger.Resolution{RequestID: "cut", Input: k(ledger.MaxUsage + 1), Output: k(5)}, nil},
+		{"a request in flight", ledger.Resolution{RequestID: "running", Input: k(5), Output: k(5)}, ledger.ErrInFlight},
 	} {
 		err := l.Resolve(ctx, c.res)
 		if err == nil || (c.want != nil && !errors.Is(err, c.want)) {
@@ -91,6 +95,16 @@ func testResolveErrors(t *testing.T, e Engine) {
 	}
 	if after := rowsOf(t, l); !slices.EqualFunc(before, after, func(a, b ledger.Row) bool { return describeRow(a) == describeRow(b) }) {
 		t.Errorf("refused resolutions changed rows:\nbefore %v\nafter  %v", before, after)
+	}
+	var ife *ledger.InFlightError
+	if err := l.Resolve(ctx, ledger.Resolution{RequestID: "running", Input: k(5), Output: k(5)}); !errors.As(err, &ife) || !ife.Until.Equal(d.clk.Now().Add(time.Hour)) {
+		t.Errorf("Resolve of a request in flight = %v, want in flight until %v", err, d.clk.Now().Add(time.Hour))
+	}
+	// Once past its deadline plus grace, it is a reservation the dead
+	// left, and settles.
+	d.clk.Advance(time.Hour)
+	if err := l.Resolve(ctx, ledger.Resolution{RequestID: "running", Input: k(5), Output: k(5)}); err != nil {
+		t.Errorf("Resolve once the reservation expired = %v", err)
 	}
 }
 

@@ -34,14 +34,14 @@ func (b *batch) resolveRow(i int, res ledger.Resolution) error {
 	if err := b.flushRows(); err != nil {
 		return &dbError{err}
 	}
-	var ts int64
+	var ts, expires int64
 	var state int16
 	var old ledger.Settlement
 	var in, out, tot, cost, cached, reasoning *int64
 	var opName, client string
-	err := b.conn.QueryRow(b.ctx, `SELECT ts_ms, state, operation, model, credential, client, status, error_code, attempts,
+	err := b.conn.QueryRow(b.ctx, `SELECT ts_ms, expires_ms, state, operation, model, credential, client, status, error_code, attempts,
   `+inputR+`, `+outputR+`, `+tokensR+`, `+costR+`, `+cachedR+`, `+reasoningR+` FROM usage WHERE request_id = $1 FOR UPDATE`, res.RequestID).
-		Scan(&ts, &state, &opName, &old.Model, &old.Credential, &client, &old.Status, &old.ErrorCode, &old.Attempts,
+		Scan(&ts, &expires, &state, &opName, &old.Model, &old.Credential, &client, &old.Status, &old.ErrorCode, &old.Attempts,
 			&in, &out, &tot, &cost, &cached, &reasoning)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("ledger settle %s: no such request: %w", res.RequestID, ledger.ErrNotFound)
@@ -57,6 +57,10 @@ func (b *batch) resolveRow(i int, res ledger.Resolution) error {
 	st.TotalTokens = ledger.Known(ledger.SatAdd(res.Input.V, res.Output.V))
 	st.CostMicros = ledger.Count{}
 	if state == 0 {
+		// Settled once its request can no longer be running.
+		if err := ledger.CheckNotInFlight(res.RequestID, ts, expires, b.now); err != nil {
+			return err
+		}
 		return b.settleRow(i, st)
 	}
 	if old.TotalTokens.Known && (old.CostMicros.Known || opName == ledger.OperationDecisions) {
