@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rotorhq/rotor/internal/clock"
 	"github.com/rotorhq/rotor/internal/dburl"
 	"github.com/rotorhq/rotor/ledger"
 )
@@ -141,10 +142,12 @@ type copyOptions struct {
 	// DropPruned accepts copying a pruned ledger without its pruned usage
 	// (--drop-pruned).
 	DropPruned bool
+	// Clock says which reservations are still in flight (not copied).
+	Clock clock.Clock
 }
 
 func newCmdLedgerCopy(f *Factory, runF func(*copyOptions) error) *cobra.Command {
-	opts := &copyOptions{IO: f.IO, From: f.Ledger, To: f.openCopyTarget, Source: f.DBPath}
+	opts := &copyOptions{IO: f.IO, From: f.Ledger, To: f.openCopyTarget, Source: f.DBPath, Clock: f.Clock}
 	cmd := &cobra.Command{
 		Use:   "copy --to URL",
 		Short: "Copy this ledger into another one, such as a team's PostgreSQL ledger",
@@ -265,9 +268,16 @@ func copyRun(ctx context.Context, opts *copyOptions) error {
 			return maskErr(fmt.Errorf("copy prices: %w", err), opts.URL)
 		}
 	}
-	rows, seen, err := copyRows(ctx, src, dstImp, opts.PageRows)
+	now := time.Now()
+	if opts.Clock != nil {
+		now = opts.Clock.Now()
+	}
+	rows, seen, inFlight, err := copyRows(ctx, src, dstImp, opts.PageRows, now)
 	if err != nil {
 		return maskErr(err, opts.URL)
+	}
+	if inFlight > 0 {
+		fmt.Fprintf(opts.IO.ErrOut, "warning: not copied: %d requests still in flight (reservations within their deadline plus grace); copy again once they have ended\n", inFlight)
 	}
 	recs, err := srcImp.LearnedRecords(ctx)
 	if err != nil {
@@ -284,7 +294,7 @@ func copyRun(ctx context.Context, opts *copyOptions) error {
 			lost, cut.Format(time.RFC3339), where)
 	}
 	added := rows + len(plan.budgets) + len(plan.tokens) + len(plan.prices) + learnedAdded
-	if added == 0 {
+	if added == 0 && inFlight == 0 {
 		fmt.Fprintf(opts.IO.Out, "nothing to copy: %s already holds all %d rows, the budgets, tokens, prices and learned state\n", where, seen)
 		return nil
 	}
@@ -405,7 +415,11 @@ func planCopy(ctx context.Context, src, dst ledger.Ledger) (copyPlan, error) {
 // order, and returns how many dst added and how many src holds. A page
 // starts at the last page's last millisecond, which it may read again:
 // the target skips rows it holds.
-func copyRows(ctx context.Context, src ledger.Ledger, dst ledger.Importer, page int) (added, seen int, err error) {
+// A reservation still in flight at now is not copied (inFlight counts
+// them): a row moves once, by request id, so one copied open would stay
+// open on the target, and count as unknown usage there once it expired,
+// after its request had settled on the source.
+func copyRows(ctx context.Context, src ledger.Ledger, dst ledger.Importer, page int, now time.Time) (added, seen, inFlight int, err error) {
 	if page <= 0 {
 		page = 2000
 	}
@@ -415,24 +429,28 @@ func copyRows(ctx context.Context, src ledger.Ledger, dst ledger.Importer, page 
 	for {
 		rows, err := src.Rows(ctx, from, end, limit)
 		if err != nil {
-			return added, seen, fmt.Errorf("read rows: %w", err)
+			return added, seen, inFlight, fmt.Errorf("read rows: %w", err)
 		}
 		fresh := rows[:0:0]
 		for _, r := range rows {
-			if !(r.Time.Equal(from) && last[r.RequestID]) {
+			switch {
+			case r.Time.Equal(from) && last[r.RequestID]:
+			case !r.Settled && r.Expires.After(now) && !r.Time.Before(now.Add(-ledger.MaxInFlight)):
+				inFlight++
+			default:
 				fresh = append(fresh, r)
 			}
 		}
 		if len(fresh) > 0 {
 			n, err := dst.ImportRows(ctx, fresh)
 			if err != nil {
-				return added, seen, err
+				return added, seen, inFlight, err
 			}
 			added += n
 			seen += len(fresh)
 		}
 		if len(rows) < limit {
-			return added, seen, nil
+			return added, seen, inFlight, nil
 		}
 		next := rows[len(rows)-1].Time
 		if next.Equal(from) && len(fresh) == 0 {

@@ -153,7 +153,7 @@ func TestLedgerCopyRun(t *testing.T) {
 	src := fillLedger(t, f, 25)
 	f.Clock.(*clock.Fake).Advance(time.Hour) // the copy comes later: tokens keep their times
 	target := filepath.Join(t.TempDir(), "team.db")
-	opts := &copyOptions{IO: f.IO, From: f.Ledger, To: f.openCopyTarget, Source: f.DBPath, URL: target, PageRows: 4}
+	opts := &copyOptions{IO: f.IO, From: f.Ledger, To: f.openCopyTarget, Source: f.DBPath, URL: target, PageRows: 4, Clock: f.Clock}
 	if err := copyRun(ctx, opts); err != nil {
 		t.Fatal(err)
 	}
@@ -228,6 +228,45 @@ func TestLedgerCopyRun(t *testing.T) {
 	wantUsageError(t, "copy onto itself", copyRun(ctx, opts), "is the current ledger")
 }
 
+// A request in flight while the copy runs is not copied, and the copy
+// says so: a row moves once, so one copied open would stay open on the
+// target after it settled on the source. Copied again once it settled,
+// the target has its real usage.
+func TestLedgerCopySkipsRequestsInFlight(t *testing.T) {
+	ctx := context.Background()
+	f, out, errOut := fakeFactory(t, nil, nil)
+	src := fillLedger(t, f, 5)
+	if err := src.Reserve(ctx, ledger.Reservation{RequestID: "running", Operation: "chat", Pool: "api", Model: "m", Client: "ci", Expires: f.Clock.Now().Add(10 * time.Minute)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(t.TempDir(), "team.db")
+	opts := &copyOptions{IO: f.IO, From: f.Ledger, To: f.openCopyTarget, Source: f.DBPath, URL: target, Clock: f.Clock}
+	if err := copyRun(ctx, opts); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(errOut.String(), "not copied: 1 requests still in flight") || !strings.Contains(out.String(), ": 5 rows") {
+		t.Errorf("copy beside a request in flight printed %q, %q; want 5 rows copied and a warning for 1 in flight", out, errOut)
+	}
+	if err := src.Settle(ctx, ledger.Settlement{RequestID: "running", Model: "m", Status: 200, Attempts: 1,
+		InputTokens: ledger.Known(10), OutputTokens: ledger.Known(5), TotalTokens: ledger.Known(15)}); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	errOut.Reset()
+	if err := copyRun(ctx, opts); err != nil {
+		t.Fatal(err)
+	}
+	dst, err := f.openCopyTarget(ctx, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	r, ok, err := dst.(ledger.RowLookup).RowByID(ctx, "running")
+	if err != nil || !ok || !r.Settled || r.TotalTokens != ledger.Known(15) || errOut.Len() != 0 {
+		t.Errorf("the settled request on the target after a second copy: %+v %v %v (stderr %q); want settled with 15 tokens", r, ok, err, errOut)
+	}
+}
+
 // copyRows pages through rows that share a millisecond without losing or
 // repeating any.
 func TestCopyRowsPagesThroughOneMillisecond(t *testing.T) {
@@ -239,7 +278,7 @@ func TestCopyRowsPagesThroughOneMillisecond(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	added, seen, err := copyRows(ctx, src, dst.(ledger.Importer), 2)
+	added, seen, _, err := copyRows(ctx, src, dst.(ledger.Importer), 2, f.Clock.Now())
 	if err != nil || added != 9 || seen != 9 {
 		t.Errorf("copyRows = %d added, %d seen, %v; want 9 and 9", added, seen, err)
 	}
@@ -336,7 +375,7 @@ func TestLedgerCopyToPostgres(t *testing.T) {
 	target := withPassword(t, base, "Zq9sekrit")
 	f, out, errOut := fakeFactory(t, nil, nil)
 	src := fillLedger(t, f, 30)
-	opts := &copyOptions{IO: f.IO, From: f.Ledger, To: f.openCopyTarget, Source: f.DBPath, URL: target, PageRows: 7}
+	opts := &copyOptions{IO: f.IO, From: f.Ledger, To: f.openCopyTarget, Source: f.DBPath, URL: target, PageRows: 7, Clock: f.Clock}
 	if err := copyRun(ctx, opts); err != nil {
 		t.Fatal(err)
 	}
