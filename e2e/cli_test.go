@@ -385,3 +385,31 @@ func TestStatusRefusesAnUnsafeTokenWithoutSayingStart(t *testing.T) {
 		t.Errorf("rotor status with a 0755 home: exit %d %q; want 2, refusing to send its token", r.code, r.stderr)
 	}
 }
+
+// A bad list item from a ROTOR_ variable is blamed on the variable, not on
+// rotor.yaml (which need not exist): the field Validate names carries the
+// item's index (runtime.allowed_origins[1]).
+func TestBadListItemFromEnvNamesTheVariable(t *testing.T) {
+	e := newE2E(t)
+	if err := os.MkdirAll(e.home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	e.env = append(e.env, "ROTOR_RUNTIME_ALLOWED_ORIGINS=http://localhost:3000,localhost:3001")
+	r := e.run("config", "check")
+	if r.code != ExitUsage || !strings.Contains(r.stderr, "(from ROTOR_RUNTIME_ALLOWED_ORIGINS)") || strings.Contains(r.stderr, "rotor.yaml") {
+		t.Errorf("config check with a bad origin in the environment: exit %d %q; want 2 naming ROTOR_RUNTIME_ALLOWED_ORIGINS", r.code, r.stderr)
+	}
+}
+
+// fake-provider listens on loopback only and has no --allow-non-loopback:
+// its refusal does not suggest the flag, as the bridge's and runtime's do.
+func TestFakeProviderRefusesNonLoopbackWithoutAFlagItLacks(t *testing.T) {
+	e := newE2E(t)
+	r := e.run("fake-provider", "--listen", "0.0.0.0:0")
+	if r.code != ExitUsage || !strings.Contains(r.stderr, "loopback only") || strings.Contains(r.stderr, "--allow-non-loopback") {
+		t.Errorf("fake-provider on 0.0.0.0: exit %d %q; want 2 saying loopback only, without a flag it does not take", r.code, r.stderr)
+	}
+	if r := e.run("runtime", "start", "--listen", "0.0.0.0:0"); r.code != ExitUsage || !strings.Contains(r.stderr, "--allow-non-loopback") {
+		t.Errorf("runtime start on 0.0.0.0: exit %d %q; want 2 naming --allow-non-loopback", r.code, r.stderr)
+	}
+}

@@ -243,7 +243,7 @@ func (f *Factory) loadConfig() (*config.Config, error) {
 		if errors.As(err, &fe) && fe.Source == "" {
 			fe.Source = path
 			for _, k := range config.Keys {
-				if k == fe.Field && f.v.IsSet(k) {
+				if (k == fe.Field || strings.HasPrefix(fe.Field, k+"[")) && f.v.IsSet(k) {
 					fe.Source = config.EnvName(k)
 					if fl, ok := f.flagKeys[k]; ok && fl.Changed {
 						fe.Source = "--" + fl.Name

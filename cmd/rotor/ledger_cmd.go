@@ -335,7 +335,7 @@ func settleRun(ctx context.Context, opts *settleOptions) error {
 		return usageErrorf("REQUEST_ID %q: %v", r.RequestID, err)
 	case errors.Is(err, ledger.ErrInFlight):
 		ife, _ := errors.AsType[*ledger.InFlightError](err)
-		return usageErrorf("REQUEST_ID %q: the request may still be running until %s (its deadline plus runtime.reservation_grace); settle it after that, or its own settlement fails", r.RequestID, ife.Until.UTC().Format(time.RFC3339))
+		return usageErrorf("REQUEST_ID %q: the request may still be running until %s (its deadline plus ledger.reservation_grace); settle it after that, or its own settlement fails", r.RequestID, ife.Until.UTC().Format(time.RFC3339))
 	case err != nil:
 		return err
 	}

@@ -35,6 +35,16 @@ func listenErr(err error) error {
 	return err
 }
 
+// serverListenErr is listenErr for the bridge and the runtime, which take
+// --allow-non-loopback: a refused address says so.
+func serverListenErr(err error) error {
+	var le *httpx.ListenError
+	if errors.As(err, &le) && le.NonLoopback {
+		return &UsageError{Err: fmt.Errorf("%w (unless --allow-non-loopback is given)", err)}
+	}
+	return listenErr(err)
+}
+
 // tokenErr maps a token file's error to the right exit status: an unsafe
 // file (readable by others, a symlink) is the user's to fix, exit 2.
 // refusing says what is refused ("refusing to start").
@@ -105,14 +115,17 @@ func newCmdRuntimeStart(f *Factory, runF func(*startOptions) error) *cobra.Comma
 		Use:   "start",
 		Short: "Run the runtime on runtime.listen, requiring its own bearer token",
 		Long: `Run the runtime alone on runtime.listen (default 127.0.0.1:8788). It serves
-POST /v1/decisions and POST /decisions, GET /healthz (no token), GET /metrics
-and GET /v1/status, and requires its own bearer token: ROTOR_RUNTIME_TOKEN, or
+POST /v1/decisions and POST /decisions, the OpenAI routes (POST
+/v1/responses, /v1/chat/completions, /v1/embeddings; GET /v1/models), GET
+/healthz (no token), GET /metrics and GET /v1/status, and requires its own
+bearer token: ROTOR_RUNTIME_TOKEN, or
 the file runtime.token_file (default <home>/runtime.token, created with mode
 0600 when missing). A bridge started with --runtime-url sends that token.
 
 On start it prints one line to stdout: the URL it serves, with the real port
 (--listen 127.0.0.1:0 picks a free one). SIGINT or SIGTERM stop it after
-requests in flight finish (up to the deadline) and the ledger is flushed.
+requests and streams in flight finish (up to runtime.shutdown_grace, then
+they are cut) and the ledger is flushed: exit 0, or 1 when it had to cut.
 SIGHUP reloads rotor.yaml without a restart (see 'rotor bridge reload').`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -175,7 +188,7 @@ func runtimeStartRun(ctx context.Context, opts *startOptions) error {
 	// Bind first: a refused address must leave no token file behind.
 	ln, err := httpx.ListenLoopback(cfg.Runtime.Listen, opts.AllowNonLoopback)
 	if err != nil {
-		return listenErr(err)
+		return serverListenErr(err)
 	}
 	defer ln.Close()
 	tok, _, err := runtimeToken(f, cfg, true)
@@ -227,9 +240,10 @@ On start it prints one line to stdout: the URL it serves, with the real port
 <home>/bridge.json, where 'rotor status' and 'rotor bridge reload' find
 it. SIGHUP reloads rotor.yaml without a restart (requests in flight finish
 on the configuration they started with). SIGINT or SIGTERM stop
-accepting, let requests in flight finish (up to the deadline), flush the
-ledger, remove bridge.json and exit 0. A taken port, an unsafe token file or
-a bad config exit 2.`,
+accepting, let requests and streams in flight finish (up to
+runtime.shutdown_grace, then cut them), flush the ledger, remove
+bridge.json and exit 0 (1 when it had to cut requests). A taken port, an
+unsafe token file or a bad config exit 2.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if runF != nil {
@@ -338,7 +352,7 @@ func bridgeStartRun(ctx context.Context, opts *startOptions) error {
 func listenAndOpenLedger(ctx context.Context, f *Factory, cfg *config.Config, addr string, allowNonLoopback bool) (net.Listener, *gateway.Metrics, ledger.Ledger, error) {
 	ln, err := httpx.ListenLoopback(addr, allowNonLoopback)
 	if err != nil {
-		return nil, nil, nil, listenErr(err)
+		return nil, nil, nil, serverListenErr(err)
 	}
 	metrics := gateway.NewMetrics()
 	store, err := openServingLedger(ctx, f, cfg, metrics)

@@ -201,7 +201,7 @@ func ListenLoopback(addr string, allowNonLoopback bool) (net.Listener, error) {
 		return nil, &ListenError{Addr: addr, Err: err}
 	}
 	if !allowNonLoopback && !loopbackHost(host) {
-		return nil, &ListenError{Addr: addr, Err: errors.New("not a loopback address; rotor listens on loopback only unless --allow-non-loopback is given"), Usage: true}
+		return nil, &ListenError{Addr: addr, Err: errors.New("not a loopback address; rotor listens on loopback only"), Usage: true, NonLoopback: true}
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -212,7 +212,7 @@ func ListenLoopback(addr string, allowNonLoopback bool) (net.Listener, error) {
 		// maps to another address (/etc/hosts) is checked by what it
 		// bound, not by its name.
 		ln.Close()
-		return nil, &ListenError{Addr: addr, Err: fmt.Errorf("resolves to %s, not a loopback address; rotor listens on loopback only unless --allow-non-loopback is given", ln.Addr()), Usage: true}
+		return nil, &ListenError{Addr: addr, Err: fmt.Errorf("resolves to %s, not a loopback address; rotor listens on loopback only", ln.Addr()), Usage: true, NonLoopback: true}
 	}
 	return ln, nil
 }
@@ -229,6 +229,8 @@ type ListenError struct {
 	Addr  string
 	Err   error
 	Usage bool
+	// NonLoopback: the address is not loopback, and was not allowed.
+	NonLoopback bool
 }
 
 func (e *ListenError) Error() string { return fmt.Sprintf("listen on %s: %v", e.Addr, e.Err) }
