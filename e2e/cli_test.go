@@ -413,3 +413,45 @@ func TestFakeProviderRefusesNonLoopbackWithoutAFlagItLacks(t *testing.T) {
 		t.Errorf("runtime start on 0.0.0.0: exit %d %q; want 2 naming --allow-non-loopback", r.code, r.stderr)
 	}
 }
+
+// rotor init checks the configuration in force and opens its ledger
+// before it writes anything: a bad ROTOR_DB or flag value leaves no
+// rotor.yaml behind (which the next init would refuse). With --force it
+// keeps the replaced file as rotor.yaml.old, and a ledger.url the old
+// file named (a team's ledger): the new token replaces the old one there.
+func TestInitWritesNothingUntilItCanAndForceKeepsTheLedger(t *testing.T) {
+	e := newE2E(t)
+	cfg := filepath.Join(e.home, "rotor.yaml")
+	for _, args := range [][]string{{"--db", filepath.Join(t.TempDir(), "no-such-dir", "team.db"), "init"}, {"--log-level", "bogus", "init"}} {
+		if r := e.run(args...); r.code == 0 {
+			t.Errorf("rotor %v: exit 0", args)
+		}
+		if _, err := os.Stat(cfg); err == nil {
+			t.Fatalf("rotor %v failed but wrote %s", args, cfg)
+		}
+	}
+	team := filepath.Join(t.TempDir(), "team.db")
+	e.mustRun("init")
+	if err := os.WriteFile(cfg, []byte("ledger:\n  url: "+team+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.mustRun("init", "--force") // the token now lives in the team ledger
+	old := e.token()
+	r := e.mustRun("init", "--force")
+	if !strings.Contains(r.stdout, "rotor.yaml.old") {
+		t.Errorf("init --force did not say where the old rotor.yaml went: %q", r.stdout)
+	}
+	if b, err := os.ReadFile(cfg + ".old"); err != nil || !strings.Contains(string(b), team) {
+		t.Errorf("rotor.yaml.old = %q, %v; want the replaced file", b, err)
+	}
+	if r := e.mustRun("config", "check"); !strings.Contains(r.stdout+r.stderr, team) {
+		t.Errorf("after init --force the home's ledger is not the team's:\n%s%s", r.stdout, r.stderr)
+	}
+	list := e.mustRun("--db", team, "bridge", "token", "list", "--format", "csv").stdout
+	if strings.Count(list, "\n") != 2 || !strings.Contains(list, "\ndefault,") {
+		t.Errorf("team ledger tokens after init --force:\n%s; want the one default token", list)
+	}
+	if old == e.token() {
+		t.Error("init --force kept the old token")
+	}
+}

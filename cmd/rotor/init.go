@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -46,7 +48,10 @@ ledger holds is kept as it is. Against an empty PostgreSQL ledger, init
 creates its schema (rotor ledger migrate).
 
 It never overwrites an existing file unless --force is given; with --force a
-new token replaces the old one (under its label), which stops working.`,
+new token replaces the old one (under its label), which stops working, and
+the replaced rotor.yaml is kept as rotor.yaml.old, its ledger.url carried
+into the new one. The configuration in force is checked, and its ledger
+opened, before anything is written.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if runF != nil {
@@ -85,7 +90,27 @@ func initRun(ctx context.Context, opts *initOptions) error {
 			return usageErrorf("%s already exists; rotor init never overwrites without --force", tokPath)
 		}
 	}
-	if err := writeFileAtomic(cfgPath, config.Starter, 0o600); err != nil {
+	// The configuration in force (flags, ROTOR_* variables, the file there
+	// now) is checked, and the ledger it names opened, before anything is
+	// written: a bad value or an unreachable ledger leaves no half-made
+	// home that the next init refuses.
+	if _, err := opts.Ledger(ctx); err != nil {
+		return err
+	}
+	starter, err := starterFor(cfgPath)
+	if err != nil {
+		return err
+	}
+	if opts.Force {
+		// The file replaced is kept beside it: its pools and settings are
+		// the user's.
+		if err := os.Rename(cfgPath, cfgPath+".old"); err == nil {
+			fmt.Fprintf(opts.IO.Out, "moved the old %s to %s.old\n", filepath.Base(cfgPath), filepath.Base(cfgPath))
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	if err := writeFileAtomic(cfgPath, starter, 0o600); err != nil {
 		return err
 	}
 	fmt.Fprintf(opts.IO.Out, "wrote %s\n", cfgPath)
@@ -121,6 +146,27 @@ func storedTokenLabel(ctx context.Context, open func(context.Context) (ledger.Le
 		return "", err
 	}
 	return label, nil
+}
+
+// starterFor returns the starter rotor.yaml to write at path, with the
+// ledger.url of the file there now, if it names one: init --force then
+// keeps the home on the ledger whose token it replaces (a team's shared
+// one), where the bare starter would move it to <home>/rotor.db.
+func starterFor(path string) ([]byte, error) {
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return config.Starter, nil
+	}
+	c, err := config.ParseFile(old)
+	if err != nil || c.Ledger.URL == "" {
+		return config.Starter, nil
+	}
+	const empty = "\n  url: ''"
+	if !bytes.Contains(config.Starter, []byte(empty)) {
+		return nil, errors.New("init: the starter rotor.yaml has no ledger url line")
+	}
+	quoted := "\n  url: '" + strings.ReplaceAll(c.Ledger.URL, "'", "''") + "'"
+	return bytes.Replace(config.Starter, []byte(empty), []byte(quoted), 1), nil
 }
 
 // createDefaultToken writes a new bridge.token and stores its hash, and
