@@ -82,6 +82,14 @@ func TestDemoNeverWritesIntoUsersLedger(t *testing.T) {
 	if len(rows) < 2 {
 		t.Errorf("kept demo ledger has %d credentials, want more than one: %v", len(rows), rows)
 	}
+	// The report the demo ends with suggesting sees every row the demo
+	// wrote, at once: its clock skipped past the cooldowns, but no row is
+	// dated after real time (the default range ends now).
+	all := parseJSON(t, e.mustRun("ledger", "rows", "--home", kept, "--from", "2000-01-01", "--to", "2999-01-01", "--format", "json").stdout)
+	now := parseJSON(t, e.mustRun("ledger", "rows", "--home", kept, "--format", "json").stdout)
+	if len(now) != len(all) || len(all) == 0 {
+		t.Errorf("ledger rows right after the demo: %d of its %d rows (the others dated after now)", len(now), len(all))
+	}
 	if !sameState(before, dirState(t, e.home)) {
 		t.Error("demo --keep changed the user's home folder")
 	}

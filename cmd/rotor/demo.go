@@ -123,8 +123,13 @@ func demoRun(ctx context.Context, opts *demoOptions) error {
 		}
 	}
 	// The demo's own clock: it skips ahead past a cooldown rather than
-	// wait for it. The fake provider's quota windows run on it too.
+	// wait for it. The fake provider's quota windows run on it too. It
+	// starts demoLead behind real time, more than a skip (a cooldown of
+	// the fake's one-minute quota window) can take, so that no row is
+	// dated after real time: the report the demo ends with suggesting,
+	// whose range ends now, sees all of them at once.
 	clk := &demoClock{base: opts.Clock}
+	clk.Skip(-demoLead)
 	fp, err := fakeprovider.Start(fakeprovider.Options{Now: clk.Now})
 	if err != nil {
 		return err
@@ -256,6 +261,9 @@ func demoRun(ctx context.Context, opts *demoOptions) error {
 
 // demoClock is the demo's clock: the clock it was given, plus the time it
 // skipped ahead, so that a cooldown ends without the demo waiting for it.
+// demoLead is how far behind real time the demo's clock starts.
+const demoLead = 2 * time.Minute
+
 type demoClock struct {
 	base clock.Clock
 	skip atomic.Int64 // nanoseconds
