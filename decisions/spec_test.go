@@ -21,12 +21,12 @@ var specRules = []spectest.Rule{
 	spectest.R("The runtime accepts POST /v1/decisions and POST /decisions.", []string{"TestBothRoutesForwardToRegionalDecisionsEndpoint"}, "gateway: TestRuntimeServesBothDecisionsPaths"),
 	spectest.R("(DESIGN) Another method on /v1/decisions answers 405 method_not_allowed with Allow: POST, on runtime and bridge.", []string{"TestMethodOtherThanPost"}, "gateway: TestNonPostOnDecisionsIs405WithAllow; bridge: TestNonPostOnDecisionsIs405WithAllow"),
 	spectest.R("The authenticated local bridge also forwards /v1/decisions to the runtime.", nil, "bridge: TestForwardStripsIdentityHeadersAndSetsLabel, TestStandaloneRuntimeGetsRuntimeToken; e2e: TestBridgeToStandaloneRuntimeAnswersLikeInProcess"),
-	spectest.R("Requests go to the selected credential's regional /v1/decisions endpoint; never translated.", []string{"TestBothRoutesForwardToRegionalDecisionsEndpoint", "TestRequestStaysInItsRegion"}, ""),
+	spectest.R("Requests go to the selected credential's regional /v1/decisions endpoint; never translated.", []string{"TestBothRoutesForwardToRegionalDecisionsEndpoint", "TestRequestStaysInItsRegion", "TestRegionHoldsWithAWarmForeignCatalog"}, ""),
 	spectest.R("Select api/<model> or zdr/<model> explicitly.", []string{"TestBareModelsRejectedBeforeDiscoveryOrInference", "TestZDRSelectionUsesOnlyZDRCredentials"}, ""),
 	spectest.R("Bare subscription models, PSP routes, and speed-tier aliases are rejected before discovery or inference.", []string{"TestBareModelsRejectedBeforeDiscoveryOrInference"}, ""),
 	spectest.R("A zdr/ selection uses only operator-declared ZDR credentials.", []string{"TestZDRSelectionUsesOnlyZDRCredentials"}, ""),
 	spectest.R("Eligibility: the route is enabled and belongs to the explicitly selected API/ZDR pool.", []string{"TestZDRSelectionUsesOnlyZDRCredentials", "TestRequestStaysInItsRegion"}, ""),
-	spectest.R("Eligibility: its discovered catalog includes the model, and its visibility policy allows it.", []string{"TestEligibilityRequiresCatalogVisibilityAndProfile"}, ""),
+	spectest.R("Eligibility: its discovered catalog includes the model, and its visibility policy allows it.", []string{"TestEligibilityRequiresCatalogVisibilityAndProfile", "TestCatalogMustListTheModel"}, ""),
 	spectest.R("Eligibility: the model's operator profile includes supported_endpoints: [\"/v1/decisions\"].", []string{"TestEligibilityRequiresCatalogVisibilityAndProfile"}, ""),
 	spectest.R("A model ID returned by /models alone does not grant endpoint capability.", []string{"TestEligibilityRequiresCatalogVisibilityAndProfile"}, ""),
 	spectest.R("This change neither edits existing profiles nor performs inference probes.", []string{"TestNoInferenceProbes"}, ""),
@@ -37,10 +37,10 @@ var specRules = []spectest.Rule{
 	spectest.R("Only the routing prefix is removed from model. No Responses-only settings are injected.", []string{"TestForwardedBodyEqualsCallerBodyApartFromModel"}, ""),
 	spectest.R("Native answers, refusals, and usage remain intact.", []string{"TestAnswersRefusalsAndUsageReturnedIntact"}, ""),
 	spectest.R("Provider rejection status and safe code/type/param are preserved; messages are sanitized.", []string{"TestProviderRejectionKeepsStatusAndSafeFieldsSanitizesMessage", "TestCanaryKeyNeverLeaks"}, ""),
-	spectest.R("Unsupported endpoint responses (405, 501, 404 naming the model or endpoint or unstructured) allow another eligible credential and are cached five minutes per credential, model and endpoint.", []string{"TestUnsupportedEndpointFailsOverAndIsCachedFiveMinutes", "TestNotFoundClassifiedByStructuredErrorFirst"}, ""),
+	spectest.R("Unsupported endpoint responses (405, 501, 404 naming the model or endpoint or unstructured) allow another eligible credential and are cached five minutes per credential, model and endpoint.", []string{"TestUnsupportedEndpointFailsOverAndIsCachedFiveMinutes", "TestNotFoundClassifiedByStructuredErrorFirst", "TestDefaultLimitsAreTheSpecs", "TestUnsupportedCachedPerEndpoint"}, ""),
 	spectest.R("A 404 about request content is returned without failover or caching.", []string{"TestNotFoundAboutContentReturnedWithoutFailoverOrCache", "TestNotFoundClassifiedByStructuredErrorFirst"}, ""),
 	spectest.R("(DESIGN) A 404 is classified by its structured error first (code, then param), and only then by its message.", []string{"TestNotFoundClassifiedByStructuredErrorFirst"}, ""),
-	spectest.R("401, 403 or permanent-quota 429: the next eligible credential is tried; the rejected one is not sent again for that request.", []string{"TestRejectedCredentialTriesNextAndIsNotSentAgain"}, ""),
+	spectest.R("401, 403 or permanent-quota 429: the next eligible credential is tried; the rejected one is not sent again for that request.", []string{"TestRejectedCredentialTriesNextAndIsNotSentAgain", "TestPermanentQuotaNotSentAgainAfterAWait"}, ""),
 	spectest.R("Every credential rejected with 401 or 403 gives 503 decisions_pool_unavailable, never 401/403.", []string{"TestEveryCredentialRejectedAuthGives503PoolUnavailable", "TestPoolUnavailableOnlyWhenEveryCredentialRejected"}, ""),
 	spectest.R("(DESIGN) Unsupported answers count neither way; a temporary 429 gives the 429; an unclassified error passes through; a failed catalog is not a rejection.", []string{"TestPoolUnavailableOnlyWhenEveryCredentialRejected"}, ""),
 	spectest.R("A pool-wide permanent quota rejection stays a sanitized 429.", []string{"TestPoolWidePermanentQuotaIsSanitized429"}, ""),
@@ -53,7 +53,7 @@ var specRules = []spectest.Rule{
 	spectest.R("Discovery, admission, body reads and retries share a 60-second deadline and respect cancellation.", []string{"TestDefaultLimitsAreTheSpecs", "TestDeadlineSharedAndProviderThatNeverAnswersIsNotReplayed", "TestClientDisconnectCancelsUpstreamAndRowIsCommitted"}, ""),
 	spectest.R("Answers are buffered up to 64 MiB; a larger one is 502 decisions_response_too_large with no token counts.", []string{"TestAnswerOver64MiBGives502AndNullTokens"}, ""),
 	spectest.R("64 MiB is the proxy's request cap; an announced larger body is refused at once (DESIGN: 413 before any body byte, never 100 Continue).", []string{"TestRequestOver64MiBIs413BeforeAnything", "TestOversizedContentLengthRefusedAtOnce", "TestAnnouncedOversizedBodyRefusedWithoutBuffering"}, "bridge: TestOversizedContentLengthRefusedAtOnce"),
-	spectest.R("Error bodies are read until 5 s without data or 64 KiB.", []string{"TestDefaultLimitsAreTheSpecs", "TestStalledErrorBodyReleasesFailover", "TestErrorBodyReadStopsAt64KiB"}, ""),
+	spectest.R("Error bodies are read until 5 s without data or 64 KiB.", []string{"TestDefaultLimitsAreTheSpecs", "TestStalledErrorBodyReleasesFailover", "TestErrorBodyIdleLimitResetsOnData", "TestErrorBodyReadStopsAt64KiB"}, ""),
 	spectest.R("(DESIGN) x-should-retry: false on a 502, 503 or 504 after a provider call may have run, and on 503 no_credentials.", []string{"TestNoRetryHintAfterAProviderCallMayHaveRun"}, ""),
 	spectest.R("The ledger records the decisions operation and actual token counts, also for answers larger than a stream scanner's cap.", []string{"TestLedgerRecordsDecisionsOperationRealTokensAndUnknownCost", "TestUsageRecordedForLargeAnswers"}, ""),
 	spectest.R("The full provider usage object is returned to the caller.", []string{"TestAnswersRefusalsAndUsageReturnedIntact"}, ""),
@@ -79,6 +79,9 @@ func TestDefaultLimitsAreTheSpecs(t *testing.T) {
 	}
 	if MaxErrorBody != 64<<10 || MaxBody != 64<<20 {
 		t.Errorf("MaxErrorBody %d, MaxBody %d; want 64 KiB and 64 MiB", MaxErrorBody, MaxBody)
+	}
+	if UnsupportedTTL != 5*time.Minute { // "cached for five minutes"
+		t.Errorf("UnsupportedTTL %v, want 5m", UnsupportedTTL)
 	}
 }
 

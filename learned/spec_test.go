@@ -30,7 +30,7 @@ var specRules = []spectest.Rule{
 	spectest.R("Empty values use these defaults.", []string{"TestEmptyValuesUseDefaults", "TestEmptyPolicyValuesUseDefault"}, ""),
 	spectest.R("A malformed mode or policy disables tuning and logs one warning without the supplied value.", []string{"TestMalformedModeOrPolicyDisablesTuningWithOneWarning", "TestPolicyErrorsNeverQuoteValues"}, ""),
 	spectest.R("Modes are off, shadow and apply.", []string{"TestModesAreOffShadowApply"}, ""),
-	spectest.R("Policies contain only a buckets array, with at most 128 entries and 32 KiB of JSON.", []string{"TestPolicyContainsOnlyBucketsArray", "TestPolicyAtMost128Entries", "TestPolicyAtMost32KiB"}, ""),
+	spectest.R("Policies contain only a buckets array, with at most 128 entries and 32 KiB of JSON.", []string{"TestPolicyContainsOnlyBucketsArray", "TestPolicyAtMost128Entries", "TestPolicyAtMost32KiB", "TestSpecFigures"}, ""),
 	spectest.R("Each entry requires exactly provider, model and quota_bucket.", []string{"TestPolicyEntryRequiresExactlyProviderModelQuotaBucket"}, ""),
 	spectest.R("Provider must be a nonempty string;", []string{"TestPolicyProviderIsNonemptyString"}, ""),
 	spectest.R("model and quota bucket are nonempty strings or null, and at least one must be nonnull.", []string{"TestPolicyModelAndQuotaBucketAreNonemptyStringsOrNull", "TestPolicyNeedsModelOrQuotaBucket"}, ""),
@@ -50,8 +50,8 @@ var specRules = []spectest.Rule{
 	spectest.R("A genuine successful request after a throttle lowers its upper bound from the elapsed wait.", []string{"TestSuccessAfterThrottleLowersUpperBoundFromElapsedWait", "TestInFlightSuccessIsNotARecovery"}, ""),
 	spectest.R("Success without a preceding throttle provides no recovery sample.", []string{"TestSuccessWithoutPrecedingThrottleProvidesNoSample"}, ""),
 	spectest.R("Authentication rejection, caller errors, cancellation, transport errors and catalog validation probes provide no learning evidence.", []string{"TestNonLearningOutcomesProvideNoEvidence"}, "pool: TestLearnerConsultedOnlyForInference (catalog probes never reach the learner)"),
-	spectest.R("Three consistent directional observations allow a midpoint trial.", []string{"TestThreeConsistentObservationsAllowMidpointTrial"}, ""),
-	spectest.R("Each state allows at most 12 trial steps.", []string{"TestAtMost12TrialSteps"}, ""),
+	spectest.R("Three consistent directional observations allow a midpoint trial.", []string{"TestThreeConsistentObservationsAllowMidpointTrial", "TestSpecFigures"}, ""),
+	spectest.R("Each state allows at most 12 trial steps.", []string{"TestAtMost12TrialSteps", "TestSpecFigures"}, ""),
 	spectest.R("Contradictory observations or nonincreasing timestamps widen the interval and remove confidence.", []string{"TestContradictionWidensIntervalAndRemovesConfidence", "TestNonincreasingTimestampWidensIntervalAndRemovesConfidence"}, ""),
 	spectest.R("Apply uses the existing cooldown until confidence returns.", []string{"TestApplyUsesExistingCooldownUntilConfidenceReturns"}, ""),
 	spectest.R("The existing model cooldown cap also bounds an applied trial.", []string{"TestModelCooldownCapBoundsAppliedTrial"}, "pool: TestLearnerSuggestionBoundedByAdviceAndCap"),
@@ -65,9 +65,9 @@ var specRules = []spectest.Rule{
 	spectest.R("Rotating a credential creates a new identity.", []string{"TestRotatedCredentialStartsNewIdentity"}, "pool: TestLearnerIdentityIsCredentialKeyedAndUnambiguous"),
 
 	// Storage, errors and retention.
-	spectest.R("Standalone (rotor's default) uses process-local state, bounded to 1,024 entries.", []string{"TestProcessLocalStateBoundedTo1024", "TestMemoryStoreConformance"}, ""),
+	spectest.R("Standalone (rotor's default) uses process-local state, bounded to 1,024 entries.", []string{"TestProcessLocalStateBoundedTo1024", "TestMemoryStoreConformance", "TestSpecFigures"}, ""),
 	spectest.R("It resets on process restart and is not a distributed quota authority.", []string{"TestStateResetsOnRestart"}, ""),
-	spectest.R("State expires seven days after creation; observations do not extend its lifetime.", []string{"TestStateExpiresSevenDaysAfterCreationNotExtended", "TestMemoryStoreConformance"}, ""),
+	spectest.R("State expires seven days after creation; observations do not extend its lifetime.", []string{"TestStateExpiresSevenDaysAfterCreationNotExtended", "TestMemoryStoreConformance", "TestSpecFigures"}, ""),
 	spectest.R("The shared backend (rotor: INTELLIGENCE_STORAGE_BACKEND=sqlite, the ledger database) is a private storage domain with the fixed operations get and put; puts use revision comparison and a transactional capacity check.", []string{"TestMemoryStoreConformance"}, "ledger/learnedstore: TestSQLiteStoreConformance"),
 	spectest.R("Storage is bounded to 1,024 rows. Reads ignore expired state; writes reclaim expired rows.", []string{"TestMemoryStoreConformance"}, "ledger/learnedstore: TestSQLiteStoreConformance"),
 	spectest.R("A missing table or unavailable store: the pool falls back to its existing cooldown with one warning and continues serving traffic.", []string{"TestUnavailableStoreFallsBackWithOneWarning"}, "ledger/learnedstore: TestMissingTableIsUnavailable (rotor has no storage route to answer 503)"),
@@ -166,5 +166,25 @@ func TestTrialNeedsARecovery(t *testing.T) {
 	h.success(10 * time.Minute)
 	if _, ok := h.throttle(20 * time.Minute); !ok {
 		t.Error("no trial after a recovery proved the upper bound")
+	}
+}
+
+// TestSpecFigures holds the spec's numbers themselves: the rule tests
+// take them through these constants, so a changed constant would change
+// their expectations with it.
+func TestSpecFigures(t *testing.T) {
+	for name, c := range map[string]struct{ got, want int64 }{
+		"confidentAt (three consistent observations)": {confidentAt, 3},
+		"MaxTrialSteps":           {MaxTrialSteps, 12},
+		"StoreCapacity":           {StoreCapacity, 1024},
+		"Retention (seven days)":  {int64(Retention), int64(7 * 24 * time.Hour)},
+		"MaxPolicyBytes (32 KiB)": {MaxPolicyBytes, 32 * 1024},
+		"MaxPolicyBuckets":        {MaxPolicyBuckets, 128},
+		"minBoundMS (1 s)":        {minBoundMS, 1000},
+		"maxBoundMS (3,600 s)":    {maxBoundMS, 3_600_000},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %d, want the spec's %d", name, c.got, c.want)
+		}
 	}
 }

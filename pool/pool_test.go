@@ -163,6 +163,12 @@ func TestQuotaBucketNeverInferred(t *testing.T) {
 	f.record("b", throttle(Scope{Model: "decide-mini-preview"}))
 	f.wantAvailable(mini, "a", "b", "c")
 	f.wantAvailable(Scope{Model: "decide-mini-preview"}, "a", "c")
+	// Nor does a model prefix naming a bucket: shared/x is a model of its
+	// own, and the bucket shared's members are untouched.
+	f.record("c", throttle(Scope{Model: "shared/x"}))
+	f.wantAvailable(mini, "a", "b", "c")
+	f.wantAvailable(large, "a", "b", "c")
+	f.wantAvailable(Scope{Model: "shared/x"}, "a", "b")
 }
 
 func TestModelAndBucketNamespacesDistinct(t *testing.T) {
