@@ -51,7 +51,7 @@ type cellBound struct {
 	// req/s on seed 1's 12 h loses 0.06 points (5 requests of 8,640)
 	// since a refusal just past all evidence steps by half the existing
 	// cooldown (stepPast), which over seeds 1-96 lost noisy at 0.2 req/s
-	// on 5 seeds instead of 11 (the README's Cooldowns section).
+	// on 5 seeds instead of 11 (docs/learned-cooldown.md).
 	margin float64
 	// ratio is the largest waste ratio: 0.5, issue 19's target, in every
 	// cell of both spans since a sibling's refused retries are skipped
@@ -132,7 +132,7 @@ func TestAdaptCells(t *testing.T) {
 // still serves less than fixed 60 s (the measured margin less a tenth of
 // a point). Random 3 at 0.2 req/s lost 0.56 points, none once the planner
 // read a reset drawn anew, 1.13 once the broad base's pieces ended on
-// round waits (README, Cooldowns: over 48 seeds not tuned on, that change
+// round waits (docs/learned-cooldown.md: over 48 seeds not tuned on, that change
 // lost fewer cells in all), 0.13 once an exact hold took the plan's
 // deeper trial (its reset falls from 717 s to 39 s), 0.56 once a shallow
 // trial gave way to the lower-bound check when credit piles up, none
