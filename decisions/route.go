@@ -282,11 +282,13 @@ func (rt *Route) serveKind(k *Kind, w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), k.deadline(&rt.cfg))
 	defer cancel()
-	err := rt.serve(ctx, k, w, r, info)
+	var admitting bool
+	err := rt.serve(ctx, k, w, r, info, &admitting)
 	if err == nil {
 		return
 	}
-	if rt.revoked(r) {
+	if !admitting && rt.revoked(r) {
+		// Refused before admission, which checks the token itself.
 		err = httpx.NewError(httpx.CodeInvalidToken)
 	}
 	err = callerView(err, r.Context())
@@ -309,7 +311,8 @@ func (rt *Route) serveKind(k *Kind, w http.ResponseWriter, r *http.Request) {
 // revoked token never reaches a provider; a request refused before it
 // (bad JSON, a bad model prefix, no credentials) asks here, so that the
 // revoked token gets 401 at its next request whatever it sends. Only
-// refusals pay for the lookup.
+// refusals before admission pay for the lookup: one after it (a cooldown's
+// 429, a budget's, a provider's error) was checked there.
 func (rt *Route) revoked(r *http.Request) bool {
 	caller := httpx.CallerFrom(r.Context())
 	tokens, ok := rt.cfg.Ledger.(interface {
@@ -322,8 +325,9 @@ func (rt *Route) revoked(r *http.Request) bool {
 	return err == nil && !held
 }
 
-// serve returns nil when it wrote an answer itself.
-func (rt *Route) serve(ctx context.Context, k *Kind, w http.ResponseWriter, r *http.Request, info *httpx.AccessInfo) error {
+// serve returns nil when it wrote an answer itself. It sets *admitting once
+// the request reaches admission.
+func (rt *Route) serve(ctx context.Context, k *Kind, w http.ResponseWriter, r *http.Request, info *httpx.AccessInfo, admitting *bool) error {
 	// 1. Size cap (an announced one is refused in ServeHTTP), then 2.
 	// JSON, then 3. model prefix: all before anything else, and before
 	// budgets.
@@ -415,6 +419,7 @@ func (rt *Route) serve(ctx context.Context, k *Kind, w http.ResponseWriter, r *h
 	if caller.CheckToken {
 		res.Token, res.CheckToken = caller.TokenHash, true
 	}
+	*admitting = true
 	if err := rt.cfg.Ledger.Reserve(ctx, res, rt.cfg.Admitter); err != nil {
 		rt.refused(refusalReason(err))
 		if errors.Is(err, ledger.ErrUnavailable) || errors.Is(err, ledger.ErrReadOnly) {

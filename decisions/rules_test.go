@@ -2,11 +2,17 @@ package decisions
 
 import (
 	"context"
+	"crypto/sha256"
 	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	fp "github.com/rotorhq/rotor/internal/fakeprovider"
+	"github.com/rotorhq/rotor/internal/httpx"
+	"github.com/rotorhq/rotor/ledger"
 )
 
 // spec/decisions-api.md: a credential rejected with a permanent quota 429
@@ -102,5 +108,46 @@ func TestUnsupportedCachedPerEndpoint(t *testing.T) {
 	r := h.do(context.Background(), KindResponses.Path, `{"model":"api/gpt-test","input":"hi"}`)
 	if r.status != 200 || r.header.Get("X-Rotor-Credential") != "team-a" {
 		t.Errorf("Responses after team-a's chat 405: %d by %q, want 200 by team-a (unsupported is cached per endpoint)", r.status, r.header.Get("X-Rotor-Credential"))
+	}
+}
+
+// countingTokens counts the uncached token lookups the route makes.
+type countingTokens struct {
+	*ledger.Store
+	lookups atomic.Int64
+}
+
+func (c *countingTokens) LookupToken(ctx context.Context, hash [32]byte) (string, bool, error) {
+	c.lookups.Add(1)
+	return c.Store.LookupToken(ctx, hash)
+}
+
+// A refusal after admission (here every credential cooling: 429) makes no
+// uncached token lookup: admission checked the token in its transaction,
+// and a burst of 429s, when SDKs retry hardest, must not queue on the
+// ledger's token lock. (A refusal before admission does look it up:
+// TestRevokedTokenStopsOnRunningBridgeAndReportByClient in e2e.)
+func TestRefusalAfterAdmissionDoesNotLookTheTokenUpAgain(t *testing.T) {
+	var ct *countingTokens
+	h := newHarness(t, opts{wrapLedger: func(l Ledger) Ledger {
+		ct = &countingTokens{Store: l.(*ledger.Store)}
+		return ct
+	}})
+	hash := sha256.Sum256([]byte("rtr_rules_token"))
+	if err := h.store.AddClientToken(context.Background(), "ci", hash, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range h.keys {
+		h.fp.SetDefault(k, "", fp.RateLimited("3600"))
+	}
+	req := httptest.NewRequest(http.MethodPost, Endpoint, strings.NewReader(decision("api/decide-mini")))
+	ctx, _ := httpx.WithAccessInfo(httpx.WithCaller(req.Context(), httpx.Caller{Label: "ci", TokenHash: hash, CheckToken: true}))
+	rec := httptest.NewRecorder()
+	h.router.ServeHTTP(rec, req.WithContext(ctx))
+	if rec.Code != http.StatusTooManyRequests {
+		t.Fatalf("status %d %s, want 429", rec.Code, rec.Body)
+	}
+	if n := ct.lookups.Load(); n != 0 {
+		t.Errorf("a 429 refused after admission made %d uncached token lookups, want 0", n)
 	}
 }
