@@ -462,4 +462,33 @@ func TestInitWritesNothingUntilItCanAndForceKeepsTheLedger(t *testing.T) {
 	if old == e.token() {
 		t.Error("init --force kept the old token")
 	}
+	// --force with a bad flag changes nothing: the file it replaced is
+	// put back.
+	before, _ := os.ReadFile(cfg)
+	before = append(before, "# the user's own line\n"...)
+	if err := os.WriteFile(cfg, before, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.run("--log-level", "bogus", "init", "--force"); r.code != ExitUsage {
+		t.Errorf("init --force with a bad flag: exit %d %q, want 2", r.code, r.stderr)
+	}
+	if after, _ := os.ReadFile(cfg); string(after) != string(before) {
+		t.Error("a failed init --force left another rotor.yaml")
+	}
+	// --force resets a rotor.yaml that no longer loads, and keeps every
+	// earlier copy.
+	if err := os.WriteFile(cfg, []byte("bogus_key: 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Two earlier --force runs kept rotor.yaml.old and rotor.yaml.old.2.
+	if r := e.run("init", "--force"); r.code != 0 || !strings.Contains(r.stdout, "rotor.yaml.old.3") {
+		t.Errorf("init --force over a broken rotor.yaml: exit %d %q %q; want 0, keeping it as rotor.yaml.old.3", r.code, r.stdout, r.stderr)
+	}
+	if b, _ := os.ReadFile(cfg + ".old.3"); string(b) != "bogus_key: 1\n" {
+		t.Errorf("rotor.yaml.old.3 = %q, want the broken file", b)
+	}
+	if b, _ := os.ReadFile(cfg + ".old"); !strings.Contains(string(b), team) {
+		t.Errorf("rotor.yaml.old = %q, want the first file replaced, still there", b)
+	}
+	e.mustRun("config", "check")
 }

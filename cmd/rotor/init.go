@@ -49,9 +49,10 @@ creates its schema (rotor ledger migrate).
 
 It never overwrites an existing file unless --force is given; with --force a
 new token replaces the old one (under its label), which stops working, and
-the replaced rotor.yaml is kept as rotor.yaml.old, its ledger.url carried
-into the new one. The configuration in force is checked, and its ledger
-opened, before anything is written.`,
+the replaced rotor.yaml (also one that no longer loads) is kept as
+rotor.yaml.old (.old.2, .old.3... once taken), its ledger.url carried into
+the new one. The configuration in force is checked, and its ledger opened,
+before the token is written; a bad value writes nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if runF != nil {
@@ -90,30 +91,48 @@ func initRun(ctx context.Context, opts *initOptions) error {
 			return usageErrorf("%s already exists; rotor init never overwrites without --force", tokPath)
 		}
 	}
-	// The configuration in force (flags, ROTOR_* variables, the file there
-	// now) is checked, and the ledger it names opened, before anything is
-	// written: a bad value or an unreachable ledger leaves no half-made
-	// home that the next init refuses.
-	if _, err := opts.Ledger(ctx); err != nil {
-		return err
-	}
 	starter, err := starterFor(cfgPath)
 	if err != nil {
 		return err
 	}
-	if opts.Force {
-		// The file replaced is kept beside it: its pools and settings are
-		// the user's.
-		if err := os.Rename(cfgPath, cfgPath+".old"); err == nil {
-			fmt.Fprintf(opts.IO.Out, "moved the old %s to %s.old\n", filepath.Base(cfgPath), filepath.Base(cfgPath))
-		} else if !errors.Is(err, fs.ErrNotExist) {
+	if !opts.Force {
+		// The configuration in force (flags, ROTOR_* variables) is
+		// checked, and the ledger it names opened, before anything is
+		// written: a bad value or an unreachable ledger leaves no
+		// half-made home that the next init refuses.
+		if _, err := opts.Ledger(ctx); err != nil {
 			return err
 		}
+		if err := writeFileAtomic(cfgPath, starter, 0o600); err != nil {
+			return err
+		}
+		fmt.Fprintf(opts.IO.Out, "wrote %s\n", cfgPath)
+	} else {
+		// --force resets a rotor.yaml, also one that no longer loads:
+		// the old file is kept beside it, the starter (with the old
+		// file's ledger.url, when it names one) written, and only then
+		// the configuration read and its ledger opened; if that fails,
+		// the old file is put back.
+		old, err := keepOld(cfgPath)
+		if err != nil {
+			return err
+		}
+		if err := writeFileAtomic(cfgPath, starter, 0o600); err != nil {
+			return err
+		}
+		if _, err := opts.Ledger(ctx); err != nil {
+			if old != "" {
+				_ = os.Rename(old, cfgPath)
+			} else {
+				_ = os.Remove(cfgPath)
+			}
+			return err
+		}
+		if old != "" {
+			fmt.Fprintf(opts.IO.Out, "moved the old %s to %s\n", filepath.Base(cfgPath), filepath.Base(old))
+		}
+		fmt.Fprintf(opts.IO.Out, "wrote %s\n", cfgPath)
 	}
-	if err := writeFileAtomic(cfgPath, starter, 0o600); err != nil {
-		return err
-	}
-	fmt.Fprintf(opts.IO.Out, "wrote %s\n", cfgPath)
 	if keptAs != "" {
 		fmt.Fprintf(opts.IO.Out, "kept %s (the ledger holds it as client token %q)\n", tokPath, keptAs)
 		return nil
@@ -146,6 +165,26 @@ func storedTokenLabel(ctx context.Context, open func(context.Context) (ledger.Le
 		return "", err
 	}
 	return label, nil
+}
+
+// keepOld renames the file at path, if any, to path.old (path.old.2,
+// .3... when that is taken: an earlier --force's copy stays) and returns
+// the new name, or "" when there was none.
+func keepOld(path string) (string, error) {
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	name := path + ".old"
+	for n := 2; ; n++ {
+		if _, err := os.Lstat(name); errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		name = fmt.Sprintf("%s.old.%d", path, n)
+	}
+	if err := os.Rename(path, name); err != nil {
+		return "", err
+	}
+	return name, nil
 }
 
 // starterFor returns the starter rotor.yaml to write at path, with the
