@@ -200,6 +200,7 @@ func New(cfg Config) *Pool {
 	if prev := cfg.Previous; prev != nil && prev.store == st && cfg.Keep != nil {
 		p.adopt(prev, cfg.Keep)
 	}
+	p.clipToCap() // a reload shares the store, and may have lowered the cap
 	for r := range p.legacy {
 		if p.legacy[r] == nil {
 			p.legacy[r] = new(atomic.Int64)
@@ -219,6 +220,32 @@ func New(cfg Config) *Pool {
 	opts.QuotaBuckets = nil // kept as p.buckets and p.bucketOf
 	p.opts = opts
 	return p
+}
+
+// clipToCap ends every cooldown this pool's credentials carry over from
+// the previous generation (adopted legacy rests, live model-store
+// observations) by now plus the cap at the latest: a reload that lowered
+// model_cooldown.max_seconds binds the cooldowns already running, which
+// would otherwise hold requests past the Retry-After they are told. With
+// the cap unchanged it changes nothing: every rest was set within it.
+func (p *Pool) clipToCap() {
+	now := p.store.since(p.clk.Now())
+	until := now + int64(p.maxRest)
+	for _, r := range p.legacy {
+		for r != nil {
+			cur := r.Load()
+			if cur <= until || r.CompareAndSwap(cur, until) {
+				break
+			}
+		}
+	}
+	creds := make(map[digest]bool, len(p.ids))
+	for _, id := range p.ids {
+		creds[id] = true
+	}
+	p.store.mu.Lock()
+	p.store.clip(creds, until, now)
+	p.store.mu.Unlock()
 }
 
 // adopt shares prev's legacy rests, and its active credential, with the

@@ -3,6 +3,7 @@ package pool
 import (
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/rotorhq/rotor/internal/clock"
 	"github.com/rotorhq/rotor/internal/secret"
@@ -49,5 +50,45 @@ func TestPreviousPoolStateAdoptedForKeptCredentials(t *testing.T) {
 		if !c.RestingUntil.IsZero() {
 			t.Errorf("%s rests in a pool that adopted nothing", c.Name)
 		}
+	}
+}
+
+// A reload that lowers model_cooldown.max_seconds binds the cooldowns
+// already running: a credential resting 1800 s on the provider's advice
+// under a 3600 s cap is free 30 s after a rebuild with a 30 s cap, on the
+// scoped and the legacy path, where it stayed cooling for the old 1800 s
+// and requests were held and told to retry in 30 s again and again. With
+// the cap unchanged, a rebuild changes no cooldown.
+func TestReloadThatLowersTheCapBindsRunningCooldowns(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		enabled  bool
+		scope    Scope
+		newCap   int64
+		freeFrom time.Duration
+	}{
+		{"scoped, cap lowered", true, modelA, 30, 30 * time.Second},
+		{"legacy, cap lowered", false, modelA, 30, 30 * time.Second},
+		{"scoped, cap unchanged", true, modelA, 3600, 1790 * time.Second}, // 1800 s from the throttle
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clk := clock.NewFake(t0)
+			st := NewStore(clk, 0)
+			creds := testCreds[:1]
+			settings := func(max int64) Settings { return Settings{ModelCooldownEnabled: c.enabled, MaxSeconds: max} }
+			old := New(Config{Options: Options{Name: "api"}, Credentials: creds, Store: st, Clock: clk, Settings: settings(3600)})
+			old.Record("a", Observation{Scope: c.scope, Status: http.StatusTooManyRequests, RetryAfter: 1800, HasRetryAfter: true})
+			clk.Advance(10 * time.Second)
+			keep := func(string) bool { return true }
+			cur := New(Config{Options: Options{Name: "api"}, Credentials: creds, Store: st, Clock: clk, Settings: settings(c.newCap), Previous: old, Keep: keep})
+			clk.Advance(c.freeFrom - time.Millisecond)
+			if _, err := cur.Select(c.scope, nil); err == nil {
+				t.Errorf("free %v after the rebuild, want cooling until %v", c.freeFrom-time.Millisecond, c.freeFrom)
+			}
+			clk.Advance(time.Millisecond)
+			if got, err := cur.Select(c.scope, nil); err != nil || got.Name != "a" {
+				t.Errorf("%v after the rebuild: %v, want a free", c.freeFrom, err)
+			}
+		})
 	}
 }

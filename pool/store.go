@@ -248,6 +248,25 @@ func (s *Store) shorten(k obsKey, was, until, now int64) bool {
 	return true
 }
 
+// clip ends, by until at the latest, every live observation of the
+// credentials in creds (a reload lowered their pool's cap: a cooldown set
+// under the old one would outlast the new), and their advice floors with
+// them.
+func (s *Store) clip(creds map[digest]bool, until, now int64) {
+	s.prune(now)
+	for _, i := range s.index {
+		sl := &s.slots[i]
+		if !creds[sl.key.cred] {
+			continue
+		}
+		sl.floor = min(sl.floor, until)
+		if sl.until > until {
+			sl.until = until
+			s.up(int(sl.pos))
+		}
+	}
+}
+
 // overflowUntil returns the capacity guard deadline, or 0 when no guard
 // is active at now.
 func (s *Store) overflowUntil(now int64) int64 {
