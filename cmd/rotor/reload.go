@@ -260,6 +260,7 @@ func (rl *reloader) reload(via string) (*reloadResult, error) {
 	defer rl.mu.Unlock()
 	log := rl.f.Logger()
 	cur := rl.current()
+	seen := len(rl.f.Malformed())
 	cfg, err := rl.f.freshConfig()
 	if err != nil {
 		key := ""
@@ -272,6 +273,13 @@ func (rl *reloader) reload(via string) (*reloadResult, error) {
 	var settings []string
 	for _, k := range config.Changed(cur.cfg, cfg) {
 		if config.RestartOnly(k) {
+			if bad := rl.f.Malformed()[min(seen, len(rl.f.Malformed())):]; len(bad) > 0 {
+				// The key changed only because a malformed spec setting
+				// turns its feature off (model_cooldown.enabled): name
+				// what to fix, not a key the user never touched.
+				log.Error("reload refused: a malformed setting would turn its feature off, which needs a restart; the running configuration is kept", "via", via, "config_key", bad[0], "restart_key", k)
+				return nil, httpx.NewError(httpx.CodeConfigInvalid).WithParam(bad[0]).WithMessage("%s is malformed: at start it would turn %s off, which needs a restart; the running configuration is kept", bad[0], k)
+			}
 			log.Error("reload refused: the key needs a restart; the running configuration is kept", "via", via, "config_key", k)
 			return nil, httpx.NewError(httpx.CodeRestartRequired).WithParam(k).WithMessage("%s changed: it needs a restart; the running configuration is kept", k)
 		}

@@ -50,6 +50,13 @@ type cred struct{ name, baseURL, extra string }
 
 func newReloadFixture(t *testing.T, creds ...cred) *reloadFixture {
 	t.Helper()
+	return newReloadFixtureWith(t, "", creds...)
+}
+
+// newReloadFixtureWith starts the reloader on a rotor.yaml holding extra
+// besides the credentials.
+func newReloadFixtureWith(t *testing.T, extra string, creds ...cred) *reloadFixture {
+	t.Helper()
 	f, _, logs := testFactory(t)
 	prov, err := fp.Start(fp.Options{})
 	if err != nil {
@@ -63,7 +70,7 @@ func newReloadFixture(t *testing.T, creds ...cred) *reloadFixture {
 	if err := os.MkdirAll(filepath.Join(x.home, "keys"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	x.writeConfig("", creds...)
+	x.writeConfig(extra, creds...)
 	cfg, err := f.Config()
 	if err != nil {
 		t.Fatal(err)
@@ -372,5 +379,22 @@ func TestBridgeReloadRun(t *testing.T) {
 	wantUsageError(t, "reload of a bad file", err, "runtime.deadline")
 	if g := w.reload.current().n; g != 3 {
 		t.Errorf("generation %d after refused reloads, want 3", g)
+	}
+}
+
+// A malformed max_seconds with model cooldown on would turn the feature
+// off, which needs a restart: the reload is refused as config_invalid
+// naming the malformed setting, not as a change of model_cooldown.enabled,
+// a key the user never touched.
+func TestReloadRefusalNamesTheMalformedSetting(t *testing.T) {
+	x := newReloadFixtureWith(t, "model_cooldown: {enabled: true, max_seconds: 3600}\n", cred{name: "team-a"})
+	x.writeConfig("model_cooldown: {enabled: true, max_seconds: 36OO}\n", cred{name: "team-a"})
+	_, err := x.rl.reload("test")
+	e, ok := errors.AsType[*httpx.Error](err)
+	if !ok || e.Code != httpx.CodeConfigInvalid || e.Param != "model_cooldown.max_seconds" || strings.Contains(e.Error(), "36OO") {
+		t.Errorf("reload with a malformed max_seconds = %v, want config_invalid naming model_cooldown.max_seconds, without the value", err)
+	}
+	if !x.rl.current().cfg.ModelCooldown.Enabled {
+		t.Error("the running configuration was not kept")
 	}
 }
