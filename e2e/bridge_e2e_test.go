@@ -514,3 +514,31 @@ func TestBridgeOnEveryAddress(t *testing.T) {
 		}
 	}
 }
+
+// A SIGHUP while the bridge finishes its stop (a reload racing a stop, a
+// terminal closing) does not kill it: it still removes bridge.json and
+// exits 0. The signal was handed back to Go's default action, terminate.
+func TestHangupDuringStopDoesNotKill(t *testing.T) {
+	e := newE2E(t)
+	e.provider("")
+	b := e.start("bridge", "start", "--listen", "127.0.0.1:0")
+	// A request, so that the stop has a token's last use to write.
+	if r := call(t, "POST", b.url+"/v1/decisions", e.token(), decideBody); r.status != 200 {
+		t.Fatalf("decision: %d %s", r.status, r.body)
+	}
+	b.cmd.Process.Signal(syscall.SIGTERM)
+	// SIGHUPs from the stop's start until it has exited: the ones before
+	// its end reload, some land while it removes bridge.json and closes
+	// the ledger (a few milliseconds).
+	go func() {
+		for b.cmd.Process.Signal(syscall.SIGHUP) == nil {
+			time.Sleep(200 * time.Microsecond)
+		}
+	}()
+	if code := b.stop(); code != 0 {
+		t.Errorf("bridge stopped with %d after a SIGHUP during its stop, want 0\n%s", code, b.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(e.home, "bridge.json")); err == nil {
+		t.Error("bridge.json left behind")
+	}
+}

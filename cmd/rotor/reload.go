@@ -343,6 +343,11 @@ func watchHangup(rl *reloader) (stop func()) {
 		}
 	}()
 	return func() {
+		// Ignored, not handed back to the default action (terminate):
+		// a SIGHUP while the server finishes its stop (a reload racing a
+		// stop, a terminal closing) must not kill it before it removed
+		// bridge.json and closed the ledger.
+		signal.Ignore(syscall.SIGHUP)
 		signal.Stop(ch)
 		close(quit)
 		<-done

@@ -9,9 +9,11 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -181,6 +183,9 @@ func runtimeToken(f *Factory, cfg *config.Config, create bool) (secret.Value, st
 
 func runtimeStartRun(ctx context.Context, opts *startOptions) error {
 	f := opts.f
+	// SIGHUP reloads once the server runs (watchHangup); until then it
+	// is ignored, never the default action, which terminates.
+	signal.Ignore(syscall.SIGHUP)
 	cfg, err := f.Config()
 	if err != nil {
 		return err
@@ -299,6 +304,9 @@ func ensureBridgeToken(ctx context.Context, f *Factory) error {
 
 func bridgeStartRun(ctx context.Context, opts *startOptions) error {
 	f := opts.f
+	// SIGHUP reloads once the server runs (watchHangup); until then it
+	// is ignored, never the default action, which terminates.
+	signal.Ignore(syscall.SIGHUP)
 	cfg, err := f.Config()
 	if err != nil {
 		return err
