@@ -271,6 +271,16 @@ func (b *Bridge) proxy() http.Handler {
 		// Stream events reach the caller as they arrive.
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if errors.Is(context.Cause(r.Context()), httpx.ErrServerShutdown) {
+				// The bridge's stop cut the request after its grace, as
+				// the in-process route answers it; the runtime may have
+				// made a provider call.
+				e := httpx.NewError(httpx.CodeServerShutdown)
+				e.NeverRetry = !httpx.NotSent(err)
+				httpx.AccessInfoFrom(r.Context()).Code = e.Code
+				httpx.WriteError(w, e)
+				return
+			}
 			if r.Context().Err() != nil {
 				httpx.WriteError(w, httpx.NewError(httpx.CodeClientClosedRequest))
 				return

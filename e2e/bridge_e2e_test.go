@@ -542,3 +542,40 @@ func TestHangupDuringStopDoesNotKill(t *testing.T) {
 		t.Error("bridge.json left behind")
 	}
 }
+
+// A request cut by the bridge's stop after runtime.shutdown_grace is
+// answered 503 server_shutdown with x-should-retry: false (the provider
+// call may have run) and the bridge exits 1, whether its runtime is
+// in-process or standalone behind --runtime-url, where the proxy took
+// the cut for the caller leaving (499 client_closed_request).
+func TestStopCutsARequestWith503ServerShutdown(t *testing.T) {
+	for _, standalone := range []bool{false, true} {
+		t.Run(fmt.Sprintf("standalone runtime %v", standalone), func(t *testing.T) {
+			e := newE2E(t)
+			prov, _ := e.provider("")
+			e.env = append(e.env, "ROTOR_RUNTIME_SHUTDOWN_GRACE=1s")
+			args := []string{"bridge", "start", "--listen", "127.0.0.1:0"}
+			if standalone {
+				rt := e.start("runtime", "start", "--listen", "127.0.0.1:0")
+				args = append(args, "--runtime-url", rt.url)
+			}
+			b := e.start(args...)
+			tok := e.token()
+			if r := advCall(t, "POST", b.url+"/v1/decisions", tok, decideBody); r.status != 200 {
+				t.Fatalf("warm: %d %s", r.status, r.body)
+			}
+			prov.SetDefault("", "", fp.Stall())
+			got := make(chan httpReply, 1)
+			go func() { got <- advCall(t, "POST", b.url+"/v1/decisions", tok, decideBody) }()
+			waitFor(t, "the request at the provider", 10*time.Second, func() bool { return prov.Hits(fp.PathDecisions) >= 2 })
+			code := b.stop()
+			r := <-got
+			if r.status != 503 || errCode(r.body) != "server_shutdown" || r.header.Get("x-should-retry") != "false" {
+				t.Errorf("cut request: %d %s (x-should-retry %q), want 503 server_shutdown, x-should-retry: false", r.status, r.body, r.header.Get("x-should-retry"))
+			}
+			if code != 1 {
+				t.Errorf("exit %d, want 1 (it had to cut a request)", code)
+			}
+		})
+	}
+}
