@@ -50,12 +50,13 @@ func TestPermanentQuotaNotSentAgainAfterAWait(t *testing.T) {
 
 // spec/decisions-api.md: error bodies are read "until 5 seconds pass
 // without data": an idle limit, reset by each chunk, not a bound on the
-// whole read. A rate_limit_exceeded body dripped in chunks 50 ms apart,
-// longer in all than the idle limit (500 ms here), is read whole,
-// classified as a rate limit, and fails over.
+// whole read. A rate_limit_exceeded body dripped in 40 chunks 50 ms
+// apart (2 s in all, twice the idle limit of 1 s here, each gap a
+// twentieth of it) is read whole, classified as a rate limit, and fails
+// over.
 func TestErrorBodyIdleLimitResetsOnData(t *testing.T) {
-	h := newHarness(t, opts{errorIdle: 500 * time.Millisecond})
-	h.fp.Script(h.keys["team-a"], "", fp.Drip(429, 1000, 50, 50*time.Millisecond))
+	h := newHarness(t, opts{errorIdle: time.Second})
+	h.fp.Script(h.keys["team-a"], "", fp.Drip(429, 1000, 25, 50*time.Millisecond))
 	r := h.post(decision("api/decide-mini"))
 	wantStatus(t, r, 200, "")
 	if got := r.header.Get("X-Rotor-Credential"); got != "team-b" {
