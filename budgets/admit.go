@@ -21,7 +21,7 @@ type ExceededError struct {
 
 func (e *ExceededError) Error() string {
 	return fmt.Sprintf("budget %s: %s of %s %s used in the %s window; frees at %s",
-		e.Name, e.FormatUsed(), e.FormatLimit(), e.Kind, e.Window.Describe(), e.FreesAt.UTC().Format(time.RFC3339))
+		e.Name, e.FormatUsed(), e.FormatLimit(), e.Kind, e.Window.Describe(), FormatUntil(e.FreesAt))
 }
 
 // Unwrap returns ErrExceeded.
@@ -45,7 +45,7 @@ func (e *PolicyBlockedError) Error() string {
 	for _, s := range e.Budgets {
 		p := s.Name
 		if s.State == StateFailClosed {
-			p += fmt.Sprintf(" (fail-closed: usage of unknown cost in its window until %s)", s.FreesAt.UTC().Format(time.RFC3339))
+			p += fmt.Sprintf(" (fail-closed: usage of unknown cost in its window until %s)", FormatUntil(s.FreesAt))
 		}
 		parts = append(parts, p)
 	}

@@ -89,6 +89,17 @@ func ParseCost(s string) (int64, error) {
 	return micros, nil
 }
 
+// FormatUntil prints the time something frees or ends (a budget, a
+// cooldown) as RFC 3339 UTC to the second, rounded up: a script that waits
+// until the printed time is never early (a window that frees at
+// 19:35:15.994 prints 19:35:16, not 19:35:15).
+func FormatUntil(t time.Time) string {
+	if r := t.Truncate(time.Second); r.Before(t) {
+		t = r.Add(time.Second)
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
 // FormatCost prints micro-USD as dollars with up to 6 decimals.
 func FormatCost(micros int64) string {
 	s := strconv.FormatInt(micros/1_000_000, 10)

@@ -572,3 +572,21 @@ func TestInFlightReservationIsNotUnknownCost(t *testing.T) {
 		t.Errorf("budget list view: %+v, want fail-closed with 1 unknown row", st)
 	}
 }
+
+// A time something frees or ends prints rounded up to the second, never
+// before it: a script that waits until the printed frees_at and retries
+// is not refused again (a rolling window frees at a row's time, which has
+// milliseconds, plus the window).
+func TestFormatUntilNeverEarly(t *testing.T) {
+	at := time.Date(2026, 12, 5, 19, 35, 15, 0, time.UTC)
+	for in, want := range map[time.Time]string{
+		at:                               "2026-12-05T19:35:15Z",
+		at.Add(994 * time.Millisecond):   "2026-12-05T19:35:16Z",
+		at.Add(time.Nanosecond):          "2026-12-05T19:35:16Z",
+		at.In(time.FixedZone("x", 3600)): "2026-12-05T19:35:15Z",
+	} {
+		if got := FormatUntil(in); got != want {
+			t.Errorf("FormatUntil(%v) = %s, want %s", in, got, want)
+		}
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -57,7 +56,8 @@ func newCmdBudgetAdd(f *Factory, runF func(*budgetAddOptions) error) *cobra.Comm
                  policy_blocked), and a cost budget whose window holds usage
                  of unknown cost fails closed until that usage leaves it
 
-The name defaults to KIND-WINDOW (requests-24h). --replace replaces a budget
+The name defaults to KIND-WINDOW, the window in its normal form
+(--window 24h: requests-1d). --replace replaces a budget
 of the same name atomically, so cron jobs can run the same command daily.`,
 		Example: `  rotor budget add --tokens 2000000 --window day --name daily-tokens --replace
   rotor budget add --requests 500 --window 1h`,
@@ -198,8 +198,7 @@ func budgetRecords(statuses []budgets.Status) records {
 		}
 		frees := cell{JSON: nil, Text: ""}
 		if !st.FreesAt.IsZero() {
-			s := st.FreesAt.UTC().Format(time.RFC3339)
-			frees = textCell(s)
+			frees = textCell(budgets.FormatUntil(st.FreesAt))
 		}
 		// csv prints the integers json does; the table prints cost in USD.
 		amount := func(v int64, text string) cell { return cell{JSON: v, Text: text, CSV: strconv.FormatInt(v, 10)} }

@@ -92,11 +92,11 @@ func statusRun(ctx context.Context, opts *statusOptions) error {
 	if err := json.Unmarshal(body, &st); err != nil {
 		return fmt.Errorf("bridge status is not what this rotor expects: %v", err)
 	}
-	ts := func(t time.Time) string {
+	ts := func(t time.Time) string { // when a rest or a budget ends: rounded up
 		if t.IsZero() {
 			return ""
 		}
-		return t.UTC().Format(time.RFC3339)
+		return budgets.FormatUntil(t)
 	}
 	creds := records{Columns: []string{"pool", "credential", "region", "catalog", "resting_until", "auth_cooling_until", "model_cooldowns", "next_release"}}
 	for _, p := range st.Pools {
