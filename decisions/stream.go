@@ -249,11 +249,14 @@ func (rt *Route) streamAnswer(ctx context.Context, caller context.Context, k *Ki
 		// No durable row: the caller's stream closes without its
 		// terminal event, so it reads as incomplete.
 		rt.log.Error("usage row not settled; the stream closes without its terminal event", "request_id", wk.id, "error", err)
-		return
+		abortStream()
 	}
 	info.Recorded = true
 	noteTokens(info, st)
 	rt.affinity.remember(respID, wk.lastCred)
+	if end != "" {
+		abortStream()
+	}
 	if terminal != nil {
 		_ = rc.SetWriteDeadline(time.Now().Add(window))
 		if _, err := w.Write(terminal); err == nil {
@@ -264,6 +267,14 @@ func (rt *Route) streamAnswer(ctx context.Context, caller context.Context, k *Ki
 		}
 	}
 }
+
+// abortStream ends a broken stream's answer without the end of its
+// chunked body (http.ErrAbortHandler: net/http closes the connection), so
+// that the caller reads an unexpected end, an error, and not a clean end
+// without the terminal event, which SDKs take for success (openai-go's
+// stream.Err() is nil then). The row is settled first; the access log
+// records the request all the same.
+func abortStream() { panic(http.ErrAbortHandler) }
 
 // drainWait and maxDrain bound what finishBody reads after a stream's
 // terminal event.

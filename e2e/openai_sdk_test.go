@@ -279,4 +279,36 @@ func TestOpenAISDKThroughBridge(t *testing.T) {
 			t.Errorf("%d rows after listing models (%v), want %d: the list writes no row", n, err, len(seen))
 		}
 	})
+
+	// A stream the provider cuts is an error in the SDK, not a clean end
+	// without the terminal event (which the SDK, and code looping until
+	// Next is false, took for success); the row says how it ended.
+	t.Run("cut stream is an error", func(t *testing.T) {
+		prov.Script(key, "gpt-4o-mini", fp.StreamCut(3))
+		chat := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "api/gpt-4o-mini", Messages: messages})
+		n := 0
+		for chat.Next() {
+			n++
+		}
+		if n == 0 || chat.Err() == nil {
+			t.Errorf("chat stream cut after 3 events: %d chunks, Err() = %v; want some chunks, then an error", n, chat.Err())
+		}
+		if r := newSDKRow(t, db, seen); r.errorCode != "upstream_stream_cut" {
+			t.Errorf("cut chat stream's row %+v, want upstream_stream_cut", r)
+		}
+		prov.Script(key, "gpt-4o-mini", fp.StreamCut(5))
+		resp := client.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: "api/gpt-4o-mini",
+			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Say hello.")}})
+		n, completed := 0, false
+		for resp.Next() {
+			n++
+			completed = completed || resp.Current().Type == "response.completed"
+		}
+		if n == 0 || completed || resp.Err() == nil {
+			t.Errorf("Responses stream cut after 5 events: %d events, completed %v, Err() = %v; want some events, then an error", n, completed, resp.Err())
+		}
+		if r := newSDKRow(t, db, seen); r.errorCode != "upstream_stream_cut" {
+			t.Errorf("cut Responses stream's row %+v, want upstream_stream_cut", r)
+		}
+	})
 }

@@ -169,44 +169,60 @@ func (a AccessLog) Wrap(h http.Handler) http.Handler {
 		start := a.Clock.Now()
 		ctx, info := WithAccessInfo(r.Context())
 		rec := &StatusRecorder{ResponseWriter: w}
+		defer func() {
+			// A handler that aborts its answer (http.ErrAbortHandler: a
+			// broken stream ends without the chunked body's end, so
+			// the caller reads it as cut) is still logged and counted;
+			// any other panic is Recover's, a 500.
+			p := recover()
+			if p == nil || p == http.ErrAbortHandler {
+				a.record(r, rec, info, a.Clock.Now().Sub(start))
+			}
+			if p != nil {
+				panic(p)
+			}
+		}()
 		h.ServeHTTP(rec, r.WithContext(ctx))
-		d := a.Clock.Now().Sub(start)
-		status := rec.Status
-		if status == 0 {
-			status = http.StatusOK
-		}
-		route := routeLabel(r.URL.Path)
-		if info.Code == "" {
-			// An answer refused before the route (the guard's 401 and
-			// 403s) names its code only in what WriteError wrote.
-			info.Code = rec.Code
-		}
-		if a.Metrics != nil {
-			a.Metrics.Request(a.Server, route, status, info.Code, d)
-		}
-		if quietRoutes[route] {
-			return
-		}
-		attrs := []slog.Attr{
-			slog.String("server", a.Server),
-			slog.String("request_id", RequestID(r.Context())),
-			slog.String("method", r.Method),
-			slog.String("route", route),
-			slog.String("operation", info.Operation),
-			slog.Int("status", status),
-			slog.String("code", info.Code),
-			slog.String("pool", info.Pool),
-			slog.String("model", info.Model),
-			slog.String("credential", info.Credential),
-			slog.String("credential_digest", info.CredentialDigest),
-			slog.Int("attempts", info.Attempts),
-			slog.String("client", info.Client),
-			tokenAttr("input_tokens", info.InputTokens, info.Recorded),
-			tokenAttr("output_tokens", info.OutputTokens, info.Recorded),
-			tokenAttr("total_tokens", info.TotalTokens, info.Recorded),
-			slog.Int64("duration_ms", d.Milliseconds()),
-		}
-		a.Logger.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
 	})
 	return Recover(RequestIDs(logged, a.TrustRequestID), a.Logger)
+}
+
+// record counts one answered request and logs its access line.
+func (a AccessLog) record(r *http.Request, rec *StatusRecorder, info *AccessInfo, d time.Duration) {
+	status := rec.Status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	route := routeLabel(r.URL.Path)
+	if info.Code == "" {
+		// An answer refused before the route (the guard's 401 and
+		// 403s) names its code only in what WriteError wrote.
+		info.Code = rec.Code
+	}
+	if a.Metrics != nil {
+		a.Metrics.Request(a.Server, route, status, info.Code, d)
+	}
+	if quietRoutes[route] {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.String("server", a.Server),
+		slog.String("request_id", RequestID(r.Context())),
+		slog.String("method", r.Method),
+		slog.String("route", route),
+		slog.String("operation", info.Operation),
+		slog.Int("status", status),
+		slog.String("code", info.Code),
+		slog.String("pool", info.Pool),
+		slog.String("model", info.Model),
+		slog.String("credential", info.Credential),
+		slog.String("credential_digest", info.CredentialDigest),
+		slog.Int("attempts", info.Attempts),
+		slog.String("client", info.Client),
+		tokenAttr("input_tokens", info.InputTokens, info.Recorded),
+		tokenAttr("output_tokens", info.OutputTokens, info.Recorded),
+		tokenAttr("total_tokens", info.TotalTokens, info.Recorded),
+		slog.Int64("duration_ms", d.Milliseconds()),
+	}
+	a.Logger.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
 }

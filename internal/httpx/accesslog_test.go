@@ -108,3 +108,29 @@ func TestRequestsCountedByRoute(t *testing.T) {
 		}
 	}
 }
+
+// A handler that aborts its answer (http.ErrAbortHandler: a broken stream
+// ends without the end of its chunked body) is still logged and counted
+// with its code, and the abort reaches net/http, which closes the
+// connection; any other panic is a 500 and no access line.
+func TestAbortedAnswerIsStillLogged(t *testing.T) {
+	logs := &bytes.Buffer{}
+	m := &codeMetrics{}
+	al := AccessLog{Server: "test", Logger: slog.New(slog.NewTextHandler(logs, nil)), Metrics: m, Clock: clock.Real()}
+	h := al.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		AccessInfoFrom(r.Context()).Code = "upstream_stream_cut"
+		w.WriteHeader(http.StatusOK)
+		panic(http.ErrAbortHandler)
+	}))
+	func() {
+		defer func() {
+			if p := recover(); p != http.ErrAbortHandler {
+				t.Errorf("panic %v, want http.ErrAbortHandler passed on", p)
+			}
+		}()
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/v1/chat/completions", nil))
+	}()
+	if !strings.Contains(logs.String(), "code=upstream_stream_cut") || len(m.got) != 1 || m.got[0] != "200 upstream_stream_cut" {
+		t.Errorf("aborted answer: log %q, counted %q; want one line and one count with its code", logs, m.got)
+	}
+}
