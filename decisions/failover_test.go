@@ -158,6 +158,12 @@ func TestPoolWidePermanentQuotaIsSanitized429(t *testing.T) {
 	if strings.Contains(string(r.body), "billing") || strings.Contains(string(r.body), "sk-test") {
 		t.Errorf("provider message passed through: %s", r.body)
 	}
+	// A retry finds every quota spent again: an SDK is told not to
+	// (openai-go retried it, waiting out the pool's 60 s rest, and paid
+	// another call).
+	if r.header.Get("x-should-retry") != "false" {
+		t.Errorf("x-should-retry %q, want false", r.header.Get("x-should-retry"))
+	}
 }
 
 // DESIGN ("HTTP"): permanent quota is the pool's answer only when every

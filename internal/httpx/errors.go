@@ -92,7 +92,7 @@ var Codes = map[string]CodeInfo{
 	CodeBudgetExceeded:        {http.StatusTooManyRequests, TypeRateLimit, "budget exceeded", false},
 	CodeModelCooldown:         {http.StatusTooManyRequests, TypeRateLimit, "every eligible credential is cooling down for this model", false},
 	CodeRateLimitExceeded:     {http.StatusTooManyRequests, TypeRateLimit, "every eligible credential is rate limited", false},
-	CodeInsufficientQuota:     {http.StatusTooManyRequests, TypeRateLimit, "every credential in the pool has exhausted its quota", false},
+	CodeInsufficientQuota:     {http.StatusTooManyRequests, TypeRateLimit, "every credential in the pool has exhausted its quota", true},
 	CodeResponseTooLarge:      {http.StatusBadGateway, TypeAPI, "provider answer is larger than 64 MiB; the provider ran the request but its usage could not be read", true},
 	CodeRuntimeUnavailable:    {http.StatusBadGateway, TypeAPI, "the bridge cannot reach the runtime", false},
 	CodeUpstreamError:         {http.StatusBadGateway, TypeAPI, "the provider call failed after the request was sent; it was not replayed", false},
