@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -273,7 +274,7 @@ func (rl *reloader) reload(via string) (*reloadResult, error) {
 	var settings []string
 	for _, k := range config.Changed(cur.cfg, cfg) {
 		if config.RestartOnly(k) {
-			if bad := rl.f.Malformed()[min(seen, len(rl.f.Malformed())):]; len(bad) > 0 {
+			if bad := malformedBehind(k, rl.f.Malformed()[min(seen, len(rl.f.Malformed())):]); len(bad) > 0 {
 				// The key changed only because a malformed spec setting
 				// turns its feature off (model_cooldown.enabled): name
 				// what to fix, not a key the user never touched.
@@ -352,6 +353,23 @@ func watchHangup(rl *reloader) (stop func()) {
 		close(quit)
 		<-done
 	}
+}
+
+// malformedBehind returns the malformed spec settings of this load that
+// change the restart-only key k by turning its feature off: a malformed
+// model_cooldown setting turns model_cooldown.enabled off. Any other key's
+// change is the user's own (a malformed setting elsewhere is no excuse).
+func malformedBehind(k string, malformed []string) []string {
+	if k != "model_cooldown.enabled" {
+		return nil
+	}
+	var out []string
+	for _, m := range malformed {
+		if strings.Contains(strings.ToLower(m), "model_cooldown") {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // adminReload is the bridge's POST /v1/admin/reload.
