@@ -211,10 +211,16 @@ func (b *Bridge) serve(w http.ResponseWriter, r *http.Request) {
 		// The runtime's closing record (httpx.AccessHeader) came as a
 		// trailer: it goes into the access line, not to the caller.
 		k := http.TrailerPrefix + httpx.AccessHeader
+		info := httpx.AccessInfoFrom(r.Context())
 		if v := w.Header().Get(k); v != "" {
-			httpx.AccessInfoFrom(r.Context()).Merge(v)
+			info.Merge(v)
 		}
 		w.Header().Del(k)
+		if info.Aborted {
+			// The runtime's answer broke off (a cut stream): the caller
+			// gets it without the end of its body, as in-process.
+			panic(http.ErrAbortHandler)
+		}
 	}
 }
 
@@ -270,6 +276,9 @@ func (b *Bridge) proxy() http.Handler {
 		Transport: tr,
 		// Stream events reach the caller as they arrive.
 		FlushInterval: -1,
+		// Its own complaints (a body copy that broke) go to rotor's log,
+		// not to stderr past it.
+		ErrorLog: slog.NewLogLogger(b.cfg.Logger.Handler(), slog.LevelWarn),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if errors.Is(context.Cause(r.Context()), httpx.ErrServerShutdown) {
 				// The bridge's stop cut the request after its grace, as

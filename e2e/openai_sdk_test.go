@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -311,4 +312,43 @@ func TestOpenAISDKThroughBridge(t *testing.T) {
 			t.Errorf("cut Responses stream's row %+v, want upstream_stream_cut", r)
 		}
 	})
+}
+
+// Behind --runtime-url a cut stream reaches the caller as an error too,
+// and the bridge's access line still says how it ended, with its tokens:
+// the runtime ends its body to the bridge cleanly, its trailer marked
+// aborted, and the bridge aborts its own answer.
+func TestCutStreamThroughAStandaloneRuntime(t *testing.T) {
+	e := newE2E(t)
+	prov := e.fakeProvider()
+	const key = "sk-canary-cut-2b7e151628aed2a6abf7158809cf4f3c"
+	prov.AddKey(key, "gpt-4o-mini")
+	e.env = append(e.env, "E2E_KEY_CUT="+key)
+	if err := os.MkdirAll(e.home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf("runtime: {deadline: 10s}\npools:\n  api:\n    credentials:\n      - {name: team-cut, region: us, base_url: %q, api_key_env: E2E_KEY_CUT}\n", prov.URL())
+	if err := os.WriteFile(filepath.Join(e.home, "rotor.yaml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rt := e.start("runtime", "start", "--listen", "127.0.0.1:0")
+	b := e.start("bridge", "start", "--listen", "127.0.0.1:0", "--runtime-url", rt.url)
+	client := openai.NewClient(option.WithBaseURL(b.url+"/v1/"), option.WithAPIKey(e.token()), option.WithMaxRetries(0))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	prov.Script(key, "gpt-4o-mini", fp.StreamCut(3))
+	chat := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "api/gpt-4o-mini", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}})
+	n := 0
+	for chat.Next() {
+		n++
+	}
+	if n == 0 || chat.Err() == nil {
+		t.Errorf("cut stream through a standalone runtime: %d chunks, Err() = %v; want some chunks, then an error", n, chat.Err())
+	}
+	b.waitLog("code=upstream_stream_cut", 10*time.Second)
+	for _, line := range strings.Split(b.stderr.String(), "\n") {
+		if strings.Contains(line, "server=bridge") && strings.Contains(line, "code=upstream_stream_cut") && !strings.Contains(line, "total_tokens=") {
+			t.Errorf("the bridge's access line lacks the tokens: %s", line)
+		}
+	}
 }

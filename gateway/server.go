@@ -105,7 +105,20 @@ func (s *Server) Handler() http.Handler {
 		// its own (httpx.AccessHeader).
 		ctx := httpx.WithCaller(r.Context(), httpx.Caller{Label: client})
 		aw := &accessWriter{ResponseWriter: w, info: httpx.AccessInfoFrom(ctx)}
-		s.mux.ServeHTTP(aw, r.WithContext(ctx))
+		func() {
+			// A broken stream aborts its answer (http.ErrAbortHandler);
+			// to a bridge it ends cleanly instead, so that the trailer
+			// carries the record, marked Aborted: the bridge aborts its
+			// own answer to the caller.
+			defer func() {
+				if p := recover(); p == http.ErrAbortHandler {
+					aw.info.Aborted = true
+				} else if p != nil {
+					panic(p)
+				}
+			}()
+			s.mux.ServeHTTP(aw, r.WithContext(ctx))
+		}()
 		w.Header().Set(http.TrailerPrefix+httpx.AccessHeader, aw.info.Encode())
 	})
 	al := httpx.AccessLog{Server: "runtime", Logger: s.cfg.Logger, Metrics: s.cfg.Metrics, Clock: s.cfg.Clock, TrustRequestID: true}

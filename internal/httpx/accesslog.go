@@ -33,6 +33,11 @@ type AccessInfo struct {
 	// Tokens are the counts the request's usage row recorded (Recorded);
 	// nil where unknown.
 	InputTokens, OutputTokens, TotalTokens *int64
+	// Aborted: the answer broke off (a cut stream) and must reach the
+	// caller without the end of its body. A standalone runtime ends its
+	// body to a bridge cleanly, so that the trailer carries this record,
+	// and the bridge aborts its own answer.
+	Aborted bool
 }
 
 // AccessHeader carries a standalone runtime's AccessInfo to the bridge in
@@ -57,6 +62,9 @@ func (i *AccessInfo) Encode() string {
 	}
 	if i.Recorded {
 		v.Set("recorded", "1")
+	}
+	if i.Aborted {
+		v.Set("aborted", "1")
 	}
 	for k, n := range map[string]*int64{"in": i.InputTokens, "out": i.OutputTokens, "total": i.TotalTokens} {
 		if n != nil {
@@ -84,6 +92,9 @@ func (i *AccessInfo) Merge(s string) {
 	}
 	if v.Get("recorded") == "1" {
 		i.Recorded = true
+	}
+	if v.Get("aborted") == "1" {
+		i.Aborted = true
 	}
 	for k, dst := range map[string]**int64{"in": &i.InputTokens, "out": &i.OutputTokens, "total": &i.TotalTokens} {
 		if n, err := strconv.ParseInt(v.Get(k), 10, 64); err == nil {
