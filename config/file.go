@@ -325,3 +325,19 @@ func profiles(n *yaml.Node, field string) (map[string]ModelProfile, error) {
 	}
 	return out, nil
 }
+
+// LedgerURLOf reads ledger.url from a rotor.yaml leniently: unknown or
+// invalid keys elsewhere do not matter ("" when the file names none, or
+// is not YAML). rotor init --force carries it into the starter it writes
+// over a file that may no longer load.
+func LedgerURLOf(data []byte) string {
+	var f struct {
+		Ledger struct {
+			URL string `yaml:"url"`
+		} `yaml:"ledger"`
+	}
+	if yaml.Unmarshal(data, &f) != nil {
+		return ""
+	}
+	return f.Ledger.URL
+}

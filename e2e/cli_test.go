@@ -477,15 +477,21 @@ func TestInitWritesNothingUntilItCanAndForceKeepsTheLedger(t *testing.T) {
 	}
 	// --force resets a rotor.yaml that no longer loads, and keeps every
 	// earlier copy.
-	if err := os.WriteFile(cfg, []byte("bogus_key: 1\n"), 0o600); err != nil {
+	broken := "ledger:\n  url: " + team + "\nbogus_key: 1\n"
+	if err := os.WriteFile(cfg, []byte(broken), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	// Two earlier --force runs kept rotor.yaml.old and rotor.yaml.old.2.
 	if r := e.run("init", "--force"); r.code != 0 || !strings.Contains(r.stdout, "rotor.yaml.old.3") {
 		t.Errorf("init --force over a broken rotor.yaml: exit %d %q %q; want 0, keeping it as rotor.yaml.old.3", r.code, r.stdout, r.stderr)
 	}
-	if b, _ := os.ReadFile(cfg + ".old.3"); string(b) != "bogus_key: 1\n" {
+	if b, _ := os.ReadFile(cfg + ".old.3"); string(b) != broken {
 		t.Errorf("rotor.yaml.old.3 = %q, want the broken file", b)
+	}
+	// Its ledger.url is carried all the same: the home stays on the team
+	// ledger.
+	if r := e.mustRun("config", "check"); !strings.Contains(r.stdout+r.stderr, team) {
+		t.Errorf("after init --force over a broken rotor.yaml the home's ledger is not the team's:\n%s%s", r.stdout, r.stderr)
 	}
 	if b, _ := os.ReadFile(cfg + ".old"); !strings.Contains(string(b), team) {
 		t.Errorf("rotor.yaml.old = %q, want the first file replaced, still there", b)

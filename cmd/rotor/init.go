@@ -196,15 +196,15 @@ func starterFor(path string) ([]byte, error) {
 	if err != nil {
 		return config.Starter, nil
 	}
-	c, err := config.ParseFile(old)
-	if err != nil || c.Ledger.URL == "" {
+	url := config.LedgerURLOf(old) // also from a file that no longer loads
+	if url == "" {
 		return config.Starter, nil
 	}
 	const empty = "\n  url: ''"
 	if !bytes.Contains(config.Starter, []byte(empty)) {
 		return nil, errors.New("init: the starter rotor.yaml has no ledger url line")
 	}
-	quoted := "\n  url: '" + strings.ReplaceAll(c.Ledger.URL, "'", "''") + "'"
+	quoted := "\n  url: '" + strings.ReplaceAll(url, "'", "''") + "'"
 	return bytes.Replace(config.Starter, []byte(empty), []byte(quoted), 1), nil
 }
 
