@@ -121,7 +121,10 @@ type Pool struct {
 	name     string
 	opts     Options
 	enabled  bool
-	maxRest  time.Duration
+	// maxRest is the cap of every rest (model_cooldown.max_seconds), in
+	// ns, shared with the pool's earlier generations: after a reload their
+	// requests still in flight record under the new cap (cap).
+	maxRest *atomic.Int64
 	store    *Store
 	clk      clock.Clock
 	learner  Learner
@@ -171,7 +174,7 @@ func New(cfg Config) *Pool {
 	p := &Pool{
 		name:     opts.Name,
 		enabled:  cfg.Settings.ModelCooldownEnabled,
-		maxRest:  time.Duration(maxSeconds) * time.Second,
+		maxRest:  new(atomic.Int64),
 		store:    st,
 		clk:      clk,
 		learner:  cfg.Learner,
@@ -197,9 +200,13 @@ func New(cfg Config) *Pool {
 		p.rest = append(p.rest, r)
 	}
 	p.legacy = make([]*atomic.Int64, len(restOf))
-	if prev := cfg.Previous; prev != nil && prev.store == st && cfg.Keep != nil {
-		p.adopt(prev, cfg.Keep)
+	if prev := cfg.Previous; prev != nil && prev.store == st {
+		p.maxRest = prev.maxRest
+		if cfg.Keep != nil {
+			p.adopt(prev, cfg.Keep)
+		}
 	}
+	p.maxRest.Store(int64(time.Duration(maxSeconds) * time.Second))
 	p.clipToCap() // a reload shares the store, and may have lowered the cap
 	for r := range p.legacy {
 		if p.legacy[r] == nil {
@@ -230,7 +237,7 @@ func New(cfg Config) *Pool {
 // the cap unchanged it changes nothing: every rest was set within it.
 func (p *Pool) clipToCap() {
 	now := p.store.since(p.clk.Now())
-	until := now + int64(p.maxRest)
+	until := now + int64(p.cap())
 	for _, r := range p.legacy {
 		for r != nil {
 			cur := r.Load()
@@ -446,7 +453,10 @@ func (p *Pool) earliest(v view) time.Duration {
 }
 
 // bound caps a wait at the configured maximum.
-func (p *Pool) bound(d time.Duration) time.Duration { return min(d, p.maxRest) }
+func (p *Pool) bound(d time.Duration) time.Duration { return min(d, p.cap()) }
+
+// cap is the cap of every rest now: the newest generation's.
+func (p *Pool) cap() time.Duration { return time.Duration(p.maxRest.Load()) }
 
 // Available returns the names among candidates (nil: every credential) that
 // may be dispatched now, in configured order; the active-key preference

@@ -178,7 +178,7 @@ func (p *Pool) Record(name string, obs Observation) {
 
 // cooldown returns the duration of one observation.
 func (p *Pool) cooldown(obs Observation, fallback, suggestion time.Duration, suggested bool) time.Duration {
-	advice, valid := obs.advice(p.maxRest)
+	advice, valid := obs.advice(p.cap())
 	d := fallback
 	if valid {
 		d = advice
@@ -190,9 +190,9 @@ func (p *Pool) cooldown(obs Observation, fallback, suggestion time.Duration, sug
 		}
 	}
 	if suggested && suggestion > 0 && d == suggestion {
-		return min(d, p.maxRest) // the learner bounds its own below
+		return min(d, p.cap()) // the learner bounds its own below
 	}
-	return min(max(d, MinRest), p.maxRest)
+	return min(max(d, MinRest), p.cap())
 }
 
 // restLegacy rests credential i in the legacy map until the later of its
@@ -211,11 +211,11 @@ func (p *Pool) restLegacy(i int, until int64) {
 // cooldown bounds it, or 0 when obs has no valid advice: a release never
 // ends a cooldown before it.
 func (p *Pool) adviceFloor(obs Observation, now int64) int64 {
-	advice, valid := obs.advice(p.maxRest)
+	advice, valid := obs.advice(p.cap())
 	if !valid {
 		return 0
 	}
-	return now + int64(min(max(advice, MinRest), p.maxRest))
+	return now + int64(min(max(advice, MinRest), p.cap()))
 }
 
 // observeScoped stores one model-store observation, resting until now+d

@@ -92,3 +92,22 @@ func TestReloadThatLowersTheCapBindsRunningCooldowns(t *testing.T) {
 		})
 	}
 }
+
+// After a reload that lowered the cap, a request still in flight on the
+// old generation that meets a 429 records its rest under the new cap too:
+// the generations share it.
+func TestOldGenerationRecordsUnderTheNewCap(t *testing.T) {
+	for _, enabled := range []bool{true, false} {
+		clk := clock.NewFake(t0)
+		st := NewStore(clk, 0)
+		creds := testCreds[:1]
+		old := New(Config{Options: Options{Name: "api"}, Credentials: creds, Store: st, Clock: clk, Settings: Settings{ModelCooldownEnabled: enabled, MaxSeconds: 3600}})
+		cur := New(Config{Options: Options{Name: "api"}, Credentials: creds, Store: st, Clock: clk, Settings: Settings{ModelCooldownEnabled: enabled, MaxSeconds: 30},
+			Previous: old, Keep: func(string) bool { return true }})
+		old.Record("a", Observation{Scope: modelA, Status: http.StatusTooManyRequests, RetryAfter: 1800, HasRetryAfter: true})
+		clk.Advance(30 * time.Second)
+		if got, err := cur.Select(modelA, nil); err != nil || got.Name != "a" {
+			t.Errorf("model cooldown %v: 30 s after the old generation's 429 under the new 30 s cap: %v, want a free", enabled, err)
+		}
+	}
+}
