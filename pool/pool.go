@@ -118,13 +118,13 @@ type Config struct {
 //
 // A Pool is safe for concurrent use.
 type Pool struct {
-	name     string
-	opts     Options
-	enabled  bool
+	name    string
+	opts    Options
+	enabled bool
 	// maxRest is the cap of every rest (model_cooldown.max_seconds), in
 	// ns, shared with the pool's earlier generations: after a reload their
 	// requests still in flight record under the new cap (cap).
-	maxRest *atomic.Int64
+	maxRest  *atomic.Int64
 	store    *Store
 	clk      clock.Clock
 	learner  Learner
