@@ -118,6 +118,9 @@ func initRun(ctx context.Context, opts *initOptions) error {
 			return err
 		}
 		if err := writeFileAtomic(cfgPath, starter, 0o600); err != nil {
+			if old != "" {
+				_ = os.Rename(old, cfgPath) // a full disk leaves the old file in place
+			}
 			return err
 		}
 		if _, err := opts.Ledger(ctx); err != nil {
