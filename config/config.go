@@ -210,6 +210,24 @@ func fieldErr(field string, format string, args ...any) *FieldError {
 	return &FieldError{Field: field, Err: fmt.Errorf(format, args...)}
 }
 
+// CheckLogLevel reports whether level is a log.level rotor knows.
+func CheckLogLevel(level string) error {
+	switch level {
+	case "debug", "info", "warn", "error":
+		return nil
+	}
+	return fmt.Errorf("must be debug, info, warn or error, not %q", level)
+}
+
+// CheckLogFormat reports whether format is a log.format rotor knows.
+func CheckLogFormat(format string) error {
+	switch format {
+	case "text", "json":
+		return nil
+	}
+	return fmt.Errorf("must be text or json, not %q", format)
+}
+
 // Validate checks the whole configuration and returns the first problem as
 // a *FieldError.
 func (c *Config) Validate() error {
@@ -245,15 +263,11 @@ func (c *Config) Validate() error {
 	default:
 		return fieldErr("routes.default_pool", "must be api, zdr or empty, not %q", c.Routes.DefaultPool)
 	}
-	switch c.Log.Level {
-	case "debug", "info", "warn", "error":
-	default:
-		return fieldErr("log.level", "must be debug, info, warn or error, not %q", c.Log.Level)
+	if err := CheckLogLevel(c.Log.Level); err != nil {
+		return fieldErr("log.level", "%w", err)
 	}
-	switch c.Log.Format {
-	case "text", "json":
-	default:
-		return fieldErr("log.format", "must be text or json, not %q", c.Log.Format)
+	if err := CheckLogFormat(c.Log.Format); err != nil {
+		return fieldErr("log.format", "%w", err)
 	}
 	switch c.Ledger.Synchronous {
 	case "full", "normal":

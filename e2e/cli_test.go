@@ -422,6 +422,36 @@ func TestFakeProviderRefusesNonLoopbackWithoutAFlagItLacks(t *testing.T) {
 	}
 }
 
+// A bad --log-level or --log-format is a usage error (exit 2, naming the
+// flag) for every command, also those that load no configuration
+// (version, demo, fake-provider), and the demo logs at the level and in
+// the format given.
+func TestLogFlagsAreCheckedEverywhereAndTheDemoHonoursThem(t *testing.T) {
+	e := newE2E(t)
+	for _, args := range [][]string{
+		{"version", "--log-level", "bogus"},
+		{"demo", "--log-level", "bogus"},
+		{"fake-provider", "--log-level", "bogus"},
+		{"version", "--log-format", "xml"},
+		{"demo", "--log-format", "xml"},
+	} {
+		r := e.run(args...)
+		if r.code != ExitUsage || !strings.Contains(r.stderr, args[1]) {
+			t.Errorf("rotor %v: exit %d %q; want 2 naming %s", args, r.code, r.stderr, args[1])
+		}
+		if r.stdout != "" {
+			t.Errorf("rotor %v printed %q before refusing", args, r.stdout)
+		}
+	}
+	r := e.mustRun("demo", "--requests", "2", "--log-level", "info", "--log-format", "json")
+	if !strings.Contains(r.stderr, `"msg":"request"`) {
+		t.Errorf("demo --log-level info --log-format json wrote no JSON request log:\n%s", r.stderr)
+	}
+	if r := e.mustRun("demo", "--requests", "2"); strings.Contains(r.stderr, "msg=request") {
+		t.Errorf("demo logged requests at its default level (warn):\n%s", r.stderr)
+	}
+}
+
 // rotor init checks the configuration in force and opens its ledger
 // before it writes anything: a bad ROTOR_DB or flag value leaves no
 // rotor.yaml behind (which the next init would refuse). With --force it
@@ -469,8 +499,10 @@ func TestInitWritesNothingUntilItCanAndForceKeepsTheLedger(t *testing.T) {
 	if err := os.WriteFile(cfg, before, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if r := e.run("--log-level", "bogus", "init", "--force"); r.code != ExitUsage {
-		t.Errorf("init --force with a bad flag: exit %d %q, want 2", r.code, r.stderr)
+	// (ROTOR_LOG_LEVEL, not --log-level: a bad flag value is refused
+	// before any command runs.)
+	if r := e.exec(append(e.env, "ROTOR_LOG_LEVEL=bogus"), e.bin, "init", "--force"); r.code != ExitUsage {
+		t.Errorf("init --force with a bad setting: exit %d %q, want 2", r.code, r.stderr)
 	}
 	if after, _ := os.ReadFile(cfg); string(after) != string(before) {
 		t.Error("a failed init --force left another rotor.yaml")

@@ -43,10 +43,13 @@ type demoOptions struct {
 	// Keep is a new folder to run in and leave behind; empty means a
 	// temporary folder removed at the end.
 	Keep string
+	// LogLevel and LogFormat are the demo's logger's (warn and text
+	// unless --log-level or --log-format says otherwise).
+	LogLevel, LogFormat string
 }
 
 func newCmdDemo(f *Factory, runF func(*demoOptions) error) *cobra.Command {
-	opts := &demoOptions{IO: f.IO, Clock: f.Clock, Version: f.Version}
+	opts := &demoOptions{IO: f.IO, Clock: f.Clock, Version: f.Version, LogLevel: "warn", LogFormat: "text"}
 	cmd := &cobra.Command{
 		Use:   "demo [--keep DIR]",
 		Short: "Run rotor end to end against a built-in fake provider",
@@ -73,6 +76,12 @@ end, or with --keep DIR a new folder DIR that stays for a look afterwards
 				return usageErrorf("--requests must be from 1 to 1000, not %d", opts.Requests)
 			}
 			opts.HomeIgnored = cmd.Flags().Changed("home") || cmd.Flags().Changed("db")
+			if fl := cmd.Flags().Lookup("log-level"); fl != nil && fl.Changed {
+				opts.LogLevel = fl.Value.String()
+			}
+			if fl := cmd.Flags().Lookup("log-format"); fl != nil && fl.Changed {
+				opts.LogFormat = fl.Value.String()
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -154,7 +163,7 @@ func demoRun(ctx context.Context, opts *demoOptions) error {
 	cfg.Pools[config.PoolAPI] = api
 	// The demo's own factory: its own home and database whatever --home,
 	// --db or ROTOR_* say, and keys that exist only in this process.
-	df := newFixedFactory(opts.IO, home, &cfg, keys, clk, NewLogger(opts.IO.ErrOut, "warn", "text"))
+	df := newFixedFactory(opts.IO, home, &cfg, keys, clk, NewLogger(opts.IO.ErrOut, opts.LogLevel, opts.LogFormat))
 	df.Version = opts.Version
 	defer df.Close()
 

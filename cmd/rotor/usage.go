@@ -6,6 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/rotorhq/rotor/config"
 )
 
 // allowEmpty marks a string flag whose empty value means something (an
@@ -85,6 +87,12 @@ func quoteAll(ss []string) []string {
 
 // checkFlags refuses a required flag that is not given and a string flag
 // given as ”.
+// logFlagChecks are the value checks of the root's log flags.
+var logFlagChecks = map[string]func(string) error{
+	"log-level":  config.CheckLogLevel,
+	"log-format": config.CheckLogFormat,
+}
+
 func checkFlags(c *cobra.Command) error {
 	var err error
 	c.Flags().VisitAll(func(fl *pflag.Flag) {
@@ -97,6 +105,14 @@ func checkFlags(c *cobra.Command) error {
 		}
 		if fl.Changed && fl.Value.Type() == "string" && strings.TrimSpace(fl.Value.String()) == "" && fl.Annotations[allowEmpty] == nil {
 			err = &UsageError{Err: fmt.Errorf("--%s: give a value, not an empty string", fl.Name), showUsage: true}
+			return
+		}
+		// The log flags are checked here, not only where a command loads
+		// its configuration: version, demo and fake-provider load none.
+		if check := logFlagChecks[fl.Name]; check != nil && fl.Changed {
+			if e := check(fl.Value.String()); e != nil {
+				err = &UsageError{Err: fmt.Errorf("--%s: %w", fl.Name, e), showUsage: true}
+			}
 		}
 	})
 	return err
