@@ -45,9 +45,11 @@ func Mask(target string) string {
 	return u.String()
 }
 
-// maskQuery replaces the value of every password parameter in a raw query,
-// however its key is written: any case, percent-encoded or not. A key that
-// does not decode has its value masked too, since it might be one.
+// maskQuery replaces the value of every password parameter in a raw query
+// (password, and sslpassword: the passphrase of an encrypted client key,
+// which pgx reads from the URL too), however its key is written: any case,
+// percent-encoded or not. A key that does not decode has its value masked
+// too, since it might be one.
 func maskQuery(raw string) string {
 	if raw == "" {
 		return raw
@@ -56,9 +58,14 @@ func maskQuery(raw string) string {
 	for i, part := range parts {
 		key, _, hasValue := strings.Cut(part, "=")
 		k, err := url.QueryUnescape(key)
-		if hasValue && (err != nil || strings.EqualFold(k, "password")) {
+		if hasValue && (err != nil || isPasswordKey(k)) {
 			parts[i] = key + "=xxxxx"
 		}
 	}
 	return strings.Join(parts, "&")
+}
+
+// isPasswordKey reports whether a query key names a password.
+func isPasswordKey(k string) bool {
+	return strings.HasSuffix(strings.ToLower(k), "password")
 }
