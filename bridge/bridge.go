@@ -189,10 +189,7 @@ func (b *Bridge) serve(w http.ResponseWriter, r *http.Request) {
 			delete(h, k)
 		}
 	}
-	if b.cfg.RuntimeURL != nil {
-		// The one hop where the caller travels on the wire.
-		h.Set(httpx.ClientHeader, httpx.CallerFrom(r.Context()).Label)
-	} else if hasToken {
+	if b.cfg.RuntimeURL == nil && hasToken {
 		// In-process, the caller travels in the context, with the token
 		// for admission to re-check.
 		c := httpx.CallerFrom(r.Context())
@@ -272,6 +269,12 @@ func (b *Bridge) proxy() http.Handler {
 			pr.Out.Host = target.Host
 			pr.Out.Header.Set("Authorization", "Bearer "+b.cfg.RuntimeToken.Reveal())
 			pr.Out.Header.Del("X-Forwarded-For")
+			// The one hop where the caller travels on the wire. Set here,
+			// after the proxy removed the hop-by-hop headers: a caller's
+			// "Connection: X-Rotor-Client, X-Request-ID" would otherwise
+			// strip them, and its rows would be the runtime's.
+			pr.Out.Header.Set(httpx.ClientHeader, httpx.CallerFrom(pr.In.Context()).Label)
+			pr.Out.Header.Set("X-Request-ID", httpx.RequestID(pr.In.Context()))
 		},
 		Transport: tr,
 		// Stream events reach the caller as they arrive.
