@@ -98,3 +98,31 @@ func TestRequestStaysInItsRegion(t *testing.T) {
 	}
 	wantStatus(t, h.post(decision("api/decide-mini"), RegionHeader, "mars"), 400, "unknown_region")
 }
+
+// Spec (decisions-api.md): "Confirmed temporary rate_limit_exceeded 429
+// responses use Retry-After and shared backoff"; DESIGN: the route "waits
+// for the earliest release when it falls inside the remaining deadline".
+// A credential whose catalog listed the model stays eligible after the
+// wait even if its catalog went stale meanwhile: the request must not end
+// in 404 model_not_available while that credential can serve it.
+func TestCatalogGoingStaleDuringACooldownWaitKeepsTheCredential(t *testing.T) {
+	h := newHarness(t, opts{creds: []cred{
+		{name: "team-a", pool: "api", key: "sk-test-a-0000000000000000000001", models: []string{"decide-mini"}},
+		{name: "team-b", pool: "api", key: "sk-test-b-0000000000000000000002", models: []string{"decide-large"}},
+	}})
+	// Request 0: the whole pool is discovered; team-b's catalog fails, so
+	// only team-a's catalog is fresh afterwards.
+	h.fp.ScriptCatalog(h.keys["team-b"], fp.ServerError())
+	wantStatus(t, h.post(decision("api/decide-mini")), 200, "")
+
+	// Two seconds before team-a's catalog (catalog_ttl 10m) goes stale,
+	// team-a is rate limited for 5 s.
+	h.clk.Advance(10*time.Minute - 2*time.Second)
+	h.fp.Script(h.keys["team-a"], "decide-mini", fp.RateLimited("5"))
+	done := make(chan reply, 1)
+	go func() { done <- h.post(decision("api/decide-mini")) }()
+	h.waitTimers(1)
+	h.clk.Advance(5 * time.Second)
+	r := <-done
+	wantStatus(t, r, 200, "")
+}

@@ -39,6 +39,11 @@ type walk struct {
 	// discovered: catalogs fetched during this request (warm ones are
 	// read from the cache).
 	discovered bool
+	// seen are the catalogs this request has read fresh: one that goes
+	// stale while the request waits out a cooldown still lists what it
+	// listed (after discovery nothing would fetch it again, and the
+	// credential would drop out as if it lacked the model).
+	seen map[string]*catalogResult
 	// rejectedAuth and rejectedQuota are credentials the provider rejected
 	// during this request (401/403, or permanent quota); they are not sent
 	// again for it.
@@ -84,7 +89,12 @@ func (wk *walk) candidates() (names []string, undiscovered int) {
 			continue
 		}
 		cat, fresh := wk.rt.catalogs.fresh(c.Name)
-		if !fresh {
+		if fresh {
+			if wk.seen == nil {
+				wk.seen = make(map[string]*catalogResult, len(wk.ps.creds))
+			}
+			wk.seen[c.Name] = cat
+		} else if cat = wk.seen[c.Name]; cat == nil {
 			undiscovered++
 			continue
 		}
