@@ -27,14 +27,15 @@ func Changed(a, b *Config) []string {
 var restartOnly = map[string]bool{
 	"runtime.listen": true, "bridge.listen": true, "bridge.runtime_url": true,
 	"runtime.token_file": true, "runtime.allowed_origins": true, "bridge.allowed_origins": true,
-	"runtime.read_header_timeout": true, "runtime.read_timeout": true, "runtime.shutdown_grace": true,
+	"runtime.read_header_timeout": true, "runtime.read_timeout": true,
 	"log.format":             true,
 	"model_cooldown.enabled": true, "learned_cooldown.storage": true,
 }
 
 // RestartOnly reports whether key needs a restart to change: listen
 // addresses, the runtime URL and token, allowed origins, the server's own
-// read timeouts and shutdown grace, the log format, every ledger.* key,
+// read timeouts (net/http reads them per connection, unsynchronised: a
+// new value needs a new server), the log format, every ledger.* key,
 // model_cooldown.enabled and learned_cooldown.storage (shared/DESIGN.md,
 // "Reload").
 func RestartOnly(key string) bool {

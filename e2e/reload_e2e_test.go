@@ -386,3 +386,38 @@ func TestStandaloneRuntimeReloadsOnSIGHUP(t *testing.T) {
 		t.Errorf("bridge reload in front of a standalone runtime said:\n%s", r.stdout)
 	}
 }
+
+// runtime.shutdown_grace is reloadable: a stop drains for the grace in
+// force when it starts, not the one the bridge started with.
+func TestReloadedShutdownGraceBindsTheNextStop(t *testing.T) {
+	e := newE2E(t)
+	prov, _ := e.provider("")
+	path := filepath.Join(e.home, "rotor.yaml")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const before = "runtime: {deadline: 10s}\n"
+	if !strings.Contains(string(b), before) {
+		t.Fatalf("rotor.yaml lacks %q", before)
+	}
+	e.writeConfig(strings.Replace(string(b), before, "runtime: {deadline: 10s, shutdown_grace: 10m}\n", 1))
+	br := e.start("bridge", "start", "--listen", "127.0.0.1:0")
+	tok := e.token()
+	e.writeConfig(strings.Replace(string(b), before, "runtime: {deadline: 10s, shutdown_grace: 1s}\n", 1))
+	if r := e.run("bridge", "reload"); r.code != 0 || !strings.Contains(r.stdout+r.stderr, "runtime.shutdown_grace") {
+		t.Fatalf("reload of shutdown_grace: exit %d %s%s; want 0 naming runtime.shutdown_grace", r.code, r.stdout, r.stderr)
+	}
+	prov.SetDefault("", "", fp.Stall())
+	got := make(chan httpReply, 1)
+	go func() { got <- advCall(t, "POST", br.url+"/v1/decisions", tok, decideBody) }()
+	waitFor(t, "the request at the provider", 10*time.Second, func() bool { return prov.Hits(fp.PathDecisions) >= 1 })
+	// With the 10m grace it started with, the stop would wait ten
+	// minutes for the stalled request (stop gives up after 60 s).
+	if code := br.stop(); code != 1 {
+		t.Errorf("exit %d, want 1 (the reloaded 1s grace cut the stalled request)", code)
+	}
+	if r := <-got; r.status != 503 || errCode(r.body) != "server_shutdown" {
+		t.Errorf("cut request: %d %s, want 503 server_shutdown", r.status, r.body)
+	}
+}

@@ -404,9 +404,9 @@ func TestReloadRefusalNamesTheMalformedSetting(t *testing.T) {
 func TestReloadBlamesOnlyTheMalformedSettingBehindTheKey(t *testing.T) {
 	const bad = "learned_cooldown: {mode: loud}\n"
 	x := newReloadFixtureWith(t, bad, cred{name: "team-a"})
-	x.writeConfig(bad+"runtime: {shutdown_grace: 7s}\n", cred{name: "team-a"})
+	x.writeConfig(bad+"runtime: {read_timeout: 7s}\n", cred{name: "team-a"})
 	_, err := x.rl.reload("test")
-	if e, ok := errors.AsType[*httpx.Error](err); !ok || e.Code != httpx.CodeRestartRequired || e.Param != "runtime.shutdown_grace" {
-		t.Errorf("reload changing shutdown_grace beside a malformed learned_cooldown.mode = %v, want restart_required naming runtime.shutdown_grace", err)
+	if e, ok := errors.AsType[*httpx.Error](err); !ok || e.Code != httpx.CodeRestartRequired || e.Param != "runtime.read_timeout" {
+		t.Errorf("reload changing read_timeout beside a malformed learned_cooldown.mode = %v, want restart_required naming runtime.read_timeout", err)
 	}
 }

@@ -211,7 +211,7 @@ func runtimeStartRun(ctx context.Context, opts *startOptions) error {
 		return err
 	}
 	defer watchHangup(w.reload)()
-	return serveUntilDone(ctx, f, cfg, "runtime", ln, w.handler)
+	return serveUntilDone(ctx, f, cfg, w.reload, "runtime", ln, w.handler)
 }
 
 func newCmdBridge(f *Factory) *cobra.Command {
@@ -352,7 +352,7 @@ func bridgeStartRun(ctx context.Context, opts *startOptions) error {
 	}
 	defer removeRecord()
 	defer watchHangup(w.reload)()
-	return serveUntilDone(ctx, f, cfg, "bridge", ln, w.handler, "runtime", runtimeMode(cfg))
+	return serveUntilDone(ctx, f, cfg, w.reload, "bridge", ln, w.handler, "runtime", runtimeMode(cfg))
 }
 
 // listenAndOpenLedger binds addr (loopback unless allowed otherwise) and
@@ -372,8 +372,10 @@ func listenAndOpenLedger(ctx context.Context, f *Factory, cfg *config.Config, ad
 }
 
 // serveUntilDone prints the listening URL on stdout (scripts read it), logs
-// the start with the cooldown settings in force, and serves until ctx ends.
-func serveUntilDone(ctx context.Context, f *Factory, cfg *config.Config, name string, ln net.Listener, h http.Handler, attrs ...any) error {
+// the start with the cooldown settings in force, and serves until ctx ends,
+// then drains for the runtime.shutdown_grace in force (a reload may have
+// changed it).
+func serveUntilDone(ctx context.Context, f *Factory, cfg *config.Config, rl *reloader, name string, ln net.Listener, h http.Handler, attrs ...any) error {
 	procs, cpus := serverProcs(f)
 	fmt.Fprintln(f.IO.Out, listenURL(ln))
 	attrs = append([]any{"url", listenURL(ln)}, attrs...)
@@ -382,7 +384,9 @@ func serveUntilDone(ctx context.Context, f *Factory, cfg *config.Config, name st
 	}
 	attrs = append(attrs, "model_cooldown", cfg.ModelCooldown.Enabled, "learned_cooldown", cfg.LearnedCooldown.Mode, "gomaxprocs", procs, "cpus", cpus)
 	f.Logger().Info(name+" started", attrs...)
-	err := httpx.Serve(ctx, ln, h, serveOptions(cfg, f))
+	o := serveOptions(cfg, f)
+	o.DrainNow = func() time.Duration { return rl.current().cfg.Runtime.ShutdownGrace }
+	err := httpx.Serve(ctx, ln, h, o)
 	f.Logger().Info(name + " stopped")
 	return err
 }

@@ -32,6 +32,9 @@ type ServeOptions struct {
 	// to finish (write their ledger rows) before connections close.
 	// Default 75s.
 	Drain time.Duration
+	// DrainNow, when set, gives Drain at the moment shutdown starts (a
+	// reload may have changed it); a value of 0 or less keeps Drain.
+	DrainNow func() time.Duration
 	// Settle is how long requests cut at shutdown get to finish. Default
 	// 5s.
 	Settle time.Duration
@@ -96,6 +99,11 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, o ServeOptions)
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
+	}
+	if o.DrainNow != nil {
+		if d := o.DrainNow(); d > 0 {
+			o.Drain = d
+		}
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), o.Drain)
 	defer cancel()
