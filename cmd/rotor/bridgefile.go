@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/rotorhq/rotor/config"
+	"github.com/rotorhq/rotor/decisions"
 	"github.com/rotorhq/rotor/internal/secret"
 	"github.com/rotorhq/rotor/internal/tokenfile"
 )
@@ -62,6 +63,9 @@ func readBridgeRecord(home string) (bridgeRecord, error) {
 	}
 	return rec, nil
 }
+
+// bridgeClient asks a running bridge: no redirects.
+var bridgeClient = &http.Client{CheckRedirect: decisions.NoRedirects}
 
 // bridgeTarget is the running bridge a command asks (rotor status, rotor
 // bridge reload): its URL, where that URL came from, and the client token.
@@ -142,6 +146,10 @@ func bridgeURL(homeDir func() (string, error), cfg *config.Config, flag string) 
 	}
 	rec, err := readBridgeRecord(home)
 	switch {
+	case err == nil && !processAlive(rec.PID):
+		// A bridge that did not stop cleanly: whatever listens on its
+		// old port now is not it, and must not get the token.
+		return "", "", fmt.Errorf("no bridge running: %s names pid %d, which is not running (a bridge that did not stop cleanly leaves it behind); remove it, or pass --url", filepath.Join(home, bridgeFileName), rec.PID)
 	case err == nil:
 		return rec.URL, fmt.Sprintf(" (from %s, pid %d; a bridge that did not stop cleanly leaves it behind)", filepath.Join(home, bridgeFileName), rec.PID), nil
 	case errors.Is(err, fs.ErrNotExist):

@@ -98,7 +98,9 @@ func NewFactory(io *IOStreams) *Factory {
 	}
 	f.Malformed = func() []string { return f.malformed }
 	f.Logger = f.defaultLogger
-	f.HTTPClient = func() *http.Client { return http.DefaultClient }
+	// Never a redirect: the token would follow it to the same host's
+	// other ports.
+	f.HTTPClient = func() *http.Client { return bridgeClient }
 	f.setLedgerFuncs()
 	return f
 }
@@ -115,7 +117,9 @@ func newFixedFactory(io *IOStreams, home string, cfg *config.Config, env map[str
 	f.Config = func() (*config.Config, error) { return cfg, nil }
 	f.Malformed = func() []string { return nil }
 	f.Logger = func() *slog.Logger { return log }
-	f.HTTPClient = func() *http.Client { return http.DefaultClient }
+	// Never a redirect: the token would follow it to the same host's
+	// other ports.
+	f.HTTPClient = func() *http.Client { return bridgeClient }
 	f.setLedgerFuncs()
 	return f
 }

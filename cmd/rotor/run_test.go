@@ -3,11 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -280,6 +284,36 @@ func TestStatusRun(t *testing.T) {
 		}
 		if !strings.Contains(out.String(), "spend") {
 			t.Errorf("no cost budget row in:\n%s", out)
+		}
+	})
+	// A record left by a bridge that did not stop cleanly names a pid no
+	// longer running: whatever listens on its old port now is not the
+	// bridge and must not get the token (a local user may listen there).
+	t.Run("stale bridge.json", func(t *testing.T) {
+		f, _, _ := fakeFactory(t, nil, map[string]string{"ROTOR_TOKEN": token})
+		home, _ := f.EnsureHome()
+		dead := exec.Command("true")
+		if err := dead.Run(); err != nil {
+			t.Fatal(err)
+		}
+		rec := fmt.Sprintf(`{"pid":%d,"url":%q}`+"\n", dead.Process.Pid, bridgeURL)
+		if err := os.WriteFile(filepath.Join(home, bridgeFileName), []byte(rec), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var asked atomic.Bool
+		spy := func() *http.Client {
+			return &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				asked.Store(true)
+				return nil, errors.New("no bridge")
+			})}
+		}
+		opts := &statusOptions{IO: f.IO, Config: f.Config, Home: f.Home, LookupEnv: f.LookupEnv, HTTPClient: spy, Format: FormatJSON}
+		err := statusRun(context.Background(), opts)
+		if asked.Load() {
+			t.Errorf("rotor status sent the token to the URL of a record whose pid %d is not running", dead.Process.Pid)
+		}
+		if err == nil || !strings.Contains(err.Error(), "not running") {
+			t.Errorf("status with a stale bridge.json: %v, want an error saying its pid is not running", err)
 		}
 	})
 	t.Run("no token", func(t *testing.T) {
