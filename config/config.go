@@ -359,6 +359,12 @@ func (c *Config) validatePools() error {
 				// Not quoted: a key pasted here by mistake would be echoed.
 				return fieldErr(f+".api_key_env", "is not a variable name (letters, digits and _, not starting with a digit): it names the variable that holds the key, not the key")
 			}
+			if cr.APIKeyEnv != "" && keyShaped(cr.APIKeyEnv) {
+				// A key of letters, digits and _ (Groq's gsk_..., hex)
+				// passes as a name, and an unset name is echoed as
+				// "env NAME is not set" in logs and answers.
+				return fieldErr(f+".api_key_env", "looks like a key itself (24 or more characters mixing lowercase letters and digits): it names the variable that holds the key, such as PROVIDER_KEY_A")
+			}
 			if cr.Region == "" {
 				return fieldErr(f+".region", "must not be empty")
 			}
@@ -380,6 +386,25 @@ func (c *Config) validatePools() error {
 }
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// keyShaped reports whether a variable name looks like a key pasted in its
+// place: long, with lowercase letters and digits mixed, as random keys are
+// and variable names (PROVIDER_KEY_A, openai_key_2) are not.
+func keyShaped(name string) bool {
+	if len(name) < 24 {
+		return false
+	}
+	var lower, digits int
+	for _, r := range name {
+		switch {
+		case r >= 'a' && r <= 'z':
+			lower++
+		case r >= '0' && r <= '9':
+			digits++
+		}
+	}
+	return lower >= 4 && digits >= 4
+}
 
 // PoolNames returns the configured pool names in sorted order.
 func (c *Config) PoolNames() []string { return sortedKeys(c.Pools) }

@@ -357,6 +357,9 @@ func TestValidateRefusesOriginPathAndBadEnvName(t *testing.T) {
 		{"api_key_env with a dash", func(c *Config) { c.Pools = cred("PROVIDER-KEY") }, "pools.api.credentials[0].api_key_env"},
 		{"api_key_env with a leading digit", func(c *Config) { c.Pools = cred("1KEY") }, "pools.api.credentials[0].api_key_env"},
 		{"api_key_env with a dollar", func(c *Config) { c.Pools = cred("$KEY") }, "pools.api.credentials[0].api_key_env"},
+		// Long names are names, in either case, with a few digits.
+		{"api_key_env long", func(c *Config) { c.Pools = cred("OPENAI_API_KEY_TEAM_PLATFORM_2026") }, ""},
+		{"api_key_env long lowercase", func(c *Config) { c.Pools = cred("openai_api_key_for_team_b2") }, ""},
 	}
 	checkValidate(t, tests)
 }
@@ -469,6 +472,13 @@ func TestURLAndEnvNameErrorsDoNotEchoTheValue(t *testing.T) {
 		{"runtime_url query", "bridge.runtime_url", func(c *Config) { c.Bridge.RuntimeURL = "http://127.0.0.1:8788/?token=" + secret }},
 		{"api_key_env is the key", "pools.api.credentials[0].api_key_env", func(c *Config) {
 			c.Pools = cred(Credential{BaseURL: "https://api.example", APIKeyEnv: secret})
+		}},
+		// Keys of letters, digits and _ only pass as variable names.
+		{"api_key_env is an underscore key", "pools.api.credentials[0].api_key_env", func(c *Config) {
+			c.Pools = cred(Credential{BaseURL: "https://api.example", APIKeyEnv: "gsk_R4nd0mSECRET3cr3tK3yV4lu3AbCdEf0123"})
+		}},
+		{"api_key_env is a hex key", "pools.api.credentials[0].api_key_env", func(c *Config) {
+			c.Pools = cred(Credential{BaseURL: "https://api.example", APIKeyEnv: "aSECRET9f3c1e0b7d2a4f6e8c0b1d3f5a7e9c2b4"})
 		}},
 	}
 	for _, tt := range tests {
