@@ -99,7 +99,7 @@ func TestLearnerSuggestionBoundedByAdviceAndCap(t *testing.T) {
 		{"no suggestion: fallback", 0, false, 0, false, 60 * time.Second},
 		{"nonsense suggestion ignored", 0, false, -time.Second, true, 60 * time.Second},
 		{"sub-second suggestion is the learner's", 0, false, 300 * time.Millisecond, true, 300 * time.Millisecond},
-		{"sub-second suggestion under advice", 0.5, true, 300 * time.Millisecond, true, time.Second},
+		{"sub-second suggestion under advice", 0.5, true, 300 * time.Millisecond, true, 500 * time.Millisecond},
 		{"zero advice, sub-second suggestion", 0, true, 300 * time.Millisecond, true, 300 * time.Millisecond},
 		{"zero suggestion ignored", 0, true, 0, true, time.Second},
 	}

@@ -25,10 +25,10 @@ const (
 	DefaultAuthRest = defaults.AuthRest
 	// ThrottleRest is the rest after a throttle without valid advice.
 	ThrottleRest = 60 * time.Second
-	// MinRest is the least a rest from advice or a fallback lasts, so
-	// that zero (or sub-second) advice cannot cause an immediate
-	// redispatch. A Learner's suggestion bounds itself and may be
-	// shorter.
+	// MinRest is the rest zero advice gets, so that it cannot cause an
+	// immediate redispatch; positive advice below it is kept as it is
+	// (the spec rounds fractions up only in Retry-After). A Learner's
+	// suggestion bounds itself.
 	MinRest = time.Second
 )
 

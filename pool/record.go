@@ -93,8 +93,9 @@ func (o Observation) advice(limit time.Duration) (time.Duration, bool) {
 // legacy rest.
 //
 // Durations: valid advice, else 60 s for a throttle, AuthRest for an auth
-// rejection at inference, CatalogTTL for one at a catalog fetch; at least
-// MinRest, at most the configured maximum. A throttle's duration may come
+// rejection at inference, CatalogTTL for one at a catalog fetch; MinRest
+// for zero advice (a positive fraction of a second is kept), at most the
+// configured maximum. A throttle's duration may come
 // from the Learner: min(max, max(valid advice, suggestion)), at least
 // MinRest unless it is the suggestion itself (a learner bounds its own
 // and may rest a credential less than a second, up to the retry it
@@ -192,7 +193,17 @@ func (p *Pool) cooldown(obs Observation, fallback, suggestion time.Duration, sug
 	if suggested && suggestion > 0 && d == suggestion {
 		return min(d, p.cap()) // the learner bounds its own below
 	}
-	return min(max(d, MinRest), p.cap())
+	return min(atLeastMinRest(d), p.cap())
+}
+
+// atLeastMinRest is d, or MinRest for a zero delay: a positive fraction of
+// a second is kept as it is (it rounds up only in Retry-After), zero
+// would redispatch at once (spec/model-cooldown.md, Evidence and scope).
+func atLeastMinRest(d time.Duration) time.Duration {
+	if d <= 0 {
+		return MinRest
+	}
+	return d
 }
 
 // restLegacy rests credential i in the legacy map until the later of its
@@ -215,7 +226,7 @@ func (p *Pool) adviceFloor(obs Observation, now int64) int64 {
 	if !valid {
 		return 0
 	}
-	return now + int64(min(max(advice, MinRest), p.cap()))
+	return now + int64(min(atLeastMinRest(advice), p.cap()))
 }
 
 // observeScoped stores one model-store observation, resting until now+d

@@ -241,8 +241,11 @@ func TestAdviceCappedAtMax(t *testing.T) {
 	}
 }
 
+// Spec (model-cooldown.md, Evidence and scope): "At least one second is
+// retained for zero delay to prevent immediate redispatch." (1e-12 s is
+// zero at the clock's resolution.)
 func TestZeroDelayKeepsOneSecond(t *testing.T) {
-	for _, advice := range []float64{0, 1e-12, 0.2, 0.999} {
+	for _, advice := range []float64{0, 1e-12} {
 		f := newFixture(t, func(c *Config) { c.Credentials = testCreds[:1] })
 		f.record("a", throttleFor(modelA, advice))
 		f.record("a", Observation{Scope: modelB, Status: 401, RetryAfter: advice, HasRetryAfter: true})
@@ -256,6 +259,17 @@ func TestZeroDelayKeepsOneSecond(t *testing.T) {
 }
 
 func TestFractionalDelayRoundsUpOnlyInRetryAfter(t *testing.T) {
+	// Below a second too: "positive fractional delays round up only in
+	// Retry-After"; the one second is for zero delay.
+	for _, advice := range []float64{0.25, 0.999} {
+		f := newFixture(t, func(c *Config) { c.Credentials = testCreds[:1] })
+		d := time.Duration(advice * float64(time.Second))
+		f.record("a", throttleFor(modelA, advice))
+		f.record("a", Observation{Scope: modelB, Status: 401, RetryAfter: advice, HasRetryAfter: true})
+		f.wantExhausted(modelA, true, d)
+		f.clk.Advance(d)
+		f.wantSelect(modelA, "a")
+	}
 	f := newFixture(t, func(c *Config) { c.Credentials = testCreds[:1] })
 	f.record("a", throttleFor(modelA, 1.5))
 	f.wantExhausted(modelA, true, 1500*time.Millisecond) // stored exactly
