@@ -422,6 +422,29 @@ func TestFakeProviderRefusesNonLoopbackWithoutAFlagItLacks(t *testing.T) {
 	}
 }
 
+// rotor init refuses a home folder others may enter, which bridge start
+// would refuse, before it writes anything there.
+func TestInitRefusesAHomeOthersMayEnter(t *testing.T) {
+	e := newE2E(t)
+	if err := os.MkdirAll(e.home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(e.home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := e.run("init")
+	if r.code != ExitUsage || !strings.Contains(r.stderr, "chmod 700 "+e.home) {
+		t.Errorf("init in a 0755 home: exit %d %q; want 2 saying chmod 700", r.code, r.stderr)
+	}
+	if entries, _ := os.ReadDir(e.home); len(entries) != 0 {
+		t.Errorf("the refused init left %d files in the home folder", len(entries))
+	}
+	if err := os.Chmod(e.home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	e.mustRun("init")
+}
+
 // A bad --log-level or --log-format is a usage error (exit 2, naming the
 // flag) for every command, also those that load no configuration
 // (version, demo, fake-provider), and the demo logs at the level and in

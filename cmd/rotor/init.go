@@ -70,6 +70,11 @@ func initRun(ctx context.Context, opts *initOptions) error {
 	if err != nil {
 		return err
 	}
+	// A home others may enter is one bridge start refuses: say so now,
+	// before anything is written into it.
+	if err := tokenfile.CheckDir(home); err != nil {
+		return tokenErr("refusing to init", err)
+	}
 	cfgPath, _, err := opts.ConfigPath()
 	if err != nil {
 		return err
