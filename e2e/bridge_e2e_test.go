@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -540,6 +541,42 @@ func TestHangupDuringStopDoesNotKill(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(e.home, "bridge.json")); err == nil {
 		t.Error("bridge.json left behind")
+	}
+}
+
+// A second SIGTERM (or Ctrl-C) during the drain exits at once, with 128
+// plus the signal's number, saying so, instead of waiting out the grace.
+func TestSecondSignalExitsWithoutWaitingForTheDrain(t *testing.T) {
+	e := newE2E(t)
+	prov, _ := e.provider("")
+	e.env = append(e.env, "ROTOR_RUNTIME_SHUTDOWN_GRACE=10m", "ROTOR_RUNTIME_DEADLINE=10m")
+	b := e.start("bridge", "start", "--listen", "127.0.0.1:0")
+	tok := e.token()
+	prov.SetDefault("", "", fp.Stall())
+	go func() {
+		// Its connection is cut by the exit: nothing to read.
+		req, _ := http.NewRequest("POST", b.url+"/v1/decisions", strings.NewReader(decideBody))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	waitFor(t, "the request at the provider", 10*time.Second, func() bool { return prov.Hits(fp.PathDecisions) >= 1 })
+	b.cmd.Process.Signal(syscall.SIGTERM)
+	// The first signal has been taken once the listener is closed (two
+	// signals sent at once may arrive as one).
+	waitFor(t, "the bridge to stop accepting", 10*time.Second, func() bool {
+		c, err := net.DialTimeout("tcp", strings.TrimPrefix(b.url, "http://"), time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	})
+	if code := b.stop(); code != 128+15 {
+		t.Errorf("exit %d after a second SIGTERM, want %d", code, 128+15)
+	}
+	if !strings.Contains(b.stderr.String(), "second terminated: exiting now") {
+		t.Errorf("stderr does not say why it exited:\n%s", b.stderr)
 	}
 }
 

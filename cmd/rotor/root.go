@@ -4,19 +4,55 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/spf13/cobra"
 )
 
-// Main runs rotor with args and returns the exit status.
+// Main runs rotor with args and returns the exit status. The first SIGINT
+// or SIGTERM cancels the command's context (a server stops accepting and
+// drains); a second one exits at once, as a second Ctrl-C is meant to.
 func Main(args []string, io *IOStreams) int {
 	f := NewFactory(io)
 	defer f.Close()
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	defer onSignals(io, cancel)()
 	return run(ctx, f, args)
+}
+
+// onSignals calls cancel on the first SIGINT or SIGTERM and exits the
+// process on the second (status 128 plus the signal's number, as a shell
+// reports a process the signal killed). It returns a func that stops
+// listening.
+func onSignals(io *IOStreams, cancel func()) (stop func()) {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-sigs:
+			cancel()
+		case <-done:
+			return
+		}
+		select {
+		case s := <-sigs:
+			fmt.Fprintf(io.ErrOut, "rotor: second %v: exiting now, without waiting for requests in flight\n", s)
+			n := 2
+			if s == syscall.SIGTERM {
+				n = 15
+			}
+			os.Exit(128 + n)
+		case <-done:
+		}
+	}()
+	return func() {
+		signal.Stop(sigs)
+		close(done)
+	}
 }
 
 func run(ctx context.Context, f *Factory, args []string) int {
