@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 )
 
@@ -83,8 +84,17 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, o ServeOptions)
 	// drain ends.
 	base, cut := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cut(nil)
+	// running counts requests in handlers: a drain that runs out while
+	// only connections without a request remain (one just opened, its
+	// headers not yet sent) cut nothing.
+	var running atomic.Int64
+	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		running.Add(1)
+		defer running.Add(-1)
+		h.ServeHTTP(w, r)
+	})
 	srv := &http.Server{
-		Handler:           h,
+		Handler:           counted,
 		ReadHeaderTimeout: o.ReadHeaderTimeout,
 		ReadTimeout:       o.ReadTimeout,
 		WriteTimeout:      o.WriteTimeout,
@@ -108,6 +118,15 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, o ServeOptions)
 	sctx, cancel := context.WithTimeout(context.Background(), o.Drain)
 	defer cancel()
 	err := srv.Shutdown(sctx)
+	if errors.Is(err, context.DeadlineExceeded) && running.Load() == 0 {
+		// Only connections without a request in a handler were left
+		// (one just opened, its headers not all sent): nothing was cut.
+		// A request that reaches a handler from here on finds its
+		// context cancelled.
+		cut(ErrServerShutdown)
+		srv.Close()
+		err = nil
+	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		cut(ErrServerShutdown)
 		settle, cancelSettle := context.WithTimeout(context.Background(), o.Settle)
