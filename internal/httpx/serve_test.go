@@ -37,7 +37,9 @@ func TestServeDrainIgnoresConnectionsWithoutARequest(t *testing.T) {
 		sl := acceptSignal{ln, make(chan struct{}, 1)}
 		ctx, cancel := context.WithCancel(context.Background())
 		errc := make(chan error, 1)
-		go func() { errc <- Serve(ctx, sl, h, ServeOptions{Drain: 50 * time.Millisecond, Settle: 50 * time.Millisecond}) }()
+		go func() {
+			errc <- Serve(ctx, sl, h, ServeOptions{Drain: 50 * time.Millisecond, Settle: 50 * time.Millisecond})
+		}()
 		client(ln.Addr().String())
 		<-sl.accepted
 		cancel()
