@@ -162,6 +162,14 @@ func NoRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastR
 // upstreamReadBuffer is the provider connections' read buffer.
 const upstreamReadBuffer = 32 << 10
 
+// IdleConnTimeout is how long an idle provider connection is kept: under
+// the 60 s after which many providers' load balancers close one (AWS's
+// default, the fake provider's). A request sent on a connection the
+// provider is closing at that moment fails after it was written, and
+// rotor must then answer 502 "may have run" and record unknown usage for a
+// call the provider never read; closing first avoids that race.
+const IdleConnTimeout = 50 * time.Second
+
 // NewHTTPClient returns the client rotor uses for providers: no redirects,
 // bounded dials and headers, many idle connections per host.
 func NewHTTPClient() *http.Client {
@@ -172,7 +180,7 @@ func NewHTTPClient() *http.Client {
 		ResponseHeaderTimeout: 0, // the request deadline bounds it
 		MaxIdleConns:          512,
 		MaxIdleConnsPerHost:   256,
-		IdleConnTimeout:       90 * time.Second,
+		IdleConnTimeout:       IdleConnTimeout,
 		ForceAttemptHTTP2:     true,
 		// A stream's events pass through this buffer: at the default
 		// 4 KiB a stream of many small chunks costs a read system call

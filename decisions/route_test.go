@@ -216,3 +216,17 @@ func TestProviderRejectionKeepsStatusAndSafeFieldsSanitizesMessage(t *testing.T)
 		t.Errorf("a caller error was replayed on team-b")
 	}
 }
+
+// rotor drops an idle provider connection before the provider would
+// (fake provider: 60 s, as many load balancers): a request written to a
+// connection the provider is closing is answered 502 "may have run" with
+// unknown usage although the provider never read it.
+func TestProviderConnectionsIdleOutBeforeTheProviders(t *testing.T) {
+	tr, ok := NewHTTPClient().Transport.(*http.Transport)
+	if !ok {
+		t.Fatalf("transport %T", NewHTTPClient().Transport)
+	}
+	if tr.IdleConnTimeout <= 0 || tr.IdleConnTimeout >= fp.IdleTimeout {
+		t.Errorf("IdleConnTimeout = %v, want above 0 and below the provider's %v", tr.IdleConnTimeout, fp.IdleTimeout)
+	}
+}

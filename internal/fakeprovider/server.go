@@ -147,6 +147,10 @@ func (c *catalog) has(model string) bool {
 	return ok
 }
 
+// IdleTimeout is how long the fake keeps an idle connection: 60 s, as many
+// providers' load balancers do.
+const IdleTimeout = 60 * time.Second
+
 // Start listens on opts.Addr (default 127.0.0.1:0) and serves until Close.
 func Start(opts Options) (*Server, error) {
 	addr := opts.Addr
@@ -199,7 +203,7 @@ func Start(opts Options) (*Server, error) {
 	s.srv = &http.Server{
 		Handler:           http.HandlerFunc(s.serveHTTP),
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       60 * time.Second,
+		IdleTimeout:       IdleTimeout,
 		BaseContext:       func(net.Listener) context.Context { return s.ctx },
 		ErrorLog:          errLog,
 	}
