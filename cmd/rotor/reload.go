@@ -118,6 +118,20 @@ func (b *routeBuild) prevPool(name string) *pool.Pool {
 	return b.prev.pools[name]
 }
 
+// prevLearner is the replaced generation's learner when cfg changes none
+// of its settings (learned_cooldown.*, model_cooldown.max_seconds), else
+// nil.
+func (b *routeBuild) prevLearner(cfg *config.Config) *learned.Learner {
+	if b.prev == nil || b.prev.learner == nil {
+		return nil
+	}
+	old := b.prev.cfg
+	if old.LearnedCooldown != cfg.LearnedCooldown || old.ModelCooldown.MaxSeconds != cfg.ModelCooldown.MaxSeconds {
+		return nil
+	}
+	return b.prev.learner
+}
+
 func (b *routeBuild) prevRoute() *decisions.Route {
 	if b.prev == nil {
 		return nil

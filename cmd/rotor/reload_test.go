@@ -318,6 +318,33 @@ func TestReloadTakesLearnedAdapt(t *testing.T) {
 	}
 }
 
+// A reload that changes no learned setting keeps the learner itself: what
+// it holds in memory (its warn-once flags, a sibling's fall, refused
+// retries, a climb) survives a credential added or a deadline changed.
+// One that changes a learned setting gets a new learner.
+func TestReloadKeepsTheLearnerWhenItsSettingsStay(t *testing.T) {
+	const learn = `learned_cooldown: {mode: apply, policy_json: '{"buckets":[{"provider":"api","model":"%s","quota_bucket":null}]}'}` + "\n"
+	x := newReloadFixtureWith(t, fmt.Sprintf(learn, "decide-mini"), cred{name: "team-a"})
+	first := x.rl.current().learner
+	if first == nil {
+		t.Fatal("no learner in apply mode")
+	}
+	x.writeConfig(fmt.Sprintf(learn, "decide-mini")+"runtime: {deadline: 20s}\n", cred{name: "team-a"}, cred{name: "team-b"})
+	if _, err := x.rl.reload("test"); err != nil {
+		t.Fatal(err)
+	}
+	if x.rl.current().learner != first {
+		t.Error("a reload that changed no learned setting replaced the learner (and forgot what it held)")
+	}
+	x.writeConfig(fmt.Sprintf(learn, "decide-large"), cred{name: "team-a"})
+	if _, err := x.rl.reload("test"); err != nil {
+		t.Fatal(err)
+	}
+	if x.rl.current().learner == first {
+		t.Error("a reload that changed policy_json kept the old learner")
+	}
+}
+
 // rotor bridge reload against a real bridge: the default token reloads and
 // the command says what changed; another token is refused (exit 2,
 // admin_only); a file that does not validate is refused before the bridge

@@ -168,7 +168,13 @@ func buildRoute(f *Factory, cfg *config.Config, store ledger.Ledger, metrics *ga
 		clk = clock.Real()
 	}
 	var learner *learned.Learner
-	if cfg.LearnedCooldown.Mode != "off" {
+	if prev := b.prevLearner(cfg); prev != nil {
+		// The same settings keep the same learner: its warn-once
+		// flags and what it remembers of siblings (a fall, refused
+		// retries, a climb) live in it, not in the store.
+		learner = prev
+		b.learner = learner
+	} else if cfg.LearnedCooldown.Mode != "off" {
 		mode, policy := learned.ParseSettings(cfg.LearnedCooldown.Mode, cfg.LearnedCooldown.PolicyJSON, log)
 		ls := b.learnedStore(cfg.LearnedCooldown.Storage, store)
 		learner = learned.New(learned.Config{Mode: mode, Policy: policy, Store: ls, MaxSeconds: cfg.ModelCooldown.MaxSeconds, Adapt: cfg.LearnedCooldown.Adapt, Logger: log, Clock: clk})
