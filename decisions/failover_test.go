@@ -12,6 +12,7 @@ import (
 	"time"
 
 	fp "github.com/rotorhq/rotor/internal/fakeprovider"
+	"github.com/rotorhq/rotor/internal/testutil"
 	"github.com/rotorhq/rotor/ledger"
 )
 
@@ -513,3 +514,29 @@ func TestPoolUnavailableOnlyWhenEveryCredentialRejected(t *testing.T) {
 type settleFails struct{ Ledger }
 
 func (settleFails) Settle(context.Context, ledger.Settlement) error { return ledger.ErrUnavailable }
+
+// A success of a call sent before another call with the same credential
+// and model was throttled (a long generation in flight through the
+// throttle) does not end that cooldown: it says nothing of the quota
+// since. The next request goes to the other credential, not back to the
+// throttled one for another 429.
+func TestInFlightSuccessDoesNotEndALaterThrottlesCooldown(t *testing.T) {
+	h := newHarness(t, opts{modelCooldown: true})
+	ready := make(chan struct{})
+	h.fp.Script(h.keys["team-a"], "decide-mini", fp.Await(ready, fp.OK()), fp.RateLimited("30"))
+	long := make(chan reply, 1)
+	go func() { long <- h.post(decision("api/decide-mini")) }()
+	testutil.WaitUntil(t, "the long call at the provider", func() bool { return h.hits("team-a", fp.PathDecisions) >= 1 })
+	h.clk.Advance(time.Second)
+	wantStatus(t, h.post(decision("api/decide-mini")), 200, "") // team-a 429, then team-b
+	if h.hits("team-a", fp.PathDecisions) != 2 || h.hits("team-b", fp.PathDecisions) != 1 {
+		t.Fatalf("hits a=%d b=%d, want the second request throttled on team-a and served by team-b",
+			h.hits("team-a", fp.PathDecisions), h.hits("team-b", fp.PathDecisions))
+	}
+	close(ready)
+	wantStatus(t, <-long, 200, "")
+	wantStatus(t, h.post(decision("api/decide-mini")), 200, "")
+	if a, b := h.hits("team-a", fp.PathDecisions), h.hits("team-b", fp.PathDecisions); a != 2 || b != 2 {
+		t.Errorf("after the long call's success: hits a=%d b=%d, want team-a still cooling (2, 2)", a, b)
+	}
+}

@@ -401,6 +401,7 @@ func (wk *walk) send(ctx context.Context, c *credential) (out *answer, next bool
 	}
 
 	wk.info.Credential, wk.info.CredentialDigest = c.Name, c.fingerprint
+	sent := rt.cfg.Clock.Now()
 	resp, err := rt.cfg.HTTPClient.Do(hreq)
 	if err != nil {
 		if (httpx.NotSent(err) || !reached.Load()) && ctx.Err() == nil {
@@ -423,7 +424,7 @@ func (wk *walk) send(ctx context.Context, c *credential) (out *answer, next bool
 		}
 		wk.sentBy(c.Name)
 		rt.upstream(wk.ps.name, c.Name, "network_error")
-		wk.ps.pool.Record(c.Name, pool.Observation{Scope: wk.scope, Err: err})
+		wk.ps.pool.Record(c.Name, pool.Observation{Scope: wk.scope, Sent: sent, Err: err})
 		// Network ambiguity: the provider may have run it. Never replayed.
 		if ctx.Err() != nil {
 			return nil, false, ctx.Err()
@@ -447,7 +448,7 @@ func (wk *walk) send(ctx context.Context, c *credential) (out *answer, next bool
 	rt.upstream(wk.ps.name, c.Name, outcomeNames[v])
 	if status == http.StatusTooManyRequests {
 		// Every 429 feeds the shared backoff, whatever its class.
-		obs := pool.Observation{Scope: wk.scope, Status: status}
+		obs := pool.Observation{Scope: wk.scope, Sent: sent, Status: status}
 		if s, ok := httpx.ProviderRetryAdvice(resp.Header, rt.cfg.Clock.Now()); ok {
 			obs.RetryAfter, obs.HasRetryAfter = s, true
 		}
@@ -459,12 +460,12 @@ func (wk *walk) send(ctx context.Context, c *credential) (out *answer, next bool
 		if wk.stream && isEventStream(resp.Header) {
 			// The first byte is the caller's from here: no failover, no
 			// replay.
-			wk.ps.pool.Record(c.Name, pool.Observation{Scope: wk.scope, Status: status})
+			wk.ps.pool.Record(c.Name, pool.Observation{Scope: wk.scope, Sent: sent, Status: status})
 			handedOff = true
 			return &answer{status: status, header: resp.Header, stream: resp.Body, cancel: cancelCause, streamCtx: callCtx}, false, nil
 		}
 		body, err := readAll(resp.Body, MaxBody, rt.buffers, resp.ContentLength)
-		wk.ps.pool.Record(c.Name, pool.Observation{Scope: wk.scope, Status: status})
+		wk.ps.pool.Record(c.Name, pool.Observation{Scope: wk.scope, Sent: sent, Status: status})
 		if err != nil {
 			switch {
 			case errors.Is(err, errTooLarge):
@@ -481,7 +482,7 @@ func (wk *walk) send(ctx context.Context, c *credential) (out *answer, next bool
 		return &answer{status: status, header: resp.Header, body: body, usage: wk.kind.usage(body.b)}, false, nil
 	case outcomeRedirect:
 		// Redirects are never followed: the key must not travel.
-		wk.ps.pool.Record(c.Name, pool.Observation{Scope: wk.scope, Status: status, Outcome: pool.OutcomeProviderFailure})
+		wk.ps.pool.Record(c.Name, pool.Observation{Scope: wk.scope, Sent: sent, Status: status, Outcome: pool.OutcomeProviderFailure})
 		return nil, false, httpx.NewError(httpx.CodeUpstreamRedirect)
 	case outcomeQuota:
 		wk.reject(c.Name, failoverQuota)
@@ -493,7 +494,7 @@ func (wk *walk) send(ctx context.Context, c *credential) (out *answer, next bool
 		rt.failover(wk.ps.name, failoverRateLimited)
 		return nil, true, nil
 	case outcomeAuth:
-		wk.ps.pool.Record(c.Name, pool.Observation{Scope: wk.scope, Status: status})
+		wk.ps.pool.Record(c.Name, pool.Observation{Scope: wk.scope, Sent: sent, Status: status})
 		if status == http.StatusUnauthorized {
 			rt.cooldown(wk.ps.name, "auth")
 		}
@@ -501,14 +502,14 @@ func (wk *walk) send(ctx context.Context, c *credential) (out *answer, next bool
 		rt.failover(wk.ps.name, failoverAuth)
 		return nil, true, nil
 	case outcomeUnsupported:
-		wk.ps.pool.Record(c.Name, pool.Observation{Scope: wk.scope, Status: status, Outcome: pool.OutcomeCallerError})
+		wk.ps.pool.Record(c.Name, pool.Observation{Scope: wk.scope, Sent: sent, Status: status, Outcome: pool.OutcomeCallerError})
 		rt.unsupported.add(capKey{c.Name, wk.upstream, wk.kind.Path})
 		wk.fail(c.Name)
 		rt.failover(wk.ps.name, failoverUnsupported)
 		return nil, true, nil
 	}
 	if status != http.StatusTooManyRequests {
-		wk.ps.pool.Record(c.Name, pool.Observation{Scope: wk.scope, Status: status})
+		wk.ps.pool.Record(c.Name, pool.Observation{Scope: wk.scope, Sent: sent, Status: status})
 		if ctx.Err() != nil {
 			return nil, false, ctx.Err()
 		}

@@ -566,6 +566,9 @@ func (l *Learner) admit(ev pool.LearnEvent) (observation, string, bool) {
 	if o.at <= 0 {
 		return observation{}, "", false
 	}
+	if !ev.Sent.IsZero() && ev.Sent.UnixMilli() > 0 {
+		o.sent = ev.Sent.UnixMilli()
+	}
 	if ev.HasRetryAfter && !math.IsNaN(ev.RetryAfter) && ev.RetryAfter >= 0 && !math.IsInf(ev.RetryAfter, 0) {
 		o.hint = int64(math.Ceil(min(ev.RetryAfter, maxHintSeconds) * 1000))
 	}

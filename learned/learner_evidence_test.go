@@ -463,6 +463,26 @@ func TestInFlightSuccessIsNotARecovery(t *testing.T) {
 	}
 }
 
+// A long call sent before the throttle and ending after the cooldown (a
+// generation in flight through the whole episode) never waited: its
+// success is no recovery, whenever it ends. Its send time tells.
+func TestSuccessSentBeforeTheThrottleIsNotARecovery(t *testing.T) {
+	h := newHarness(t, ModeApply)
+	h.throttle(sec)
+	ev := h.event(pool.OutcomeSuccess, 90*sec)
+	ev.Sent = epoch // a second before the throttle
+	h.l.Observe(ev)
+	if st := h.mustState(); st.hi != maxBoundMS || st.anchor == 0 {
+		t.Errorf("a success sent before the throttle taught: hi=%d anchor=%d, want hi %d and the episode open", st.hi, st.anchor, maxBoundMS)
+	}
+	ev = h.event(pool.OutcomeSuccess, 91*sec)
+	ev.Sent = epoch.Add(90 * sec) // sent after the 60 s cooldown: genuine
+	h.l.Observe(ev)
+	if st := h.mustState(); st.hi != 90_000 {
+		t.Errorf("a genuine recovery: hi=%d, want 90000", st.hi)
+	}
+}
+
 func TestConcurrentThrottlesAreOneObservation(t *testing.T) {
 	h := newHarness(t, ModeApply)
 	h.becomeConfident(0)

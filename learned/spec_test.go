@@ -47,7 +47,7 @@ var specRules = []spectest.Rule{
 	// Evidence and bounds.
 	spectest.R("The interval starts at 1-3,600 seconds.", []string{"TestIntervalStartsAt1To3600Seconds"}, ""),
 	spectest.R("A later natural throttle in the same credential/model/quota bucket raises its lower bound from the failed wait.", []string{"TestLaterThrottleRaisesLowerBoundFromFailedWait"}, ""),
-	spectest.R("A genuine successful request after a throttle lowers its upper bound from the elapsed wait.", []string{"TestSuccessAfterThrottleLowersUpperBoundFromElapsedWait", "TestInFlightSuccessIsNotARecovery"}, ""),
+	spectest.R("A genuine successful request after a throttle lowers its upper bound from the elapsed wait.", []string{"TestSuccessAfterThrottleLowersUpperBoundFromElapsedWait", "TestInFlightSuccessIsNotARecovery", "TestSuccessSentBeforeTheThrottleIsNotARecovery"}, ""),
 	spectest.R("Success without a preceding throttle provides no recovery sample.", []string{"TestSuccessWithoutPrecedingThrottleProvidesNoSample"}, ""),
 	spectest.R("Authentication rejection, caller errors, cancellation, transport errors and catalog validation probes provide no learning evidence.", []string{"TestNonLearningOutcomesProvideNoEvidence"}, "pool: TestLearnerConsultedOnlyForInference (catalog probes never reach the learner)"),
 	spectest.R("Three consistent directional observations allow a midpoint trial.", []string{"TestThreeConsistentObservationsAllowMidpointTrial", "TestSpecFigures"}, ""),

@@ -88,6 +88,8 @@ func newState() state { return state{lo: minBoundMS, hi: maxBoundMS} }
 type observation struct {
 	throttle bool
 	at       int64 // unix ms
+	// sent is when the call was sent (unix ms), 0 when unknown.
+	sent int64
 	// hint is the trusted advice in ms, or -1 for none.
 	hint int64
 	// existing is the cooldown the pool applies to this throttle without
@@ -161,6 +163,9 @@ func (s *state) observe(o observation) effect {
 	}
 	if t < s.until {
 		return effNone // admitted before the cooldown ran out: not a recovery
+	}
+	if o.sent != 0 && o.sent < s.anchor {
+		return effNone // sent before the episode began, in flight through it: it never waited
 	}
 	e := t - s.anchor
 	s.closeEpisode()

@@ -21,6 +21,10 @@ type LearnEvent struct {
 	// At is the wall-clock time of the observation (learned state is
 	// shared across processes, so monotonic readings will not do).
 	At time.Time
+	// Sent is when the call was sent, zero when unknown: a success sent
+	// before the episode's first throttle was in flight through it and
+	// is no recovery.
+	Sent time.Time
 	// RetryAfter is trusted, normalized reset advice in seconds when
 	// HasRetryAfter is set: finite and nonnegative.
 	RetryAfter    float64

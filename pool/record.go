@@ -34,6 +34,11 @@ type Observation struct {
 	// not finite and nonnegative is invalid and the fallback applies.
 	RetryAfter    float64
 	HasRetryAfter bool
+	// Sent is when the call was sent, zero when unknown. A success sent
+	// before the cooldown it would clear began (a long call in flight
+	// while another call was throttled) clears nothing, and a learner
+	// takes it for no recovery: it never waited.
+	Sent time.Time
 	// Catalog marks a catalog fetch (GET /v1/models), not inference. On
 	// the scoped path it carries no model quota evidence: only a genuine
 	// credential-wide auth rejection cools the credential (every model).
@@ -123,6 +128,7 @@ func (p *Pool) Record(name string, obs Observation) {
 			Identity:      learnIdentity(p.creds[i].Key, p.name, obs.Model, bucket),
 			Outcome:       out,
 			At:            at,
+			Sent:          obs.Sent,
 			RetryAfter:    obs.RetryAfter,
 			HasRetryAfter: obs.HasRetryAfter,
 		}
@@ -142,8 +148,12 @@ func (p *Pool) Record(name string, obs Observation) {
 			p.legacy[p.rest[i]].Store(0)
 		case !obs.Catalog:
 			k := obsKey{cred: p.ids[i], scope: p.scopeID(obs.Scope, bucket, kind)}
+			sent := int64(math.MaxInt64) // unknown: clears
+			if !obs.Sent.IsZero() {
+				sent = p.store.since(obs.Sent)
+			}
 			p.store.mu.Lock()
-			p.store.remove(k, now)
+			p.store.removeIfBefore(k, sent, now)
 			p.store.mu.Unlock()
 			if ev.Identity != "" {
 				p.releaseSiblings(ev, i, k.scope, now)

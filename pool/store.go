@@ -38,6 +38,9 @@ type slot struct {
 	// the cooldown before it, whichever model of a shared quota bucket
 	// the advice came with.
 	floor int64
+	// since is when the latest throttle stored in this slot was
+	// recorded: a success sent before it clears nothing.
+	since int64
 	pos   int32 // index in the expiry heap
 }
 
@@ -192,6 +195,7 @@ func (s *Store) put(k obsKey, until, floor, now int64) (kept, started bool) {
 	s.prune(now)
 	if i, ok := s.index[k]; ok {
 		s.slots[i].floor = max(s.slots[i].floor, floor)
+		s.slots[i].since = now
 		if until > s.slots[i].until {
 			s.slots[i].until = until
 			s.down(int(s.slots[i].pos))
@@ -211,7 +215,7 @@ func (s *Store) put(k obsKey, until, floor, now int64) (kept, started bool) {
 		s.slots = append(s.slots, slot{})
 		i = int32(len(s.slots) - 1)
 	}
-	s.slots[i] = slot{key: k, until: until, floor: floor, pos: int32(len(s.heap))}
+	s.slots[i] = slot{key: k, until: until, floor: floor, since: now, pos: int32(len(s.heap))}
 	s.heap = append(s.heap, i)
 	s.up(len(s.heap) - 1)
 	s.index[k] = i
@@ -222,6 +226,16 @@ func (s *Store) put(k obsKey, until, floor, now int64) (kept, started bool) {
 func (s *Store) remove(k obsKey, now int64) {
 	s.prune(now)
 	if i, ok := s.index[k]; ok {
+		s.removeSlot(i)
+	}
+}
+
+// removeIfBefore deletes k unless the observation it holds was recorded
+// after sent: a success sent before the throttle that cooled k (in flight
+// through it) says nothing of the quota since.
+func (s *Store) removeIfBefore(k obsKey, sent, now int64) {
+	s.prune(now)
+	if i, ok := s.index[k]; ok && s.slots[i].since <= sent {
 		s.removeSlot(i)
 	}
 }

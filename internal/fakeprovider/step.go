@@ -375,6 +375,21 @@ func Delay(d time.Duration, then Step) Step {
 	}}
 }
 
+// Await waits until ready is closed (nothing is answered if the client
+// goes away or the server closes first), then behaves as then: a call a
+// test holds in flight for as long as it needs, on no clock.
+func Await(ready <-chan struct{}, then Step) Step {
+	return Step{"Await(" + then.String() + ")", func(ex *exchange) {
+		select {
+		case <-ready:
+		case <-ex.r.Context().Done():
+			ex.gone()
+			return
+		}
+		then.run(ex)
+	}}
+}
+
 // SlowCatalog, for ScriptCatalog, answers the catalog after d, or nothing
 // if the client goes away first.
 func SlowCatalog(d time.Duration) Step {

@@ -109,3 +109,17 @@ func MakeReadOnly(t *testing.T, path string) {
 	}
 	t.Cleanup(func() { exec.Command("chattr", "-i", path).Run() })
 }
+
+// WaitUntil polls cond until it holds, failing the test after 30 s (a
+// bound for a stuck test, not a timing assertion: on a loaded machine
+// cond may take a while).
+func WaitUntil(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
