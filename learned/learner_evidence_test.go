@@ -220,6 +220,34 @@ func TestNonincreasingTimestampWidensIntervalAndRemovesConfidence(t *testing.T) 
 	if st := h2.mustState(); st.conf != 3 {
 		t.Errorf("a straggler 0.5 s out of order dropped confidence to %d", st.conf)
 	}
+	// At the edges: "less than a second" out of order is concurrent
+	// (README), a second or more is a nonincreasing timestamp, for a
+	// success as for a throttle.
+	for _, tc := range []struct {
+		back     time.Duration
+		outcome  pool.Outcome
+		wantConf uint8
+	}{
+		{999 * time.Millisecond, pool.OutcomeThrottled, 3},
+		{time.Second, pool.OutcomeThrottled, 0},
+		{time.Second, pool.OutcomeSuccess, 0},
+		{5 * time.Second, pool.OutcomeSuccess, 0},
+	} {
+		h := newHarness(t, ModeApply)
+		h.becomeConfident(0)
+		latest := 180 * sec
+		if tc.outcome == pool.OutcomeSuccess {
+			// A success counts inside an episode only.
+			latest = 400 * sec
+			h.throttle(latest)
+		}
+		ev := h.ev
+		ev.Outcome, ev.At = tc.outcome, epoch.Add(latest-tc.back)
+		h.l.Observe(ev)
+		if st := h.mustState(); st.conf != tc.wantConf {
+			t.Errorf("%v %v out of order: confidence %d, want %d", tc.outcome, tc.back, st.conf, tc.wantConf)
+		}
+	}
 }
 
 func TestModelCooldownCapBoundsAppliedTrial(t *testing.T) {

@@ -126,7 +126,7 @@ func (s *state) observe(o observation) effect {
 	if !o.throttle && s.anchor == 0 {
 		return effNone // success without a preceding throttle: no sample
 	}
-	if s.last != 0 && t < s.last-burstMS {
+	if s.last != 0 && t <= s.last-burstMS {
 		s.widen(0)
 		s.closeEpisode()
 		s.last = t
