@@ -38,6 +38,15 @@ func TestLaterThrottleRaisesLowerBoundFromFailedWait(t *testing.T) {
 	if st := h.mustState(); st.hi != 3_600_000 {
 		t.Errorf("a throttle moved hi to %d", st.hi)
 	}
+	// Only raises: a refusal earlier than lo (the existing 60 s
+	// cooldown ran out before the learned lower bound) keeps lo.
+	h = newHarness(t, ModeShadow)
+	h.becomeConfident(0) // (120, 180]
+	h.throttle(next)
+	h.throttle(next + 61*sec)
+	if st := h.mustState(); st.lo != 120_000 || st.conf != 4 {
+		t.Errorf("a refusal at 61 s with lo 120 s: lo=%d conf=%d; want 120000 4", st.lo, st.conf)
+	}
 }
 
 func TestSuccessAfterThrottleLowersUpperBoundFromElapsedWait(t *testing.T) {
@@ -47,6 +56,14 @@ func TestSuccessAfterThrottleLowersUpperBoundFromElapsedWait(t *testing.T) {
 	st := h.mustState()
 	if st.hi != 75_000 || st.lo != 1000 || st.conf != 1 || st.anchor != 0 {
 		t.Errorf("after a success 75s after a throttle: lo=%d hi=%d conf=%d anchor=%d; want 1000 75000 1 0", st.lo, st.hi, st.conf, st.anchor)
+	}
+	// Only lowers: a recovery later than hi agrees with it and keeps it.
+	h = newHarness(t, ModeShadow)
+	h.becomeConfident(0) // (120, 180]
+	h.throttle(next)
+	h.success(next + 200*sec)
+	if st := h.mustState(); st.hi != 180_000 || st.conf != 4 {
+		t.Errorf("a recovery at 200 s with hi 180 s: hi=%d conf=%d; want 180000 4", st.hi, st.conf)
 	}
 }
 
@@ -184,6 +201,32 @@ func TestContradictionWidensIntervalAndRemovesConfidence(t *testing.T) {
 			t.Errorf("after the contradiction: lo=%d hi=%d conf=%d anchor=%d; want 50000 3600000 0 0", st.lo, st.hi, st.conf, st.anchor)
 		}
 	})
+	// The edges: R > hi contradicts R <= hi, so a refusal exactly at hi
+	// does; R <= lo contradicts R > lo, so a recovery exactly at lo does.
+	t.Run("throttle exactly at hi", func(t *testing.T) {
+		h := newHarness(t, ModeApply)
+		h.becomeConfident(0) // (120, 180]
+		h.throttle(next)
+		h.throttle(next + 180*sec)
+		if st := h.mustState(); st.lo != 60_000 || st.hi != 3_600_000 || st.conf != 0 {
+			t.Errorf("a refusal exactly at hi: lo=%d hi=%d conf=%d; want 60000 3600000 0 (widened)", st.lo, st.hi, st.conf)
+		}
+		if s := h.l.Snapshot(); s.Contradictions != 1 {
+			t.Errorf("Snapshot.Contradictions = %d, want 1", s.Contradictions)
+		}
+	})
+	t.Run("success exactly at lo", func(t *testing.T) {
+		h := newHarness(t, ModeShadow)
+		h.becomeConfident(0) // (120, 180]
+		h.throttle(next)
+		h.success(next + 120*sec)
+		if st := h.mustState(); st.lo != 60_000 || st.hi != 3_600_000 || st.conf != 0 {
+			t.Errorf("a recovery exactly at lo: lo=%d hi=%d conf=%d; want 60000 3600000 0 (widened)", st.lo, st.hi, st.conf)
+		}
+		if s := h.l.Snapshot(); s.Contradictions != 1 {
+			t.Errorf("Snapshot.Contradictions = %d, want 1", s.Contradictions)
+		}
+	})
 	t.Run("widening stays within 1-3600 s", func(t *testing.T) {
 		h := newHarness(t, ModeApply)
 		h.throttleHint(0, 1) // a 1 s cooldown
@@ -286,6 +329,12 @@ func TestRetryAfterIsHardMinimumEvenAbove3600(t *testing.T) {
 	}
 	if st := h.mustState(); st.steps != 0 {
 		t.Errorf("advice-bound cooldowns spent %d steps", st.steps)
+	}
+	// Nor does a later, smaller hint lower it: advice of 30 s 10 s in
+	// keeps the 7200.5 s the first set.
+	d, ok = h.throttleHint(time.Hour+10*sec, 30)
+	if want := 7190500 * time.Millisecond; !ok || d != want {
+		t.Errorf("a later throttle with smaller advice got %v, %v; want %v", d, ok, want)
 	}
 }
 

@@ -166,6 +166,11 @@ func TestLearnerIdentityIsCredentialKeyedAndUnambiguous(t *testing.T) {
 	if learnIdentity(k1, "api", "a\x00b", "c") == learnIdentity(k1, "api", "a", "b\x00c") {
 		t.Error("identity encoding is ambiguous")
 	}
+	// A model without a bucket and a bucket without a model (both
+	// scopes exist: a quota bucket's own identity) never meet.
+	if learnIdentity(k1, "api", "x", "") == learnIdentity(k1, "api", "", "x") {
+		t.Error("model x without a bucket and bucket x without a model share an identity")
+	}
 	if strings.Contains(base, "sk-canary") {
 		t.Error("identity holds the key")
 	}
