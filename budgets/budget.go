@@ -62,7 +62,9 @@ func DefaultName(k Kind, w Window) string {
 func ParseCost(s string) (int64, error) {
 	s = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(s), "$"))
 	whole, frac, _ := strings.Cut(s, ".")
-	if whole == "" && frac == "" || strings.HasPrefix(whole, "-") || strings.HasPrefix(whole, "+") {
+	if whole == "" && frac == "" || !allDigits(whole) || !allDigits(frac) {
+		// Digits only: ParseInt would take a sign in either part
+		// ("1.-5" read as 0.95).
 		return 0, fmt.Errorf("%w: cost %q: want a positive USD amount such as 5 or 0.25", ErrInvalid, s)
 	}
 	if len(frac) > 6 {
@@ -73,7 +75,7 @@ func ParseCost(s string) (int64, error) {
 	}
 	w, err := strconv.ParseInt(whole, 10, 64)
 	if err != nil || w > math.MaxInt64/1_000_000-1 {
-		return 0, fmt.Errorf("%w: cost %q: not a USD amount", ErrInvalid, s)
+		return 0, fmt.Errorf("%w: cost %q: too large (at most %d USD)", ErrInvalid, s, math.MaxInt64/1_000_000-1)
 	}
 	f := int64(0)
 	if frac != "" {
@@ -87,6 +89,16 @@ func ParseCost(s string) (int64, error) {
 		return 0, fmt.Errorf("%w: cost %q: must be more than 0", ErrInvalid, s)
 	}
 	return micros, nil
+}
+
+// allDigits reports whether s holds ASCII digits only ("" does).
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // FormatUntil prints the time something frees or ends (a budget, a

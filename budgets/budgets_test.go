@@ -139,6 +139,15 @@ func TestParseCost(t *testing.T) {
 		{"abc", 0, false},
 		{"", 0, false},
 		{"1e3", 0, false},
+		// A sign after the point was read as part of the fraction:
+		// "1.-5" became 0.95, "1.+5" 1.05.
+		{"1.-5", 0, false},
+		{"1.+5", 0, false},
+		{"2.-99999", 0, false},
+		{"+1", 0, false},
+		{"1. 5", 0, false},
+		{"9223372036854", 0, false},
+		{"9223372036853", 9_223_372_036_853_000_000, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
