@@ -165,15 +165,17 @@ type ModelProfile struct {
 
 // Defaults.
 const (
-	DefaultBridgeListen      = "127.0.0.1:8787"
-	DefaultRuntimeListen     = "127.0.0.1:8788"
-	DefaultMaxCooldown       = defaults.MaxCooldownSeconds
-	DefaultAuthRest          = defaults.AuthRest
-	DefaultDeadline          = defaults.Deadline
-	DefaultCatalogTTL        = defaults.CatalogTTL
-	DefaultCatalogTimeout    = defaults.CatalogTimeout
-	DefaultErrorBodyIdle     = defaults.ErrorBodyIdle
-	DefaultMaxBufferedMB     = defaults.MaxBufferedMB
+	DefaultBridgeListen   = "127.0.0.1:8787"
+	DefaultRuntimeListen  = "127.0.0.1:8788"
+	DefaultMaxCooldown    = defaults.MaxCooldownSeconds
+	DefaultAuthRest       = defaults.AuthRest
+	DefaultDeadline       = defaults.Deadline
+	DefaultCatalogTTL     = defaults.CatalogTTL
+	DefaultCatalogTimeout = defaults.CatalogTimeout
+	DefaultErrorBodyIdle  = defaults.ErrorBodyIdle
+	DefaultMaxBufferedMB  = defaults.MaxBufferedMB
+	// MaxBufferedMBLimit is the largest runtime.max_buffered_mb: 1 TiB.
+	MaxBufferedMBLimit       = 1 << 20
 	DefaultReservationGrace  = 5 * time.Minute
 	DefaultReadHeaderTimeout = 5 * time.Second
 	DefaultReadTimeout       = 30 * time.Second
@@ -279,6 +281,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Runtime.MaxBufferedMB < 65 {
 		return fieldErr("runtime.max_buffered_mb", "must be at least 65 (a full 64 MiB body and the byte that tells it is not larger), not %d", c.Runtime.MaxBufferedMB)
+	}
+	if c.Runtime.MaxBufferedMB > MaxBufferedMBLimit {
+		// In bytes it must fit an int64: 2^44 MiB and up wrapped around
+		// (2^44+1 became 1 MiB, and every large request was refused).
+		return fieldErr("runtime.max_buffered_mb", "must be at most %d (1 TiB), not %d", MaxBufferedMBLimit, c.Runtime.MaxBufferedMB)
 	}
 	if err := checkListen("runtime.listen", c.Runtime.Listen); err != nil {
 		return err

@@ -327,6 +327,10 @@ func TestValidateRangeEnds(t *testing.T) {
 		{"max_conns 1001", func(c *Config) { c.Ledger.MaxConns = 1001 }, "ledger.max_conns"},
 		{"max_buffered_mb 65", func(c *Config) { c.Runtime.MaxBufferedMB = 65 }, ""},
 		{"max_buffered_mb 64", func(c *Config) { c.Runtime.MaxBufferedMB = 64 }, "runtime.max_buffered_mb"},
+		{"max_buffered_mb 1 TiB", func(c *Config) { c.Runtime.MaxBufferedMB = 1 << 20 }, ""},
+		// 2^44+1 MiB overflowed int64 bytes and wrapped to 1 MiB.
+		{"max_buffered_mb 2^44+1", func(c *Config) { c.Runtime.MaxBufferedMB = 1<<44 + 1 }, "runtime.max_buffered_mb"},
+		{"max_buffered_mb over 1 TiB", func(c *Config) { c.Runtime.MaxBufferedMB = 1<<20 + 1 }, "runtime.max_buffered_mb"},
 		{"runtime port 65535", func(c *Config) { c.Runtime.Listen = "127.0.0.1:65535" }, ""},
 		{"runtime port 65536", func(c *Config) { c.Runtime.Listen = "127.0.0.1:65536" }, "runtime.listen"},
 		{"bridge port 65536", func(c *Config) { c.Bridge.Listen = "127.0.0.1:65536" }, "bridge.listen"},
