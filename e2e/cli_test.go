@@ -422,6 +422,39 @@ func TestFakeProviderRefusesNonLoopbackWithoutAFlagItLacks(t *testing.T) {
 	}
 }
 
+// rotor init writes the configuration file --config names even when it
+// does not exist yet (it is the file init creates), and an init that fails
+// leaves no home folder it created behind.
+func TestInitWithANewConfigFileAndAFailedInitLeavesNoHome(t *testing.T) {
+	e := newE2E(t)
+	cfg := filepath.Join(t.TempDir(), "elsewhere", "rotor.yaml")
+	if err := os.MkdirAll(filepath.Dir(cfg), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	r := e.run("--config", cfg, "init")
+	if r.code != 0 {
+		t.Fatalf("init --config NEWFILE: exit %d %s", r.code, r.stderr)
+	}
+	if _, err := os.Stat(cfg); err != nil {
+		t.Errorf("init --config NEWFILE did not write it: %v", err)
+	}
+	if r := e.run("--config", cfg, "config", "check"); r.code != 0 {
+		t.Errorf("config check on the new file: exit %d %s", r.code, r.stderr)
+	}
+
+	notDB := filepath.Join(t.TempDir(), "not.db")
+	if err := os.WriteFile(notDB, []byte("not a database\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(t.TempDir(), "new-home")
+	if r := e.run("--home", home, "--db", notDB, "init"); r.code == 0 {
+		t.Fatal("init on a file that is not a ledger: exit 0")
+	}
+	if _, err := os.Stat(home); err == nil {
+		t.Errorf("the failed init left the home folder %s it created", home)
+	}
+}
+
 // rotor init refuses a home folder others may enter, which bridge start
 // would refuse, before it writes anything there.
 func TestInitRefusesAHomeOthersMayEnter(t *testing.T) {

@@ -30,9 +30,12 @@ import (
 // take these funcs into their options, and tests fill them with fakes
 // (newFixedFactory) without building the binary.
 type Factory struct {
-	IO      *IOStreams
-	Clock   clock.Clock
-	Version string
+	// configToCreate: the configuration file named by --config or
+	// ROTOR_CONFIG may be missing, for rotor init, which writes it.
+	configToCreate bool
+	IO             *IOStreams
+	Clock          clock.Clock
+	Version        string
 	// LookupEnv reads the environment (os.LookupEnv).
 	LookupEnv func(string) (string, bool)
 	// Home returns the home folder; it does not create it.
@@ -222,8 +225,8 @@ func (f *Factory) loadConfig() (*config.Config, error) {
 			}
 			return nil, err
 		}
-	case errors.Is(err, fs.ErrNotExist) && !explicit:
-		// No file: defaults.
+	case errors.Is(err, fs.ErrNotExist) && (!explicit || f.configToCreate):
+		// No file: defaults (init is about to write the one named).
 	default:
 		return nil, usageErrorf("read config: %v", err)
 	}

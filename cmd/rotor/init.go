@@ -20,6 +20,8 @@ import (
 
 type initOptions struct {
 	IO *IOStreams
+	// Home returns the home folder without creating it (nil: not asked).
+	Home func() (string, error)
 	// EnsureHome returns the home folder, creating it if it is missing.
 	EnsureHome func() (string, error)
 	ConfigPath func() (string, bool, error)
@@ -35,7 +37,7 @@ type initOptions struct {
 const DefaultTokenLabel = "default"
 
 func newCmdInit(f *Factory, runF func(*initOptions) error) *cobra.Command {
-	opts := &initOptions{IO: f.IO, EnsureHome: f.EnsureHome, ConfigPath: f.ConfigPath, Ledger: f.initLedger, Hostname: os.Hostname}
+	opts := &initOptions{IO: f.IO, Home: f.Home, EnsureHome: f.EnsureHome, ConfigPath: f.ConfigPath, Ledger: f.initLedger, Hostname: os.Hostname}
 	cmd := &cobra.Command{
 		Use:   "init",
 		Short: "Write a starter rotor.yaml and a bridge token",
@@ -55,6 +57,9 @@ the new one. The configuration in force is checked, and its ledger opened,
 before the token is written; a bad value writes nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// The file --config or ROTOR_CONFIG names is the one init
+			// writes: missing, it reads as the defaults.
+			f.configToCreate = true
 			if runF != nil {
 				return runF(opts)
 			}
@@ -65,7 +70,20 @@ before the token is written; a bad value writes nothing.`,
 	return cmd
 }
 
-func initRun(ctx context.Context, opts *initOptions) error {
+func initRun(ctx context.Context, opts *initOptions) (err error) {
+	if opts.Home != nil {
+		// A home folder this init creates goes again if it fails (when
+		// nothing was written into it): a bad value writes nothing.
+		if h, herr := opts.Home(); herr == nil {
+			if _, serr := os.Stat(h); errors.Is(serr, fs.ErrNotExist) {
+				defer func() {
+					if err != nil {
+						_ = os.Remove(h) // only an empty folder
+					}
+				}()
+			}
+		}
+	}
 	home, err := opts.EnsureHome()
 	if err != nil {
 		return err
