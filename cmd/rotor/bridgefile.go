@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"unicode"
 
 	"github.com/rotorhq/rotor/config"
 	"github.com/rotorhq/rotor/decisions"
@@ -73,6 +74,15 @@ type bridgeTarget struct {
 	url   string // without a trailing slash
 	from  string // " (from ...)", for the error when nothing answers
 	token secret.Value
+	// tokenFrom names where the token came from (ROTOR_TOKEN or the
+	// file), for the error when the bridge refuses it.
+	tokenFrom string
+}
+
+// refused is the error of a token the bridge answered 401: the user must
+// change the token, exit 2, naming where it came from.
+func (b *bridgeTarget) refused(body []byte) error {
+	return usageErrorf("bridge at %s refused the token from %s (401 invalid_token): %s", b.url, b.tokenFrom, strings.TrimSpace(string(body)))
 }
 
 // findBridge finds the bridge to ask, as rotor status and rotor bridge
@@ -88,11 +98,11 @@ func findBridge(loadConfig func() (*config.Config, error), home func() (string, 
 	if err != nil {
 		return nil, err
 	}
-	tok, err := clientToken(lookupEnv, home)
+	tok, tokenFrom, err := clientToken(lookupEnv, home)
 	if err != nil {
 		return nil, err
 	}
-	return &bridgeTarget{url: strings.TrimRight(u, "/"), from: from, token: tok}, nil
+	return &bridgeTarget{url: strings.TrimRight(u, "/"), from: from, token: tok, tokenFrom: tokenFrom}, nil
 }
 
 // request is a request to the bridge's path with the client token.
@@ -111,23 +121,33 @@ func (b *bridgeTarget) unreachable(err error) error {
 }
 
 // clientToken is the token scripts use: ROTOR_TOKEN or bridge.token.
-func clientToken(lookupEnv func(string) (string, bool), homeDir func() (string, error)) (secret.Value, error) {
+// It returns where the token came from: "ROTOR_TOKEN" or the file's path.
+// A ROTOR_TOKEN of white space only, or holding a control character (which
+// no header can carry), is refused without being echoed.
+func clientToken(lookupEnv func(string) (string, bool), homeDir func() (string, error)) (secret.Value, string, error) {
 	if v, ok := lookupEnv("ROTOR_TOKEN"); ok && v != "" {
-		return secret.New(strings.TrimSpace(v)), nil
+		v = strings.TrimSpace(v)
+		switch {
+		case v == "":
+			return secret.Value{}, "", usageErrorf("ROTOR_TOKEN holds only white space: set it to a client token, or unset it to use bridge.token")
+		case strings.ContainsFunc(v, unicode.IsControl):
+			return secret.Value{}, "", usageErrorf("ROTOR_TOKEN holds a control character: set it to a client token as rotor printed it")
+		}
+		return secret.New(v), "ROTOR_TOKEN", nil
 	}
 	home, err := homeDir()
 	if err != nil {
-		return secret.Value{}, err
+		return secret.Value{}, "", err
 	}
 	path := filepath.Join(home, "bridge.token")
 	tok, err := tokenfile.Read(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return secret.Value{}, usageErrorf("no token at %s: set ROTOR_TOKEN, check --home, or run rotor init", path)
+		return secret.Value{}, "", usageErrorf("no token at %s: set ROTOR_TOKEN, check --home, or run rotor init", path)
 	}
 	if err != nil {
-		return secret.Value{}, tokenErr("refusing to send its token", err)
+		return secret.Value{}, "", tokenErr("refusing to send its token", err)
 	}
-	return tok, nil
+	return tok, path, nil
 }
 
 // bridgeURL is the bridge to ask: --url, the record of a running bridge in

@@ -73,6 +73,9 @@ func reloadRun(ctx context.Context, opts *reloadOptions) error {
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	resp.Body.Close()
+	if resp.StatusCode == http.StatusUnauthorized {
+		return b.refused(body)
+	}
 	if resp.StatusCode != http.StatusOK {
 		return reloadRefused(resp.StatusCode, body, u)
 	}

@@ -325,10 +325,32 @@ func TestStatusRun(t *testing.T) {
 		f, _, _ := fakeFactory(t, nil, map[string]string{"ROTOR_TOKEN": "wrong-token-0123456789abcdef0123456789"})
 		opts := &statusOptions{IO: f.IO, Config: f.Config, Home: f.Home, LookupEnv: f.LookupEnv, HTTPClient: fakeClient, URL: bridgeURL, Format: FormatJSON}
 		err := statusRun(context.Background(), opts)
-		if exitCode(err) != ExitError || !strings.Contains(err.Error(), "answered 401") {
-			t.Errorf("wrong token: %v (exit %d), want exit 1 saying the bridge answered 401", err, exitCode(err))
+		if exitCode(err) != ExitUsage || !strings.Contains(err.Error(), "refused the token from ROTOR_TOKEN") {
+			t.Errorf("wrong token: %v (exit %d), want exit 2 saying the bridge refused the token from ROTOR_TOKEN", err, exitCode(err))
 		}
 	})
+	// A ROTOR_TOKEN no header can carry is refused before any request,
+	// naming the variable, never echoing it.
+	for name, tok := range map[string]string{"blank": "  ", "control character": "secret-part\nmore"} {
+		t.Run("ROTOR_TOKEN "+name, func(t *testing.T) {
+			f, _, _ := fakeFactory(t, nil, map[string]string{"ROTOR_TOKEN": tok})
+			var asked atomic.Bool
+			spy := func() *http.Client {
+				return &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+					asked.Store(true)
+					return nil, errors.New("no bridge")
+				})}
+			}
+			opts := &statusOptions{IO: f.IO, Config: f.Config, Home: f.Home, LookupEnv: f.LookupEnv, HTTPClient: spy, URL: bridgeURL, Format: FormatJSON}
+			err := statusRun(context.Background(), opts)
+			if exitCode(err) != ExitUsage || !strings.Contains(err.Error(), "ROTOR_TOKEN") || strings.Contains(err.Error(), "secret-part") {
+				t.Errorf("ROTOR_TOKEN %q: %v (exit %d), want exit 2 naming ROTOR_TOKEN without its value", tok, err, exitCode(err))
+			}
+			if asked.Load() {
+				t.Error("a request was sent")
+			}
+		})
+	}
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)

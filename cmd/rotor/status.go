@@ -82,6 +82,9 @@ func statusRun(ctx context.Context, opts *statusOptions) error {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if resp.StatusCode == http.StatusUnauthorized {
+		return b.refused(body)
+	}
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("bridge at %s answered %d: %s", u, resp.StatusCode, strings.TrimSpace(string(body)))
 	}
