@@ -369,11 +369,17 @@ func TestBridgeURLFlagIsChecked(t *testing.T) {
 		t.Fatalf("init: exit %d %s", r.code, r.stderr)
 	}
 	for _, cmd := range [][]string{{"status"}, {"bridge", "reload"}} {
-		for _, u := range []string{"localhost:8787", "127.0.0.1:8787", "ftp://127.0.0.1:8787", "http://"} {
+		for _, u := range []string{"localhost:8787", "127.0.0.1:8787", "ftp://127.0.0.1:8787", "http://",
+			"http://127.0.0.1:99999", "http://127.0.0.1:abc", "http://127.0.0.1:0", "http://u:hunter2@127.0.0.1:8787"} {
 			r := e.run(append(cmd, "--url", u)...)
-			if r.code != ExitUsage || !strings.Contains(r.stderr, "--url") {
-				t.Errorf("rotor %v --url %s: exit %d %q; want 2 naming --url", cmd, u, r.code, r.stderr)
+			if r.code != ExitUsage || !strings.Contains(r.stderr, "--url") || strings.Contains(r.stderr, "hunter2") {
+				t.Errorf("rotor %v --url %s: exit %d %q; want 2 naming --url, no password", cmd, u, r.code, r.stderr)
 			}
+		}
+	}
+	for _, addr := range []string{"127.0.0.1:99999", "127.0.0.1:abc", "127.0.0.1"} {
+		if r := e.run("fake-provider", "--listen", addr); r.code != ExitUsage || !strings.Contains(r.stderr, "--listen") {
+			t.Errorf("rotor fake-provider --listen %s: exit %d %q; want 2 naming --listen", addr, r.code, r.stderr)
 		}
 	}
 }

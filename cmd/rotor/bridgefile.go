@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"unicode"
 
@@ -155,8 +156,10 @@ func clientToken(lookupEnv func(string) (string, bool), homeDir func() (string, 
 // command line came from, for the error when nothing answers there.
 func bridgeURL(homeDir func() (string, error), cfg *config.Config, flag string) (u, from string, err error) {
 	if flag != "" {
-		if u, err := url.Parse(flag); err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
-			return "", "", usageErrorf("--url: want the bridge's URL as rotor bridge start prints it, http://HOST:PORT")
+		// Not echoed: user info would print its password.
+		u, err := url.Parse(flag)
+		if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Hostname() == "" || u.User != nil || !validPort(u.Port(), false) {
+			return "", "", usageErrorf("--url: want the bridge's URL as rotor bridge start prints it, http://HOST:PORT (a port from 1 to 65535, no user info)")
 		}
 		return flag, "", nil
 	}
@@ -176,4 +179,15 @@ func bridgeURL(homeDir func() (string, error), cfg *config.Config, flag string) 
 		return "http://" + cfg.Bridge.Listen, " (bridge.listen; no bridge.json in " + home + ")", nil
 	}
 	return "", "", usageErrorf("%v", err)
+}
+
+// validPort reports whether port is a TCP port number: 1 to 65535, 0 too
+// where zero picks a free one (a listen address); "" (none given) is valid
+// only for a URL, which then takes its scheme's port.
+func validPort(port string, listen bool) bool {
+	if port == "" {
+		return !listen
+	}
+	n, err := strconv.Atoi(port)
+	return err == nil && n <= 65535 && (n > 0 || listen && n == 0 && port == "0")
 }

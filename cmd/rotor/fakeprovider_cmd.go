@@ -52,8 +52,8 @@ bridge keeps working across restarts of the fake provider.`,
 			if opts.Keys < 1 || opts.Keys > maxFakeKeys {
 				return usageErrorf("--keys must be from 1 to %d, not %d", maxFakeKeys, opts.Keys)
 			}
-			if _, _, err := net.SplitHostPort(opts.Listen); err != nil {
-				return usageErrorf("--listen must be host:port, not %q", opts.Listen)
+			if _, port, err := net.SplitHostPort(opts.Listen); err != nil || !validPort(port, true) {
+				return usageErrorf("--listen must be host:port with a port from 0 to 65535, not %q", opts.Listen)
 			}
 			if runF != nil {
 				return runF(opts)
