@@ -99,6 +99,11 @@ type liteLLMEntry struct {
 // openai/gpt-4o), over a bare key of the same model. Only a file that is not
 // a JSON object is an error.
 func ParseLiteLLM(data []byte, provider string) ([]Price, int, error) {
+	if t := bytes.TrimSpace(data); len(t) == 0 || t[0] != '{' {
+		// json.Unmarshal takes null for an empty map and names Go
+		// types for the rest: say what the file holds instead.
+		return nil, 0, fmt.Errorf("not a LiteLLM price file: want a JSON object of models, the file holds %s", jsonKind(t))
+	}
 	var entries map[string]json.RawMessage
 	if err := json.Unmarshal(data, &entries); err != nil {
 		return nil, 0, fmt.Errorf("not a LiteLLM price file (a JSON object of models): %v", err)
@@ -174,4 +179,25 @@ func liteLLMPrice(model string, raw json.RawMessage) (Price, bool) {
 		return p, false
 	}
 	return p, true
+}
+
+// jsonKind names what a JSON text that is not an object starts with.
+func jsonKind(t []byte) string {
+	if len(t) == 0 {
+		return "nothing"
+	}
+	switch t[0] {
+	case '[':
+		return "an array"
+	case 'n':
+		return "null"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	}
+	if t[0] == '-' || t[0] >= '0' && t[0] <= '9' {
+		return "a number"
+	}
+	return "no JSON"
 }

@@ -89,3 +89,26 @@ func TestProviderKeysWhoseModelHasASlash(t *testing.T) {
 		t.Errorf("without --provider: %v, %d skipped, %v; want gpt-4o alone, 2 skipped", prices, skipped, err)
 	}
 }
+
+// A file that is not a JSON object is refused, saying what it holds: null
+// imported nothing with success, an array failed with Go's type names.
+func TestParseLiteLLMRefusesWhatIsNotAnObject(t *testing.T) {
+	for in, want := range map[string]string{
+		"null":        "null",
+		" [1, 2]":     "an array",
+		`"prices"`:    "a string",
+		"42":          "a number",
+		"":            "nothing",
+		"true":        "a boolean",
+		"<html>":      "no JSON",
+		"{\"a\": 1,}": "not a LiteLLM price file",
+	} {
+		_, _, err := ParseLiteLLM([]byte(in), "")
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "Go value") {
+			t.Errorf("ParseLiteLLM(%q) = %v, want an error saying %q", in, err, want)
+		}
+	}
+	if ps, _, err := ParseLiteLLM([]byte(" {}\n"), ""); err != nil || len(ps) != 0 {
+		t.Errorf("ParseLiteLLM({}) = %v, %v; want no prices and no error", ps, err)
+	}
+}
