@@ -360,6 +360,22 @@ func TestVersionFromBuildInfoWithoutLdflags(t *testing.T) {
 	}
 }
 
+// rotor help TOPIC shows a command's help; a topic rotor does not know
+// exits 2 naming it, as an unknown command does (cobra's own help printed
+// the root's help and exited 0).
+func TestHelpOfAnUnknownTopicExits2(t *testing.T) {
+	e := newE2E(t)
+	if r := e.run("help", "budget", "add"); r.code != 0 || !strings.Contains(r.stdout, "--requests") {
+		t.Errorf("rotor help budget add: exit %d %q", r.code, r.stdout)
+	}
+	for _, args := range [][]string{{"help", "bogus"}, {"help", "budget", "bogus"}} {
+		r := e.run(args...)
+		if r.code != ExitUsage || !strings.Contains(r.stderr, "unknown help topic") || !strings.Contains(r.stderr, "bogus") {
+			t.Errorf("rotor %v: exit %d %q; want 2 naming the topic", args, r.code, r.stderr)
+		}
+	}
+}
+
 // --url of rotor status and rotor bridge reload is the bridge's URL: a
 // host:port without a scheme, or another scheme, exits 2 naming the flag
 // instead of failing as an unreachable bridge (exit 1).

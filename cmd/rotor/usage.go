@@ -24,6 +24,7 @@ const allowEmpty = "rotor_allow_empty"
 // Args function.
 func checkUsage(root *cobra.Command) {
 	root.InitDefaultCompletionCmd()
+	root.SetHelpCommand(newCmdHelp())
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
 		if c.Name() == "help" {
@@ -116,4 +117,36 @@ func checkFlags(c *cobra.Command) error {
 		}
 	})
 	return err
+}
+
+// newCmdHelp is 'rotor help [command]': cobra's own prints the root's help
+// and exits 0 for a topic it does not know; this one exits 2 naming it.
+func newCmdHelp() *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [command]",
+		Short: "Help about any command",
+		Long:  "Help provides help for any command in the application.\nSimply type rotor help [path to command] for full details.",
+		ValidArgsFunction: func(c *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			cmd, _, err := c.Root().Find(args)
+			if err != nil {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			var out []cobra.Completion
+			for _, sub := range cmd.Commands() {
+				if (sub.IsAvailableCommand() || sub.Name() == "help") && strings.HasPrefix(sub.Name(), toComplete) {
+					out = append(out, cobra.CompletionWithDesc(sub.Name(), sub.Short))
+				}
+			}
+			return out, cobra.ShellCompDirectiveNoFileComp
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			cmd, rest, err := c.Root().Find(args)
+			if err != nil || cmd == nil || len(rest) > 0 {
+				return &UsageError{Err: fmt.Errorf("unknown help topic %q", strings.Join(args, " ")), showUsage: true}
+			}
+			cmd.InitDefaultHelpFlag()
+			cmd.InitDefaultVersionFlag()
+			return cmd.Help()
+		},
+	}
 }
