@@ -101,10 +101,9 @@ func (o Observation) advice(limit time.Duration) (time.Duration, bool) {
 // rejection at inference, CatalogTTL for one at a catalog fetch; MinRest
 // for zero advice (a positive fraction of a second is kept), at most the
 // configured maximum. A throttle's duration may come
-// from the Learner: min(max, max(valid advice, suggestion)), at least
-// MinRest unless it is the suggestion itself (a learner bounds its own
-// and may rest a credential less than a second, up to the retry it
-// planned). A new rest never shortens a live one; only a sibling's
+// from the Learner: min(max, max(valid advice, suggestion)); the
+// suggestion itself is taken as it is (a learner bounds its own and may
+// rest a credential less than a second, up to the retry it planned). A new rest never shortens a live one; only a sibling's
 // Release does.
 func (p *Pool) Record(name string, obs Observation) {
 	i, ok := p.byName[name]
