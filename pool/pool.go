@@ -32,6 +32,14 @@ const (
 	MinRest = time.Second
 )
 
+// legacyRest is one legacy rest: its release (the embedded value, on the
+// store's time base, 0 when none) and when the latest rest was set (since),
+// so that a success sent before it clears nothing.
+type legacyRest struct {
+	atomic.Int64
+	since atomic.Int64
+}
+
 // Credential is one configured key of a pool.
 type Credential struct {
 	// Name is the credential's label in the configuration. It is what
@@ -139,7 +147,7 @@ type Pool struct {
 	// legacy holds the legacy provider-wide rests: release times on the
 	// store's time base, 0 when none. Credentials with the same key share
 	// a slot, as they share the key's quota.
-	legacy []*atomic.Int64
+	legacy []*legacyRest
 	// active is 1 + the index of the credential whose inference call last
 	// succeeded, 0 when none.
 	active atomic.Int32
@@ -199,7 +207,7 @@ func New(cfg Config) *Pool {
 		}
 		p.rest = append(p.rest, r)
 	}
-	p.legacy = make([]*atomic.Int64, len(restOf))
+	p.legacy = make([]*legacyRest, len(restOf))
 	if prev := cfg.Previous; prev != nil && prev.store == st {
 		p.maxRest = prev.maxRest
 		if cfg.Keep != nil {
@@ -210,7 +218,7 @@ func New(cfg Config) *Pool {
 	p.clipToCap() // a reload shares the store, and may have lowered the cap
 	for r := range p.legacy {
 		if p.legacy[r] == nil {
-			p.legacy[r] = new(atomic.Int64)
+			p.legacy[r] = new(legacyRest)
 		}
 	}
 	for _, b := range slices.Sorted(maps.Keys(opts.QuotaBuckets)) {

@@ -142,15 +142,17 @@ func (p *Pool) Record(name string, obs Observation) {
 		if !obs.Catalog {
 			p.active.Store(int32(i) + 1)
 		}
+		sent := int64(math.MaxInt64) // unknown: clears
+		if !obs.Sent.IsZero() {
+			sent = p.store.since(obs.Sent)
+		}
 		switch {
 		case !scoped:
-			p.legacy[p.rest[i]].Store(0)
+			if r := p.legacy[p.rest[i]]; r.since.Load() <= sent {
+				r.Store(0)
+			}
 		case !obs.Catalog:
 			k := obsKey{cred: p.ids[i], scope: p.scopeID(obs.Scope, bucket, kind)}
-			sent := int64(math.MaxInt64) // unknown: clears
-			if !obs.Sent.IsZero() {
-				sent = p.store.since(obs.Sent)
-			}
 			p.store.mu.Lock()
 			p.store.removeIfBefore(k, sent, now)
 			p.store.mu.Unlock()
@@ -164,7 +166,7 @@ func (p *Pool) Record(name string, obs Observation) {
 		}
 		d := p.cooldown(obs, ThrottleRest, suggestion, suggested)
 		if !scoped {
-			p.restLegacy(i, now+int64(d))
+			p.restLegacy(i, now, now+int64(d))
 			p.logCooling(name, "legacy", d)
 			return
 		}
@@ -179,7 +181,7 @@ func (p *Pool) Record(name string, obs Observation) {
 			fallback = p.opts.CatalogTTL
 		}
 		d := p.cooldown(obs, fallback, 0, false)
-		p.restLegacy(i, now+int64(d))
+		p.restLegacy(i, now, now+int64(d))
 		if !scoped || !p.observeScoped(name, "auth", obsKey{cred: p.ids[i], scope: p.store.authScope}, now, d, p.adviceFloor(obs, now)) {
 			p.logCooling(name, "legacy", d)
 		}
@@ -216,9 +218,15 @@ func atLeastMinRest(d time.Duration) time.Duration {
 }
 
 // restLegacy rests credential i in the legacy map until the later of its
-// current rest and until.
-func (p *Pool) restLegacy(i int, until int64) {
+// current rest and until, noting now as the latest rest's time.
+func (p *Pool) restLegacy(i int, now, until int64) {
 	r := p.legacy[p.rest[i]]
+	for {
+		cur := r.since.Load()
+		if cur >= now || r.since.CompareAndSwap(cur, now) {
+			break
+		}
+	}
 	for {
 		cur := r.Load()
 		if cur >= until || r.CompareAndSwap(cur, until) {

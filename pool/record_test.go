@@ -422,3 +422,32 @@ func TestRecordNeverPanics(t *testing.T) {
 	}
 	_ = f.pool.Snapshot()
 }
+
+// A success of a call sent before the throttle that cooled its credential
+// (a long call in flight through it) ends no cooldown, scoped or legacy; a
+// success sent after it does, and one of unknown send time does too.
+func TestSuccessSentBeforeTheThrottleEndsNoCooldown(t *testing.T) {
+	for _, scoped := range []bool{true, false} {
+		t.Run(fmt.Sprintf("model cooldown %v", scoped), func(t *testing.T) {
+			f := newFixture(t, func(c *Config) {
+				c.Credentials = testCreds[:1]
+				c.Settings.ModelCooldownEnabled = scoped
+			})
+			sentEarly := f.clk.Now()
+			f.clk.Advance(time.Second)
+			f.record("a", throttle(modelA))
+			ok := success(modelA)
+			ok.Sent = sentEarly
+			f.record("a", ok)
+			f.wantExhausted(modelA, scoped, ThrottleRest)
+			f.clk.Advance(time.Second)
+			ok.Sent = f.clk.Now() // sent after the throttle
+			f.record("a", ok)
+			f.wantSelect(modelA, "a")
+
+			f.record("a", throttle(modelA))
+			f.record("a", success(modelA)) // send time unknown
+			f.wantSelect(modelA, "a")
+		})
+	}
+}
