@@ -8,6 +8,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -117,6 +118,11 @@ func (b *batch) lookupOpen(id string) (openRow, bool, error) {
 		return r, true, nil
 	}
 	if r, ok := b.w.open[id]; ok {
+		// Settled or released earlier in this batch: w.open keeps it
+		// until the commit, but it is no longer open.
+		if slices.Contains(b.closed, id) {
+			return openRow{}, false, nil
+		}
 		return r, true, nil
 	}
 	// Not written by this process: read it. Without an index on
@@ -216,8 +222,13 @@ func (b *batch) release(id string) error {
 	if !ok {
 		return fmt.Errorf("ledger: release %s: no open reservation: %w", id, ErrNotFound)
 	}
-	if _, err := b.q.ExecContext(b.ctx, `DELETE FROM usage WHERE ts_ms = ? AND request_id = ? AND state = 0`, r.ts, id); err != nil {
+	res, err := b.q.ExecContext(b.ctx, `DELETE FROM usage WHERE ts_ms = ? AND request_id = ? AND state = 0`, r.ts, id)
+	if err != nil {
 		return &dbError{err}
+	}
+	// Nothing deleted, nothing to take off the windows (as settleRow).
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fmt.Errorf("ledger: release %s: no open reservation: %w", id, ErrNotFound)
 	}
 	b.addTotals(r.ts, reservationDelta().Totals.Neg())
 	delete(b.opened, id)

@@ -54,6 +54,7 @@ func SQLiteEngine() conformance.Engine {
 				t.Fatal(err)
 			}
 		},
+		Queued: func(l ledger.Ledger) int { return l.(*ledger.Store).QueuedWrites() },
 		Snapshot: func(t *testing.T, path string) []byte {
 			var all []byte
 			for _, p := range []string{path, path + "-wal"} {

@@ -36,3 +36,7 @@ func (s *Store) Pragmas(ctx context.Context, conn *sql.Conn) (map[string]string,
 	}
 	return out, nil
 }
+
+// QueuedWrites reports how many writes wait behind the writer's running
+// batch.
+func (s *Store) QueuedWrites() int { return s.w.q.Len() }

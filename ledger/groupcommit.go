@@ -132,6 +132,15 @@ func (g *GroupCommit[O]) Requeue(ops []O) {
 	g.mu.Unlock()
 }
 
+// Len reports how many writes are queued behind the running batch: tests
+// wait on it to put writes in one batch (the conformance suite's
+// Engine.Queued), without a sleep.
+func (g *GroupCommit[O]) Len() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.queue)
+}
+
 // lead commits the queue until it is empty. It is called, and returns,
 // with g.mu held; it releases the lock while a batch runs, so that more
 // writes queue up for the next batch.

@@ -47,6 +47,10 @@ type Engine struct {
 	// SetSchemaVersion stores v as the schema version of the database at
 	// addr, as a newer rotor would have left it. No handle is open.
 	SetSchemaVersion func(t *testing.T, addr string, v int)
+	// Queued reports how many writes wait in l's queue behind the batch
+	// it runs (ledger.GroupCommit.Len), so that a test can put writes in
+	// one batch without a sleep.
+	Queued func(l ledger.Ledger) int
 	// Snapshot returns the whole content of the database at addr, so
 	// that two snapshots are equal exactly when nothing changed between
 	// them. No handle is open.
@@ -59,7 +63,7 @@ var t0 = time.Date(2026, 11, 30, 10, 17, 23, 0, time.UTC)
 
 // Run runs the suite against e.
 func Run(t *testing.T, e Engine) {
-	if e.Create == nil || e.Migrate == nil || e.Open == nil || e.SetSchemaVersion == nil || e.Snapshot == nil || e.SchemaVersion <= 0 {
+	if e.Create == nil || e.Migrate == nil || e.Open == nil || e.SetSchemaVersion == nil || e.Queued == nil || e.Snapshot == nil || e.SchemaVersion <= 0 {
 		t.Fatalf("conformance: engine %q is missing a field", e.Name)
 	}
 	tests := []struct {
@@ -69,6 +73,7 @@ func Run(t *testing.T, e Engine) {
 		// Reservation and settlement.
 		{"ReserveSettleReleaseAreDurableWhenTheyReturn", testDurable},
 		{"SettleAndReleaseNeedAnOpenReservation", testSettleReleaseErrors},
+		{"SecondCloseOfAReservationInOneBatchIsNotFound", testCloseTwiceInOneBatch},
 		{"RefusedAdmissionWritesNothing", testRefusedAdmission},
 		{"EndedRequestContextWritesNothing", testCancelledReservation},
 		{"CloseCommitsQueuedWrites", testCloseCommits},

@@ -153,14 +153,20 @@ func describeRow(r ledger.Row) string {
 		r.InputTokens, r.OutputTokens, r.TotalTokens, r.CostMicros)
 }
 
+// unwrap returns the engine's own handle under the suite's wrapper.
+func unwrap(l ledger.Ledger) ledger.Ledger {
+	if c, ok := l.(*closeOnce); ok {
+		return c.Ledger
+	}
+	return l
+}
+
 // capability is l's optional interface T (ledger.Pruner, ledger.Importer,
 // OnSettle), which every engine must have: a handle without it fails the
 // test, naming T.
 func capability[T any](t *testing.T, l ledger.Ledger) T {
 	t.Helper()
-	if c, ok := l.(*closeOnce); ok {
-		l = c.Ledger
-	}
+	l = unwrap(l)
 	x, ok := l.(T)
 	if !ok {
 		var zero *T

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -74,6 +75,82 @@ func testSettleReleaseErrors(t *testing.T, e Engine) {
 	rows := rowsOf(t, l)
 	if len(rows) != 1 || rows[0].TotalTokens != ledger.Known(2) {
 		t.Errorf("rows = %v, want r1 once, with its first settlement's 2 tokens", rows)
+	}
+}
+
+// A Settle or Release that lands in one batch with an earlier Settle or
+// Release of the same request is ErrNotFound, as it is in batches of its
+// own. SQLite
+// used to answer nil to both and take the reservation off its windows
+// twice (off the minute rollup too, once folded, for good): a user saw
+// budgets count fewer requests than the ledger held, admit past their
+// limit, and a cost budget fail open.
+func testCloseTwiceInOneBatch(t *testing.T, e Engine) {
+	write := func(l ledger.Ledger, kind string) error {
+		if kind == "settle" {
+			return l.Settle(ctx, usage("a", "gpt", 1, 1))
+		}
+		return l.Release(ctx, "a")
+	}
+	for _, tc := range []struct{ first, second string }{{"release", "release"}, {"settle", "release"}, {"release", "settle"}} {
+		t.Run(tc.first+"-then-"+tc.second, func(t *testing.T) {
+			d, l := fresh(t, e)
+			d.reserve(l, "a", opChat, "gpt")
+			d.clk.Advance(11 * time.Second) // past SQLite's foldAge: the next batch folds a
+			d.reserve(l, "x", opChat, "gpt")
+
+			// Hold the writer in a batch until both writes on a are
+			// queued behind it, so that they share the next batch.
+			inBatch, unblock := make(chan struct{}), make(chan struct{})
+			release := sync.OnceFunc(func() { close(unblock) })
+			defer release() // a failed wait must not leave the writer held
+			var once sync.Once
+			hold := admitFunc(func(ledger.WindowReader, ledger.Reservation) error {
+				once.Do(func() { close(inBatch) })
+				<-unblock
+				return nil
+			})
+			held := make(chan error, 1)
+			go func() {
+				held <- l.Reserve(ctx, ledger.Reservation{RequestID: "held", Operation: opChat, Model: "gpt", Expires: d.clk.Now().Add(time.Hour)}, hold)
+			}()
+			<-inBatch
+			errs := make([]error, 2)
+			var wg sync.WaitGroup
+			submit := func(i int, write func() error) {
+				wg.Add(1)
+				go func() { defer wg.Done(); errs[i] = write() }()
+				// Queued in order: the first write, then the second.
+				for end := time.Now().Add(20 * time.Second); e.Queued(unwrap(l)) != i+1; runtime.Gosched() {
+					if time.Now().After(end) {
+						t.Fatalf("write %d on a never queued behind the held batch", i+1)
+					}
+				}
+			}
+			submit(0, func() error { return write(l, tc.first) })
+			submit(1, func() error { return write(l, tc.second) })
+			release()
+			if err := <-held; err != nil {
+				t.Fatalf("Reserve(held): %v", err)
+			}
+			wg.Wait()
+			if errs[0] != nil {
+				t.Errorf("the first write, %s a = %v, want nil", tc.first, errs[0])
+			}
+			if !errors.Is(errs[1], ledger.ErrNotFound) {
+				t.Errorf("%s a after %s a in the same batch = %v, want ErrNotFound", tc.second, tc.first, errs[1])
+			}
+
+			d.clk.Advance(2 * time.Minute)
+			d.reserve(l, "y", opChat, "gpt")
+			now := d.clk.Now()
+			rows := rowsOf(t, l)
+			for name, h := range map[string]ledger.Ledger{"the writing handle": l, "another handle": d.open()} {
+				if got := totals(t, h, ledger.Window{From: now.Truncate(time.Hour), To: now.Add(time.Millisecond)}); got.Requests != int64(len(rows)) {
+					t.Errorf("%s: the hour's window counts %d requests, the ledger holds %d rows %v", name, got.Requests, len(rows), ids(rows))
+				}
+			}
+		})
 	}
 }
 

@@ -56,6 +56,7 @@ func Engine(t *testing.T) conformance.Engine {
 				}
 			})
 		},
+		Queued:   func(l ledger.Ledger) int { return l.(*pgledger.Store).QueuedWrites() },
 		Snapshot: snapshot,
 	}
 }
