@@ -55,6 +55,18 @@ type Resolution struct {
 // now (Decisions rows keep unknown cost). A row whose tokens and cost are
 // both known is refused with ErrUsageKnown; no row, ErrNotFound.
 func (s *Store) Resolve(ctx context.Context, res Resolution) error {
+	if err := res.Validate(); err != nil {
+		return err
+	}
+	return s.w.submit(nil, &op{kind: opResolve, resolve: res})
+}
+
+// Validate refuses a resolution that no engine may record: input or
+// output missing, cached input above input, or a count, or the total of
+// input and output, outside 0..MaxUsage. A total above MaxUsage would be
+// stored unreadable (unknown), and SQLite's next fold would set the row
+// aside, losing the operator's resolution.
+func (res Resolution) Validate() error {
 	if !res.Input.Known || !res.Output.Known {
 		return errors.New("ledger settle: input and output tokens are required")
 	}
@@ -66,7 +78,10 @@ func (s *Store) Resolve(ctx context.Context, res Resolution) error {
 			return fmt.Errorf("ledger settle: %d tokens is outside 0..%d", c.V, int64(MaxUsage))
 		}
 	}
-	return s.w.submit(nil, &op{kind: opResolve, resolve: res})
+	if res.Input.V+res.Output.V > MaxUsage { // each at most MaxUsage: no overflow
+		return fmt.Errorf("ledger settle: input %d + output %d tokens is more than %d", res.Input.V, res.Output.V, int64(MaxUsage))
+	}
+	return nil
 }
 
 func (b *batch) resolve(res Resolution) error {

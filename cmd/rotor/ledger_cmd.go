@@ -283,7 +283,8 @@ failure), as the provider's own usage records give them. Its cost is
 computed from the price in force now (Decisions rows keep unknown cost), so
 that one broken request need not keep a cost budget failing closed for its
 whole window. --cached is the part of --input read from the provider's
-cache. A row whose usage is already known is refused.`,
+cache. Each count, and --input + --output, must be at most 10^12. A row
+whose usage is already known is refused.`,
 		Example: `  rotor ledger settle 01JDX4Q3N4J5YB0T8Q5E0S1C2M --input 1200 --output 340`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -307,6 +308,10 @@ cache. A row whose usage is already known is refused.`,
 			}
 			if r.CachedInput.V > r.Input.V {
 				return usageErrorf("--cached %d is more than --input %d: cached tokens are part of the input", r.CachedInput.V, r.Input.V)
+			}
+			// The row's total is their sum, which must be readable too.
+			if r.Input.V+r.Output.V > ledger.MaxUsage {
+				return usageErrorf("--input %d + --output %d is %d tokens: --input + --output must be at most 10^12", r.Input.V, r.Output.V, r.Input.V+r.Output.V)
 			}
 			opts.Resolution = r
 			if runF != nil {

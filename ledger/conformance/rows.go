@@ -86,6 +86,11 @@ func testResolveErrors(t *testing.T, e Engine) {
 		{"output missing", ledger.Resolution{RequestID: "cut", Input: k(5)}, nil},
 		{"cached above input", ledger.Resolution{RequestID: "cut", Input: k(5), Output: k(5), CachedInput: k(6)}, nil},
 		{"out of range", ledger.Resolution{RequestID: "cut", Input: k(ledger.MaxUsage + 1), Output: k(5)}, nil},
+		// Each in range, but their total is not: it was stored unreadable,
+		// and SQLite's next fold set the row aside, tokens and cost
+		// unknown again (the operator's settle lost, the cost budget
+		// failing closed anew).
+		{"input plus output out of range", ledger.Resolution{RequestID: "cut", Input: k(600_000_000_000), Output: k(600_000_000_000)}, nil},
 		{"a request in flight", ledger.Resolution{RequestID: "running", Input: k(5), Output: k(5)}, ledger.ErrInFlight},
 	} {
 		err := l.Resolve(ctx, c.res)
@@ -95,6 +100,13 @@ func testResolveErrors(t *testing.T, e Engine) {
 	}
 	if after := rowsOf(t, l); !slices.EqualFunc(before, after, func(a, b ledger.Row) bool { return describeRow(a) == describeRow(b) }) {
 		t.Errorf("refused resolutions changed rows:\nbefore %v\nafter  %v", before, after)
+	}
+	// A total of exactly MaxUsage is readable, and kept.
+	if err := l.Resolve(ctx, ledger.Resolution{RequestID: "cut", Input: k(ledger.MaxUsage - 5), Output: k(5)}); err != nil {
+		t.Errorf("Resolve with input + output = MaxUsage: %v", err)
+	}
+	if r := rowByID(t, l)["cut"]; r.TotalTokens != k(ledger.MaxUsage) {
+		t.Errorf("cut = %s, want %d tokens", describeRow(r), int64(ledger.MaxUsage))
 	}
 	var ife *ledger.InFlightError
 	if err := l.Resolve(ctx, ledger.Resolution{RequestID: "running", Input: k(5), Output: k(5)}); !errors.As(err, &ife) || !ife.Until.Equal(d.clk.Now().Add(time.Hour)) {

@@ -16,16 +16,8 @@ import (
 // the price in force now; a row whose usage is known is refused with
 // ledger.ErrUsageKnown; no row, ledger.ErrNotFound.
 func (s *Store) Resolve(ctx context.Context, res ledger.Resolution) error {
-	if !res.Input.Known || !res.Output.Known {
-		return errors.New("ledger settle: input and output tokens are required")
-	}
-	if res.CachedInput.Known && res.CachedInput.V > res.Input.V {
-		return fmt.Errorf("ledger settle: cached input %d is more than input %d", res.CachedInput.V, res.Input.V)
-	}
-	for _, c := range []ledger.Count{res.Input, res.Output, res.CachedInput} {
-		if c.Known && !ledger.Readable(c.V) {
-			return fmt.Errorf("ledger settle: %d tokens is outside 0..%d", c.V, int64(ledger.MaxUsage))
-		}
+	if err := res.Validate(); err != nil {
+		return err
 	}
 	return s.w.submitWait(nil, ctx, &op{kind: opResolve, resolve: res})
 }
