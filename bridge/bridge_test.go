@@ -344,10 +344,11 @@ func TestRuntimeLostAfterSendCarriesNoRetryHint(t *testing.T) {
 	}
 }
 
-// To a standalone runtime, the caller's label travels in the one header
-// the runtime trusts from holders of its token; the caller's own claim is
-// replaced, and no token hash goes out.
-func TestStandaloneRuntimeGetsLabelHeader(t *testing.T) {
+// forwardedHeaders sends a Decisions request with the bridge's client
+// token and the caller's extra headers through a bridge in front of a
+// standalone runtime, and returns the headers the runtime received.
+func forwardedHeaders(t *testing.T, extra map[string]string) http.Header {
+	t.Helper()
 	var got http.Header
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got = r.Header.Clone() }))
 	t.Cleanup(up.Close)
@@ -355,15 +356,38 @@ func TestStandaloneRuntimeGetsLabelHeader(t *testing.T) {
 	_, srv, _ := setup(t, nil, u)
 	req, _ := http.NewRequest("POST", srv.URL+"/v1/decisions", strings.NewReader("{}"))
 	req.Header.Set("Authorization", "Bearer "+tok)
-	req.Header.Set(httpx.ClientHeader, "admin")
-	req.Header.Set("X-Rotor-Token-Hash", strings.Repeat("0", 64))
+	for k, v := range extra {
+		req.Header.Set(k, v)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
+	return got
+}
+
+// To a standalone runtime, the caller's label travels in the one header
+// the runtime trusts from holders of its token; the caller's own claim is
+// replaced, and no token hash goes out.
+func TestStandaloneRuntimeGetsLabelHeader(t *testing.T) {
+	got := forwardedHeaders(t, map[string]string{httpx.ClientHeader: "admin", "X-Rotor-Token-Hash": strings.Repeat("0", 64)})
 	if got.Get(httpx.ClientHeader) != "ci" || got.Get("X-Rotor-Token-Hash") != "" || got.Get("Authorization") != "Bearer runtime-token-0123456789abcdefghijkl" {
 		t.Errorf("standalone runtime saw client %q hash %q auth %q", got.Get(httpx.ClientHeader), got.Get("X-Rotor-Token-Hash"), got.Get("Authorization"))
+	}
+}
+
+// Behind --runtime-url, a caller naming rotor's own headers in Connection
+// (which the reverse proxy treats as hop-by-hop) cannot make its rows the
+// runtime's ("runtime", not the token's label) or break the request id
+// the two access logs share.
+func TestCallerConnectionHeaderCannotStripTheLabelOrRequestID(t *testing.T) {
+	got := forwardedHeaders(t, map[string]string{"Connection": "X-Rotor-Client, X-Request-ID"})
+	if got.Get(httpx.ClientHeader) != "ci" {
+		t.Errorf("standalone runtime saw client %q, want ci (the caller's Connection header removed the bridge's label)", got.Get(httpx.ClientHeader))
+	}
+	if got.Get("X-Request-ID") == "" {
+		t.Errorf("standalone runtime saw no X-Request-ID: bridge and runtime log lines no longer share the id")
 	}
 }
 

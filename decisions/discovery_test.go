@@ -119,10 +119,5 @@ func TestCatalogGoingStaleDuringACooldownWaitKeepsTheCredential(t *testing.T) {
 	// team-a is rate limited for 5 s.
 	h.clk.Advance(10*time.Minute - 2*time.Second)
 	h.fp.Script(h.keys["team-a"], "decide-mini", fp.RateLimited("5"))
-	done := make(chan reply, 1)
-	go func() { done <- h.post(decision("api/decide-mini")) }()
-	h.waitTimers(1)
-	h.clk.Advance(5 * time.Second)
-	r := <-done
-	wantStatus(t, r, 200, "")
+	wantStatus(t, h.postAcrossWait(decision("api/decide-mini"), 5*time.Second), 200, "")
 }

@@ -327,11 +327,7 @@ func TestFirstKeyFallbackRetryStormEndsIn429(t *testing.T) {
 	// First request: a and b answer 429 (no fallback: a was sent to),
 	// the route waits the 30 s release, a and b answer 429 again, and the
 	// next release (30 s) no longer falls inside the 60 s deadline.
-	done := make(chan reply, 1)
-	go func() { done <- h.post(decision("api/decide-mini")) }()
-	h.waitTimers(1)
-	h.clk.Advance(30 * time.Second)
-	r := <-done
+	r := h.postAcrossWait(decision("api/decide-mini"), 30*time.Second)
 	wantStatus(t, r, 429, "rate_limit_exceeded")
 	if r.header.Get("Retry-After") != "30" || r.err.RetryAfterMS != 30000 {
 		t.Errorf("Retry-After %q, retry_after_ms %d; want 30 and 30000", r.header.Get("Retry-After"), r.err.RetryAfterMS)

@@ -203,6 +203,17 @@ func (h *harness) post(body string, hdr ...string) reply {
 	return h.do(context.Background(), "/v1/decisions", body, hdr...)
 }
 
+// postAcrossWait sends body, waits until the route sleeps on the clock (a
+// cooldown's release), moves the clock by d and returns the answer.
+func (h *harness) postAcrossWait(body string, d time.Duration) reply {
+	h.t.Helper()
+	done := make(chan reply, 1)
+	go func() { done <- h.post(body) }()
+	h.waitTimers(1)
+	h.clk.Advance(d)
+	return <-done
+}
+
 func decision(model string) string {
 	return fmt.Sprintf(`{"model":%q,"input":"Is the sky blue?","question":{"type":"predicate"}}`, model)
 }

@@ -40,9 +40,7 @@ func TestLaterThrottleRaisesLowerBoundFromFailedWait(t *testing.T) {
 	}
 	// Only raises: a refusal earlier than lo (the existing 60 s
 	// cooldown ran out before the learned lower bound) keeps lo.
-	h = newHarness(t, ModeShadow)
-	h.becomeConfident(0) // (120, 180]
-	h.throttle(next)
+	h = confidentEpisode(t, ModeShadow)
 	h.throttle(next + 61*sec)
 	if st := h.mustState(); st.lo != 120_000 || st.conf != 4 {
 		t.Errorf("a refusal at 61 s with lo 120 s: lo=%d conf=%d; want 120000 4", st.lo, st.conf)
@@ -58,9 +56,7 @@ func TestSuccessAfterThrottleLowersUpperBoundFromElapsedWait(t *testing.T) {
 		t.Errorf("after a success 75s after a throttle: lo=%d hi=%d conf=%d anchor=%d; want 1000 75000 1 0", st.lo, st.hi, st.conf, st.anchor)
 	}
 	// Only lowers: a recovery later than hi agrees with it and keeps it.
-	h = newHarness(t, ModeShadow)
-	h.becomeConfident(0) // (120, 180]
-	h.throttle(next)
+	h = confidentEpisode(t, ModeShadow)
 	h.success(next + 200*sec)
 	if st := h.mustState(); st.hi != 180_000 || st.conf != 4 {
 		t.Errorf("a recovery at 200 s with hi 180 s: hi=%d conf=%d; want 180000 4", st.hi, st.conf)
@@ -203,30 +199,27 @@ func TestContradictionWidensIntervalAndRemovesConfidence(t *testing.T) {
 	})
 	// The edges: R > hi contradicts R <= hi, so a refusal exactly at hi
 	// does; R <= lo contradicts R > lo, so a recovery exactly at lo does.
-	t.Run("throttle exactly at hi", func(t *testing.T) {
-		h := newHarness(t, ModeApply)
-		h.becomeConfident(0) // (120, 180]
-		h.throttle(next)
-		h.throttle(next + 180*sec)
-		if st := h.mustState(); st.lo != 60_000 || st.hi != 3_600_000 || st.conf != 0 {
-			t.Errorf("a refusal exactly at hi: lo=%d hi=%d conf=%d; want 60000 3600000 0 (widened)", st.lo, st.hi, st.conf)
-		}
-		if s := h.l.Snapshot(); s.Contradictions != 1 {
-			t.Errorf("Snapshot.Contradictions = %d, want 1", s.Contradictions)
-		}
-	})
-	t.Run("success exactly at lo", func(t *testing.T) {
-		h := newHarness(t, ModeShadow)
-		h.becomeConfident(0) // (120, 180]
-		h.throttle(next)
-		h.success(next + 120*sec)
-		if st := h.mustState(); st.lo != 60_000 || st.hi != 3_600_000 || st.conf != 0 {
-			t.Errorf("a recovery exactly at lo: lo=%d hi=%d conf=%d; want 60000 3600000 0 (widened)", st.lo, st.hi, st.conf)
-		}
-		if s := h.l.Snapshot(); s.Contradictions != 1 {
-			t.Errorf("Snapshot.Contradictions = %d, want 1", s.Contradictions)
-		}
-	})
+	// (Shadow keeps the existing 60 s cooldown, so the recovery at 120 s
+	// is no trial's.)
+	for _, tc := range []struct {
+		name string
+		mode Mode
+		edge func(h *harness)
+	}{
+		{"throttle exactly at hi", ModeApply, func(h *harness) { h.throttle(next + 180*sec) }},
+		{"success exactly at lo", ModeShadow, func(h *harness) { h.success(next + 120*sec) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := confidentEpisode(t, tc.mode)
+			tc.edge(h)
+			if st := h.mustState(); st.lo != 60_000 || st.hi != 3_600_000 || st.conf != 0 {
+				t.Errorf("lo=%d hi=%d conf=%d; want 60000 3600000 0 (widened)", st.lo, st.hi, st.conf)
+			}
+			if s := h.l.Snapshot(); s.Contradictions != 1 {
+				t.Errorf("Snapshot.Contradictions = %d, want 1", s.Contradictions)
+			}
+		})
+	}
 	t.Run("widening stays within 1-3600 s", func(t *testing.T) {
 		h := newHarness(t, ModeApply)
 		h.throttleHint(0, 1) // a 1 s cooldown
@@ -620,4 +613,14 @@ func TestObserveAndSuggestOrderDoesNotMatter(t *testing.T) {
 			t.Fatalf("cooldown %d: %v (observe first) vs %v (suggest first)", i, a[i], b[i])
 		}
 	}
+}
+
+// confidentEpisode is a harness whose state learned (120 s, 180 s] and
+// whose next episode began with a throttle at next.
+func confidentEpisode(t *testing.T, mode Mode) *harness {
+	t.Helper()
+	h := newHarness(t, mode)
+	h.becomeConfident(0)
+	h.throttle(next)
+	return h
 }
