@@ -608,3 +608,52 @@ func TestInitWritesNothingUntilItCanAndForceKeepsTheLedger(t *testing.T) {
 	}
 	e.mustRun("config", "check")
 }
+
+// A ledger location that is neither a SQLite file nor a postgres:// URL
+// (a keyword/value connection string, another scheme, white space around
+// it or only white space) was taken for a file name: budget add exited 0
+// and left a SQLite file named after the whole string, password and all,
+// in the working directory, and config check printed it. Each is refused,
+// exit 2 naming its source, with its password masked, and nothing is
+// created.
+func TestBadLedgerLocationsRefusedAndMasked(t *testing.T) {
+	e := newE2E(t)
+	const pw = "hunter2"
+	cases := []struct {
+		env  string
+		args []string
+		want string
+	}{
+		{"", []string{"--db", "host=db.example user=rotor password=" + pw + " dbname=rotor", "budget", "add", "--requests", "100", "--window", "day"}, "--db"},
+		{"", []string{"--db", "mysql://rotor:" + pw + "@db.example/rotor", "config", "check"}, "--db"},
+		{"ROTOR_DB= postgres://rotor:" + pw + "@db.example/rotor", []string{"config", "check"}, "ROTOR_DB"},
+		{"ROTOR_DB= ", []string{"budget", "add", "--requests", "100", "--window", "day"}, "ROTOR_DB"},
+		{"ROTOR_LEDGER_URL=pgsql://rotor:" + pw + "@db.example/rotor", []string{"budget", "add", "--requests", "100", "--window", "day"}, "ROTOR_LEDGER_URL"},
+		{"", []string{"--db", "postgresql://rotor:" + pw + "@[::1", "budget", "list"}, "--db"},
+		{"", []string{"ledger", "copy", "--to", "host=db.example password=" + pw}, "--to"},
+		{"", []string{"ledger", "backup", "postgres://rotor:" + pw + "@db.example/rotor"}, "FILE"},
+	}
+	for _, tc := range cases {
+		wd := t.TempDir()
+		cmd := exec.Command(e.bin, tc.args...)
+		cmd.Dir = wd
+		cmd.Env = e.env
+		if tc.env != "" {
+			cmd.Env = append(slices.Clone(e.env), tc.env)
+		}
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		if code != ExitUsage || !strings.Contains(string(out), tc.want) || strings.Contains(string(out), pw) {
+			t.Errorf("%s rotor %q: exit %d, output %q; want 2 naming %s, the password masked", tc.env, tc.args, code, out, tc.want)
+		}
+		if left, _ := os.ReadDir(wd); len(left) > 0 {
+			t.Errorf("%s rotor %q left %v in the working directory", tc.env, tc.args, left)
+		}
+	}
+	if _, err := os.Stat(e.home); err == nil {
+		t.Error("a refused command created the home folder")
+	}
+}

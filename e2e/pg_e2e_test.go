@@ -722,3 +722,21 @@ func equalJSON(t *testing.T, a, b string) bool {
 	}
 	return reflect.DeepEqual(x, y)
 }
+
+// A URL's scheme is case-insensitive, and pgx reads only a lower-case one:
+// POSTGRES://... exited 1 with the driver's "failed to parse as
+// keyword/value". rotor lower-cases it first.
+func TestPostgresSchemeInAnyCase(t *testing.T) {
+	base, _ := pgtest.Schema(t)
+	u, _ := neturl.Parse(base)
+	u.User = neturl.UserPassword(u.User.Username(), pgPassword)
+	upper := "POSTGRES" + strings.TrimPrefix(u.String(), u.Scheme)
+	e := newE2E(t)
+	e.env = append(e.env, "ROTOR_DB="+upper)
+	for _, args := range [][]string{{"ledger", "migrate"}, {"budget", "add", "--requests", "5", "--window", "day"}, {"--db", upper, "budget", "list"}} {
+		r := e.run(args...)
+		if r.code != 0 || strings.Contains(r.stdout+r.stderr, pgPassword) {
+			t.Errorf("rotor %q with ROTOR_DB=POSTGRES://...: exit %d, stdout %q, stderr %q; want 0, the password masked", args, r.code, r.stdout, r.stderr)
+		}
+	}
+}

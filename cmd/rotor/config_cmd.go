@@ -70,6 +70,13 @@ func configCheckRun(opts *configCheckOptions) error {
 	if err != nil {
 		return err
 	}
+	// A bad --db or ROTOR_DB is refused before anything says ok.
+	db := ""
+	if opts.DBPath != nil {
+		if db, err = opts.DBPath(); err != nil {
+			return err
+		}
+	}
 	path, _, _ := opts.ConfigPath()
 	recs := records{Columns: []string{"pool", "credential", "enabled", "region", "base_url", "key_source", "key"}}
 	var unusable []string
@@ -99,10 +106,8 @@ func configCheckRun(opts *configCheckOptions) error {
 		path = "no " + path + ", defaults" // a typo in --home shows here
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "config ok: %s (model cooldown %s, learned cooldown %s)\n", path, onOff(cfg.ModelCooldown.Enabled), cfg.LearnedCooldown.Mode)
-	if opts.DBPath != nil {
-		if db, err := opts.DBPath(); err == nil {
-			fmt.Fprintf(opts.IO.ErrOut, "ledger: %s\n", dburl.Mask(db))
-		}
+	if db != "" {
+		fmt.Fprintf(opts.IO.ErrOut, "ledger: %s\n", dburl.Mask(db))
 	}
 	return nil
 }

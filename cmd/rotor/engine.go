@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"net/url"
-	"regexp"
 	"strings"
 
 	"github.com/rotorhq/rotor/internal/dburl"
@@ -36,10 +34,11 @@ type maskedError struct {
 func (e *maskedError) Error() string { return e.msg }
 func (e *maskedError) Unwrap() error { return e.err }
 
-// maskErr returns err with dbURL's password taken out of its message (nil
-// stays nil). A backstop: the engines name the database masked already.
+// maskErr returns err with dbURL's passwords taken out of its message
+// (nil stays nil). A backstop: the engines name the database masked
+// already.
 func maskErr(err error, dbURL string) error {
-	if err == nil || !dburl.IsPostgres(dbURL) {
+	if err == nil || dbURL == "" {
 		return err
 	}
 	msg := scrubURL(err.Error(), dbURL)
@@ -49,47 +48,19 @@ func maskErr(err error, dbURL string) error {
 	return &maskedError{msg: msg, err: err}
 }
 
-var passwordParamValue = regexp.MustCompile(`(?i)(?:^|[?&])password=([^&#]*)`)
-
 // scrubURL replaces dbURL, and each password it holds, in msg by the
-// masked URL and "xxxxx".
+// masked URL and "xxxxx". It takes any ledger location, valid or not: a
+// SQLite path (which holds none), a PostgreSQL URL, or a value rotor
+// refuses (another scheme's URL, a keyword/value string).
 func scrubURL(msg, dbURL string) string {
-	if !dburl.IsPostgres(dbURL) {
+	if dbURL == "" {
 		return msg
 	}
 	msg = strings.ReplaceAll(msg, dbURL, dburl.Mask(dbURL))
-	for _, pw := range urlPasswords(dbURL) {
+	for _, pw := range dburl.Passwords(dbURL) {
 		msg = strings.ReplaceAll(msg, pw, "xxxxx")
 	}
 	return msg
-}
-
-// urlPasswords returns the passwords dbURL holds, raw and decoded.
-func urlPasswords(dbURL string) []string {
-	var out []string
-	add := func(s string) {
-		if s != "" && s != "xxxxx" {
-			out = append(out, s)
-		}
-	}
-	if i := strings.Index(dbURL, "://"); i >= 0 {
-		rest := dbURL[i+3:]
-		if at := strings.LastIndex(strings.SplitN(rest, "/", 2)[0], "@"); at >= 0 {
-			if _, pw, ok := strings.Cut(rest[:at], ":"); ok {
-				add(pw)
-				if d, err := url.PathUnescape(pw); err == nil {
-					add(d)
-				}
-			}
-		}
-	}
-	for _, m := range passwordParamValue.FindAllStringSubmatch(dbURL, -1) {
-		add(m[1])
-		if d, err := url.QueryUnescape(m[1]); err == nil {
-			add(d)
-		}
-	}
-	return out
 }
 
 // dbURL returns the ledger's database for masking, or "" when it cannot be

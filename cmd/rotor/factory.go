@@ -159,9 +159,15 @@ func (f *Factory) defaultHome() (string, error) {
 }
 
 // EnsureHome creates the home folder with mode 0700 if it is missing.
+// The ledger's location (--db, ROTOR_DB) is checked first: bad input
+// creates nothing, and rotor init creates the home before it opens the
+// ledger.
 func (f *Factory) EnsureHome() (string, error) {
 	home, err := f.Home()
 	if err != nil {
+		return "", err
+	}
+	if _, err := f.dbOverride(); err != nil {
 		return "", err
 	}
 	if err := os.MkdirAll(home, 0o700); err != nil {
@@ -186,21 +192,49 @@ func (f *Factory) defaultConfigPath() (string, bool, error) {
 	return filepath.Join(home, "rotor.yaml"), false, nil
 }
 
-// defaultDBPath returns the ledger's database: --db, ROTOR_DB, ledger.url
-// (ROTOR_LEDGER_URL, the file) or <home>/rotor.db.
-func (f *Factory) defaultDBPath() (string, error) {
+// dbOverride returns the ledger's location from --db or ROTOR_DB, checked
+// (dburl.Check) and ready to open, or "" when neither is set. A bad one is
+// a usage error naming the flag or variable.
+func (f *Factory) dbOverride() (string, error) {
 	if f.dbFlag != "" {
-		return f.dbFlag, nil
+		db, err := dburl.Check(f.dbFlag)
+		if err != nil {
+			return "", &UsageError{Err: fmt.Errorf("--db: %w", err)}
+		}
+		return db, nil
 	}
-	if d := f.v.GetString("db"); d != "" {
-		return d, nil
+	if f.v == nil {
+		return "", nil
+	}
+	d := f.v.GetString("db")
+	if d == "" {
+		return "", nil
+	}
+	db, err := dburl.Check(d)
+	if err != nil {
+		return "", &UsageError{Err: fmt.Errorf("ROTOR_DB: %w", err)}
+	}
+	return db, nil
+}
+
+// defaultDBPath returns the ledger's database: --db, ROTOR_DB, ledger.url
+// (ROTOR_LEDGER_URL, the file) or <home>/rotor.db. Each is checked
+// (dburl.Check: loadConfig checks ledger.url) and a PostgreSQL URL's
+// scheme is returned in lower case.
+func (f *Factory) defaultDBPath() (string, error) {
+	if db, err := f.dbOverride(); err != nil || db != "" {
+		return db, err
 	}
 	c, err := f.Config()
 	if err != nil {
 		return "", err
 	}
 	if c.Ledger.URL != "" {
-		return c.Ledger.URL, nil
+		db, err := dburl.Check(c.Ledger.URL)
+		if err != nil {
+			return "", &config.FieldError{Field: "ledger.url", Err: err}
+		}
+		return db, nil
 	}
 	home, err := f.Home()
 	if err != nil {
@@ -234,7 +268,15 @@ func (f *Factory) loadConfig() (*config.Config, error) {
 		if !f.v.IsSet(k) {
 			continue
 		}
-		if err := c.Set(k, f.v.GetString(k)); err != nil {
+		raw := f.v.GetString(k)
+		if k == "ledger.url" {
+			// Checked before Set trims it: white space around a
+			// location is refused wherever it is read.
+			if _, err := dburl.Check(raw); err != nil {
+				return nil, &config.FieldError{Field: k, Source: config.EnvName(k), Err: err}
+			}
+		}
+		if err := c.Set(k, raw); err != nil {
 			var fe *config.FieldError
 			if errors.As(err, &fe) {
 				fe.Source = config.EnvName(k)
@@ -259,6 +301,13 @@ func (f *Factory) loadConfig() (*config.Config, error) {
 			}
 		}
 		return nil, err
+	}
+	// ledger.url from the file is checked here (from ROTOR_LEDGER_URL,
+	// above): config may not import dburl.
+	if u := c.Ledger.URL; u != "" {
+		if _, err := dburl.Check(u); err != nil {
+			return nil, &config.FieldError{Field: "ledger.url", Source: path, Err: err}
+		}
 	}
 	log := f.loggerFor(&c)
 	warn := func(_, source string) {

@@ -693,7 +693,18 @@ A PostgreSQL ledger is backed up with PostgreSQL's own tools (pg_dump).`,
 		Example: `  rotor ledger backup ~/backups/rotor-$(date +%F).db`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.File = args[0]
+			// FILE is a ledger's location too: a URL or a keyword/value
+			// string is refused, masked, before it becomes a file name.
+			file, err := dburl.Check(args[0])
+			switch {
+			case errors.Is(err, dburl.ErrKeywordValue):
+				return usageErrorf("FILE: %q is a PostgreSQL connection string: backup writes a new SQLite file (a PostgreSQL ledger is backed up with pg_dump)", dburl.Mask(args[0]))
+			case err != nil:
+				return &UsageError{Err: fmt.Errorf("FILE: %w", err)}
+			case dburl.IsPostgres(file):
+				return usageErrorf("FILE: %q is a PostgreSQL URL: backup writes a new SQLite file (a PostgreSQL ledger is backed up with pg_dump)", dburl.Mask(file))
+			}
+			opts.File = file
 			if runF != nil {
 				return runF(opts)
 			}

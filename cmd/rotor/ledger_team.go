@@ -173,6 +173,11 @@ says to copy without them (it then warns once on stderr).`,
 			if opts.URL == "" {
 				return usageErrorf("--to is required: a postgres:// URL or a SQLite file")
 			}
+			u, err := dburl.Check(opts.URL)
+			if err != nil {
+				return &UsageError{Err: fmt.Errorf("--to: %w", err)}
+			}
+			opts.URL = u
 			if runF != nil {
 				return runF(opts)
 			}

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rotorhq/rotor/config"
+	"github.com/rotorhq/rotor/internal/dburl"
 )
 
 // allowEmpty marks a string flag whose empty value means something (an
@@ -86,13 +87,19 @@ func quoteAll(ss []string) []string {
 	return out
 }
 
-// checkFlags refuses a required flag that is not given and a string flag
-// given as ”.
-// logFlagChecks are the value checks of the root's log flags.
-var logFlagChecks = map[string]func(string) error{
+// rootFlagChecks are the value checks of the root's flags that load no
+// configuration to be checked: the log flags and --db.
+var rootFlagChecks = map[string]func(string) error{
 	"log-level":  config.CheckLogLevel,
 	"log-format": config.CheckLogFormat,
+	"db": func(v string) error {
+		_, err := dburl.Check(v)
+		return err
+	},
 }
+
+// checkFlags refuses a required flag that is not given, a string flag
+// given as "" or white space, and a bad value of a root flag.
 
 func checkFlags(c *cobra.Command) error {
 	var err error
@@ -108,9 +115,11 @@ func checkFlags(c *cobra.Command) error {
 			err = &UsageError{Err: fmt.Errorf("--%s: give a value, not an empty string", fl.Name), showUsage: true}
 			return
 		}
-		// The log flags are checked here, not only where a command loads
-		// its configuration: version, demo and fake-provider load none.
-		if check := logFlagChecks[fl.Name]; check != nil && fl.Changed {
+		// The root's flags are checked here, not only where a command
+		// loads its configuration: version, demo and fake-provider load
+		// none, and rotor init creates its home before it opens the
+		// ledger.
+		if check := rootFlagChecks[fl.Name]; check != nil && fl.Changed {
 			if e := check(fl.Value.String()); e != nil {
 				err = &UsageError{Err: fmt.Errorf("--%s: %w", fl.Name, e), showUsage: true}
 			}
