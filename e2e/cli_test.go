@@ -628,6 +628,7 @@ func TestBadLedgerLocationsRefusedAndMasked(t *testing.T) {
 		{"", []string{"--db", "mysql://rotor:" + pw + "@db.example/rotor", "config", "check"}, "--db"},
 		{"ROTOR_DB= postgres://rotor:" + pw + "@db.example/rotor", []string{"config", "check"}, "ROTOR_DB"},
 		{"ROTOR_DB= ", []string{"budget", "add", "--requests", "100", "--window", "day"}, "ROTOR_DB"},
+		{"ROTOR_HOME= ", []string{"init"}, "ROTOR_HOME"},
 		{"ROTOR_LEDGER_URL=pgsql://rotor:" + pw + "@db.example/rotor", []string{"budget", "add", "--requests", "100", "--window", "day"}, "ROTOR_LEDGER_URL"},
 		{"", []string{"--db", "postgresql://rotor:" + pw + "@[::1", "budget", "list"}, "--db"},
 		{"", []string{"ledger", "copy", "--to", "host=db.example password=" + pw}, "--to"},

@@ -145,7 +145,11 @@ func (f *Factory) defaultHome() (string, error) {
 	if f.home != "" {
 		return filepath.Abs(f.home)
 	}
-	if h := f.v.GetString("home"); h != "" {
+	h, err := f.envPath("home")
+	if err != nil {
+		return "", err
+	}
+	if h != "" {
 		return filepath.Abs(h)
 	}
 	if x, ok := f.LookupEnv("XDG_CONFIG_HOME"); ok && x != "" {
@@ -182,7 +186,11 @@ func (f *Factory) defaultConfigPath() (string, bool, error) {
 	if f.configFlag != "" {
 		return f.configFlag, true, nil
 	}
-	if c := f.v.GetString("config"); c != "" {
+	c, err := f.envPath("config")
+	if err != nil {
+		return "", false, err
+	}
+	if c != "" {
 		return c, true, nil
 	}
 	home, err := f.Home()
@@ -190,6 +198,21 @@ func (f *Factory) defaultConfigPath() (string, bool, error) {
 		return "", false, err
 	}
 	return filepath.Join(home, "rotor.yaml"), false, nil
+}
+
+// envPath returns the ROTOR_* variable of key (home or config): ""
+// when it is unset or empty (then ignored, as every empty ROTOR_* is), a
+// usage error naming it when it is white space only (a folder or file
+// named " " is never meant).
+func (f *Factory) envPath(key string) (string, error) {
+	if f.v == nil {
+		return "", nil
+	}
+	v := f.v.GetString(key)
+	if v != "" && strings.TrimSpace(v) == "" {
+		return "", usageErrorf("ROTOR_%s: give a value, not white space", strings.ToUpper(key))
+	}
+	return v, nil
 }
 
 // dbOverride returns the ledger's location from --db or ROTOR_DB, checked

@@ -87,6 +87,22 @@ func TestBadLedgerLocationRefusedWhereverItIsRead(t *testing.T) {
 	}
 }
 
+// A blank ROTOR_HOME or ROTOR_CONFIG was a folder or file named " " in
+// the working directory; --home " " already exited 2.
+func TestBlankPathVariablesRefused(t *testing.T) {
+	for _, name := range []string{"ROTOR_HOME", "ROTOR_CONFIG", "ROTOR_DB"} {
+		t.Run(name, func(t *testing.T) {
+			inEmptyDir(t)
+			f, _, errOut := testFactory(t)
+			t.Setenv("ROTOR_HOME", filepath.Join(t.TempDir(), "home"))
+			t.Setenv(name, " \t")
+			if code := run(context.Background(), f, []string{"budget", "add", "--requests", "1", "--window", "day"}); code != ExitUsage || !strings.Contains(errOut.String(), name) {
+				t.Errorf("%s=' ': exit %d, stderr %q; want 2 naming %s", name, code, errOut, name)
+			}
+		})
+	}
+}
+
 // A PostgreSQL URL's scheme in upper case is read as the driver needs it.
 func TestDBPathLowerCasesThePostgresScheme(t *testing.T) {
 	for _, tc := range []struct{ flag, env, want string }{
