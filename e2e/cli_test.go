@@ -187,7 +187,9 @@ func TestBudgetAddErrorsKeepTheirReason(t *testing.T) {
 		reason string
 	}{
 		{[]string{"--cost", "1.1234567"}, "at most 6 decimals"},
-		{[]string{"--cost", "lots"}, "not a USD amount"},
+		{[]string{"--cost", "lots"}, "want a positive USD amount"},
+		{[]string{"--cost", "1.-5"}, "want a positive USD amount"},
+		{[]string{"--cost", "99999999999999"}, "too large"},
 		{[]string{"--requests", "5", "--name", "a/b"}, "letters, digits"},
 	} {
 		r := e.run(append([]string{"budget", "add", "--window", "day"}, tc.args...)...)
