@@ -167,8 +167,11 @@ func (r *rangeFlags) parse(cmd *cobra.Command, now time.Time) (time.Time, time.T
 		return from, to, nil
 	}
 	d, err := dur.Parse(since)
-	if err != nil || d <= 0 {
+	switch {
+	case err != nil:
 		return time.Time{}, time.Time{}, usageErrorf("--since %q: want a duration such as 30m, 24h or 7d", since)
+	case d <= 0:
+		return time.Time{}, time.Time{}, usageErrorf("--since %q: must be more than 0", since)
 	}
 	// Include rows written at this very millisecond.
 	return now.Add(-d), now.Add(time.Millisecond), nil

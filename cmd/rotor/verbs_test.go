@@ -145,8 +145,8 @@ func TestReportRangeFlagsRefused(t *testing.T) {
 		{"--from must be before --to", []string{"--from", "2026-11-01T10:00:00Z", "--to", "2026-11-01T10:00:00Z"}},
 		{"--from must be before --to", []string{"--from", "today", "--to", "yesterday"}},
 		{"--to needs --from", []string{"--to", "today"}},
-		{"--since", []string{"--since", "0s"}},
-		{"--since", []string{"--since", "0"}},
+		{"--since \"0s\": must be more than 0", []string{"--since", "0s"}},
+		{"--since \"0\": must be more than 0", []string{"--since", "0"}},
 		{"--since", []string{"--since", "soon"}},
 		{"not both", []string{"--since", "1h", "--from", "today"}},
 	} {
