@@ -17,8 +17,9 @@
 //
 // A request writes its usage row only (batch.go, in writer.go's group
 // commit); every aggregate is kept behind two frontiers in meta, which
-// only rollup.go (writes), rollup_window.go (window reads) and report.go
-// (report reads) use (TestRollupTablesStayBehindTheBoundary):
+// only rollup.go (writes), rollup_window.go (window reads), report.go
+// (report reads) and rollup_pruned.go (`ledger copy` of pruned usage) use
+// (TestRollupTablesStayBehindTheBoundary):
 //
 //   - fold_until (unix ms, migration 0006): every usage row before it is
 //     counted in usage_minute and usage_hour_dims, no row at or after it.

@@ -80,4 +80,13 @@ type Importer interface {
 	// with their creation and last-use times, and returns how many it
 	// added; they bind every runtime at its next admission.
 	ImportClientTokens(ctx context.Context, toks []ClientToken) (added int, err error)
+	// PrunedUsage returns the usage a prune deleted from the rows, as
+	// the rollups keep it (pruned.go); empty when never pruned.
+	PrunedUsage(ctx context.Context) (PrunedUsage, error)
+	// ImportPruned adds another ledger's pruned usage to the rollups and
+	// moves the prune frontier to its cut, in one transaction, and
+	// returns the requests it added: none when its own pruned usage
+	// already is p. A ledger holding other usage before the cut refuses
+	// it with ErrPrunedOverlap, writing nothing.
+	ImportPruned(ctx context.Context, p PrunedUsage) (added int64, err error)
 }

@@ -124,6 +124,7 @@ func Run(t *testing.T, e Engine) {
 		{"PruneMidHourCutsAtItsHourAndKeepsEveryRead", testPruneMidHour},
 		// ledger copy.
 		{"ImportCopiesRowsOnceAndCountsThem", testImport},
+		{"ImportPrunedUsageKeepsReadsOnceAndRefusesOverlap", testImportPruned},
 		// Learned state.
 		{"LearnedRecordsRevisionsAndExpiry", testLearned},
 		{"LearnedCapacityRefusesNewRecordsKeepsUpdates", testLearnedCapacity},

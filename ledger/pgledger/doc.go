@@ -18,6 +18,8 @@
 //	resolve.go    Resolve (`rotor ledger settle`)
 //	prune.go      Prune (`rotor ledger prune`): settled rows go, rollups
 //	              stay; meta pruned_until rounds reads there to buckets
+//	pruned.go     PrunedUsage, ImportPruned (`rotor ledger copy` of a
+//	              pruned ledger: its pruned usage, as rollups)
 //	learned.go    learned-cooldown state
 //
 // The database's URL is printed masked, always (internal/dburl.Mask).
