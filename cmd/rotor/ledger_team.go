@@ -140,6 +140,7 @@ type copyOptions struct {
 	// 2000).
 	PageRows int
 	// DropPruned accepts copying a pruned ledger without its pruned usage
+	// when the target holds usage of its own before the cut
 	// (--drop-pruned).
 	DropPruned bool
 	// Clock says which reservations are still in flight (not copied).
@@ -163,10 +164,13 @@ exit 2 and a list of them: remove or rename them on one side, then copy
 again. Client tokens keep working: only their hashes are copied.
 
 The usage a prune deleted from the rows (kept in the current ledger's
-rollups) is not copied: reports and budget windows over that time would read
-less on the target. A copy of a pruned ledger therefore stops, with exit 2,
-naming the cut and the requests that would be lost, unless --drop-pruned
-says to copy without them (it then warns once on stderr).`,
+rollups) is copied too, into the target's rollups, with the prune's cut:
+reports and budget windows over pruned time read the same on the target.
+It has no request ids, so it goes only into a target holding no usage
+before the cut; a second copy, or a target that already reads the same
+usage there, adds nothing. A target with other usage before the cut stops
+the copy before anything is written, with exit 2, unless --drop-pruned says
+to copy without the pruned usage (it then warns once on stderr).`,
 		Example: `  rotor ledger copy --to 'postgres://rotor@db.example:5432/rotor?sslmode=verify-full'`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -185,7 +189,7 @@ says to copy without them (it then warns once on stderr).`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.URL, "to", "", "the target ledger: a postgres:// URL or a SQLite file (required)")
-	cmd.Flags().BoolVar(&opts.DropPruned, "drop-pruned", false, "copy a pruned ledger without the usage pruned from its rows")
+	cmd.Flags().BoolVar(&opts.DropPruned, "drop-pruned", false, "when the target holds usage before the cut, copy without the usage pruned from the rows")
 	return cmd
 }
 
@@ -232,14 +236,9 @@ func copyRun(ctx context.Context, opts *copyOptions) error {
 	if !ok {
 		return fmt.Errorf("the ledger %s cannot be copied from", dburl.Mask(src.Location()))
 	}
-	cut, lost, err := prunedUsage(ctx, src)
+	pruned, err := srcImp.PrunedUsage(ctx)
 	if err != nil {
 		return err
-	}
-	if lost > 0 && !opts.DropPruned {
-		return usageErrorf("the current ledger was pruned before %s: the usage of %d requests before then is kept only in its rollups, which copy does not carry, "+
-			"so reports and budget windows over that time would read less on %s; nothing was copied. Copy with --drop-pruned to accept that",
-			cut.Format(time.RFC3339), lost, where)
 	}
 	dst, err := opts.To(ctx, opts.URL)
 	if err != nil {
@@ -258,6 +257,17 @@ func copyRun(ctx context.Context, opts *copyOptions) error {
 		return usageErrorf("%s already holds %d item(s) of the same name with other values; nothing was copied:\n  %s",
 			where, len(plan.conflicts), strings.Join(plan.conflicts, "\n  "))
 	}
+	carry, err := planPruned(ctx, src, dst, pruned)
+	if err != nil {
+		return maskErr(err, opts.URL)
+	}
+	dropped := !carry.skip && !carry.carry && !pruned.Empty()
+	if dropped && !opts.DropPruned {
+		return usageErrorf("%s already holds usage before %s, where the current ledger was pruned: the usage of %d requests there is kept only in its rollups, "+
+			"and carried with no request ids it could count twice what %s holds; nothing was copied. "+
+			"If it holds those requests already (a copy made before the prune), copy with --drop-pruned; else copy into an empty ledger",
+			where, pruned.Until.Format(time.RFC3339), pruned.Requests(), where)
+	}
 	for _, b := range plan.budgets {
 		if err := dst.PutBudget(ctx, b, false); err != nil {
 			return maskErr(fmt.Errorf("copy budget %s: %w", b.Name, err), opts.URL)
@@ -271,6 +281,16 @@ func copyRun(ctx context.Context, opts *copyOptions) error {
 	if len(plan.prices) > 0 {
 		if _, err := dst.PutPrices(ctx, plan.prices, true); err != nil {
 			return maskErr(fmt.Errorf("copy prices: %w", err), opts.URL)
+		}
+	}
+	var prunedAdded int64
+	if carry.carry {
+		// Before the rows: the target must hold no usage before the cut,
+		// and the rows left there on the source are copied as rows.
+		if prunedAdded, err = dstImp.ImportPruned(ctx, pruned); errors.Is(err, ledger.ErrPrunedOverlap) {
+			return usageErrorf("%s: %v (written there since the copy began); copy again", where, err)
+		} else if err != nil {
+			return maskErr(err, opts.URL)
 		}
 	}
 	now := time.Now()
@@ -294,43 +314,74 @@ func copyRun(ctx context.Context, opts *copyOptions) error {
 			return maskErr(err, opts.URL)
 		}
 	}
-	if lost > 0 {
-		fmt.Fprintf(opts.IO.ErrOut, "warning: not copied: the usage of %d requests before %s, pruned from the rows (kept only in the current ledger's rollups); reports and budget windows over that time read less on %s\n",
-			lost, cut.Format(time.RFC3339), where)
+	if dropped {
+		fmt.Fprintf(opts.IO.ErrOut, "warning: not copied (--drop-pruned): the usage of %d requests before %s, pruned from the rows (kept only in the current ledger's rollups); %s reads only its own usage there\n",
+			pruned.Requests(), pruned.Until.Format(time.RFC3339), where)
 	}
 	added := rows + len(plan.budgets) + len(plan.tokens) + len(plan.prices) + learnedAdded
-	if added == 0 && inFlight == 0 {
+	if added == 0 && prunedAdded == 0 && inFlight == 0 {
 		fmt.Fprintf(opts.IO.Out, "nothing to copy: %s already holds all %d rows, the budgets, tokens, prices and learned state\n", where, seen)
 		return nil
 	}
 	fmt.Fprintf(opts.IO.Out, "copied to %s: %d rows (%d already there), %d budgets, %d tokens, %d prices, %d learned records\n",
 		where, rows, seen-rows, len(plan.budgets), len(plan.tokens), len(plan.prices), learnedAdded)
+	if prunedAdded > 0 {
+		fmt.Fprintf(opts.IO.Out, "copied the pruned usage of %d requests before %s (rollups only, as on the current ledger)\n", prunedAdded, pruned.Until.Format(time.RFC3339))
+	}
 	return nil
 }
 
-// prunedUsage returns src's prune frontier and how many requests before it
-// only its rollups still count (their rows deleted by a prune): a copy,
-// which moves rows, cannot carry them. lost is 0 for a ledger never pruned.
-func prunedUsage(ctx context.Context, src ledger.Ledger) (cut time.Time, lost int64, err error) {
-	p, ok := src.(ledger.Pruner)
-	if !ok {
-		return cut, 0, nil
+// prunedPlan says what a copy does with the source's pruned usage.
+type prunedPlan struct {
+	// carry: the target holds no usage before the cut; the pruned usage
+	// goes into its rollups.
+	carry bool
+	// skip: the target already reads it (a second copy, or a copy made
+	// before the prune).
+	skip bool
+}
+
+// planPruned decides, before anything is written, whether p (src's pruned
+// usage) can be carried into dst: only into a target without usage before
+// the cut, since usage without rows has no request ids to skip by. A
+// target that already reads the same usage there (its own pruned usage is
+// p, or its report before the cut is src's by every key, as after a copy
+// made before the prune) needs nothing. Neither: the caller refuses, or
+// drops p with --drop-pruned.
+func planPruned(ctx context.Context, src, dst ledger.Ledger, p ledger.PrunedUsage) (prunedPlan, error) {
+	if p.Empty() {
+		return prunedPlan{skip: true}, nil
 	}
-	if cut, err = p.PrunedUntil(ctx); err != nil || cut.IsZero() {
-		return cut, 0, err
+	if imp, ok := dst.(ledger.Importer); ok {
+		own, err := imp.PrunedUsage(ctx)
+		if err != nil {
+			return prunedPlan{}, err
+		}
+		if own.Equal(p) {
+			return prunedPlan{skip: true}, nil
+		}
 	}
-	rep, err := src.Report(ctx, ledger.ReportQuery{From: time.UnixMilli(0), To: cut})
+	_, end := p.Bounds()
+	q := ledger.ReportQuery{From: time.UnixMilli(0), To: time.UnixMilli(end), By: ledger.ReportKeys}
+	there, err := dst.Report(ctx, q)
 	if err != nil {
-		return cut, 0, err
+		return prunedPlan{}, err
 	}
-	for _, r := range rep {
-		lost = ledger.SatAdd(lost, r.Requests)
+	if len(there) == 0 {
+		return prunedPlan{carry: true}, nil
 	}
-	rows, err := src.Rows(ctx, time.UnixMilli(0), cut, 0)
+	here, err := src.Report(ctx, q)
 	if err != nil {
-		return cut, 0, err
+		return prunedPlan{}, err
 	}
-	return cut, max(lost-int64(len(rows)), 0), nil
+	return prunedPlan{skip: slices.EqualFunc(here, there, sameReportRow)}, nil
+}
+
+func sameReportRow(a, b ledger.ReportRow) bool {
+	return slices.Equal(a.Keys, b.Keys) && a.Requests == b.Requests && a.InputTokens == b.InputTokens && a.OutputTokens == b.OutputTokens &&
+		a.TotalTokens == b.TotalTokens && a.TokensUnknown == b.TokensUnknown && a.InputUnknown == b.InputUnknown && a.OutputUnknown == b.OutputUnknown &&
+		a.CostMicros == b.CostMicros && a.CostKnown == b.CostKnown && a.Errors == b.Errors && a.CachedInputTokens == b.CachedInputTokens &&
+		a.ReasoningTokens == b.ReasoningTokens && a.CachedUnknown == b.CachedUnknown && a.ReasoningUnknown == b.ReasoningUnknown && a.CostUnknown == b.CostUnknown
 }
 
 // copyPlan is what a copy adds besides rows, and what stops it.

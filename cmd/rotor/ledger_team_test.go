@@ -19,6 +19,7 @@ import (
 	"github.com/rotorhq/rotor/internal/testutil/pgtest"
 	"github.com/rotorhq/rotor/internal/tokenfile"
 	"github.com/rotorhq/rotor/ledger"
+	"github.com/rotorhq/rotor/ledger/pgledger"
 )
 
 func init() {
@@ -469,13 +470,116 @@ func TestRunMasksThePasswordInAnyError(t *testing.T) {
 	}
 }
 
-// A copy of a pruned ledger cannot carry the pruned usage (only the
-// source's rollups hold it, and copy moves rows), so reports and budget
-// windows over pruned time would read less on the target. The copy says
-// so and stops, exit 2, naming the cut and how many requests would be
-// lost, before it touches the target; with --drop-pruned it copies and
-// warns. Before, it copied the rows and said nothing.
-func TestLedgerCopyOfPrunedLedger(t *testing.T) {
+// A copy of a pruned ledger carries the pruned usage: reports (every
+// grouping, ranges starting and ending in pruned time) and budget windows
+// over pruned time read the same on the target, SQLite or PostgreSQL, and
+// on a copy back from it. Before, the copy stopped with exit 2 (or, with
+// --drop-pruned, copied without the pruned usage), so a team moving its
+// ledger lost the totals of every pruned day.
+func TestLedgerCopyCarriesPrunedUsage(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		target func(t *testing.T) string
+	}{
+		{"sqlite", func(t *testing.T) string { return filepath.Join(t.TempDir(), "team.db") }},
+		{"postgres", func(t *testing.T) string { u, _ := pgtest.Schema(t); return u }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, out, errOut := testFactory(t)
+			src, day0 := careLedger(t, f)
+			srcPath, _ := f.DBPath()
+			if code := runCmd(t, f, out, errOut, "ledger", "prune", "--before", "2026-11-23"); code != 0 {
+				t.Fatalf("prune: exit %d %s", code, errOut)
+			}
+			// Budgets added after the prune count the pruned usage.
+			for _, b := range [][]string{{"--requests", "1000", "--window", "30d", "--name", "month"}, {"--tokens", "100000", "--window", "5d", "--name", "five-days"}} {
+				if code := runCmd(t, f, out, errOut, append([]string{"budget", "add"}, b...)...); code != 0 {
+					t.Fatalf("budget add: exit %d %s", code, errOut)
+				}
+			}
+			kept, err := src.Rows(context.Background(), day0, time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC), 0)
+			if err != nil || len(kept) != 1 {
+				t.Fatalf("rows left before the cut: %d (%v), want the unsettled one", len(kept), err)
+			}
+			clk := f.Clock
+			want := ledgerViews(t, srcPath, clk)
+
+			target := tc.target(t)
+			if code := runCmd(t, f, out, errOut, "ledger", "copy", "--to", target); code != 0 {
+				t.Fatalf("copy of a pruned ledger: exit %d\n%s%s", code, out, errOut)
+			}
+			if !strings.Contains(out.String(), "copied the pruned usage of ") || !strings.Contains(out.String(), " requests before 2026-11-23T00:00:00Z") || errOut.Len() > 0 && strings.Contains(errOut.String(), "warning") {
+				t.Errorf("copy printed %q, stderr %q", out, errOut)
+			}
+			compareViews(t, "target", ledgerViews(t, target, clk), want)
+
+			if code := runCmd(t, f, out, errOut, "ledger", "copy", "--to", target); code != 0 || !strings.HasPrefix(out.String(), "nothing to copy: ") {
+				t.Errorf("second copy: exit %d, printed %q %q; want nothing to copy", code, out, errOut)
+			}
+			compareViews(t, "target after a second copy", ledgerViews(t, target, clk), want)
+
+			// And back: the target, as the current ledger, copies into a
+			// new SQLite file.
+			back := filepath.Join(t.TempDir(), "back.db")
+			g, gout, gerr := testFactory(t)
+			g.Clock = clk
+			g.DBPath = func() (string, error) { return target, nil }
+			if code := runCmd(t, g, gout, gerr, "--home", t.TempDir(), "ledger", "copy", "--to", back); code != 0 {
+				t.Fatalf("copy back: exit %d\n%s%s", code, gout, gerr)
+			}
+			compareViews(t, "copied back", ledgerViews(t, back, clk), want)
+		})
+	}
+}
+
+// ledgerViews is what `ledger report` (several groupings and ranges, in
+// and across pruned time) and `budget list` print for the ledger at path.
+func ledgerViews(t *testing.T, path string, clk clock.Clock) []string {
+	t.Helper()
+	f, out, errOut := testFactory(t)
+	f.Clock = clk
+	f.DBPath = func() (string, error) { return path, nil }
+	if dburl.IsPostgres(path) {
+		// On the views' clock, as the SQLite ledgers are (a factory leaves
+		// PostgreSQL's times to the database's now()).
+		store, err := pgledger.Open(context.Background(), path, pgledger.Options{Clock: clk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.store = store
+	}
+	home := t.TempDir()
+	var views []string
+	for _, args := range [][]string{
+		{"ledger", "report", "--by", "day", "--from", "2026-11-19", "--to", "2026-11-28", "--format", "json"},
+		{"ledger", "report", "--by", "model,status", "--from", "2026-11-21T13:30:00Z", "--to", "2026-11-24T02:00:00Z", "--format", "csv"},
+		{"ledger", "report", "--by", "credential,client,operation", "--since", "8d", "--format", "json"},
+		{"ledger", "report", "--by", "day,model,credential,client,status,operation", "--from", "2026-11-20", "--to", "2026-11-22T11:00:00Z", "--format", "json"},
+		{"ledger", "report", "--from", "2026-11-22", "--to", "2026-11-23"},
+		{"budget", "list", "--format", "json"},
+	} {
+		if code := runCmd(t, f, out, errOut, append([]string{"--home", home}, args...)...); code != 0 {
+			t.Fatalf("%v on %s: exit %d %s", args, path, code, errOut)
+		}
+		views = append(views, strings.Join(args, " ")+"\n"+out.String())
+	}
+	return views
+}
+
+func compareViews(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("%s: %s\nwant %s", what, got[i], want[i])
+		}
+	}
+}
+
+// Pruned usage has no request ids: carried into a ledger that holds usage
+// of its own before the cut, it could count twice what is there. The copy
+// stops, exit 2, before writing anything; --drop-pruned copies without it
+// and warns.
+func TestLedgerCopyPrunedIntoOverlappingLedger(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		target func(t *testing.T) string
@@ -486,71 +590,42 @@ func TestLedgerCopyOfPrunedLedger(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			f, out, errOut := testFactory(t)
-			src, day0 := careLedger(t, f)
+			careLedger(t, f)
 			if code := runCmd(t, f, out, errOut, "ledger", "prune", "--before", "2026-11-23"); code != 0 {
 				t.Fatalf("prune: exit %d %s", code, errOut)
 			}
-			cut := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
-			requests := func(l ledger.Ledger, from, to time.Time) int64 {
-				t.Helper()
-				rows, err := l.Report(ctx, ledger.ReportQuery{From: from, To: to})
-				if err != nil {
-					t.Fatal(err)
-				}
-				var n int64
-				for _, r := range rows {
-					n += r.Requests
-				}
-				return n
-			}
-			kept, err := src.Rows(ctx, day0, cut, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			inPruned := requests(src, day0, cut)
-			lost := inPruned - int64(len(kept))
-			if lost < 20 {
-				t.Fatalf("the prune left %d of %d requests before the cut only in the rollups; want most", lost, inPruned)
-			}
-			end := f.Clock.Now().Add(time.Hour)
-
 			target := tc.target(t)
-			if code := runCmd(t, f, out, errOut, "ledger", "copy", "--to", target); code != ExitUsage {
-				t.Fatalf("copy of a pruned ledger: exit %d, want 2\n%s%s", code, out, errOut)
-			}
-			for _, want := range []string{"2026-11-23T00:00:00Z", fmt.Sprintf("%d requests", lost), "--drop-pruned", "nothing was copied"} {
-				if !strings.Contains(errOut.String(), want) {
-					t.Errorf("refusal %q does not say %q", errOut, want)
-				}
-			}
-			if !dburl.IsPostgres(target) {
-				if _, err := os.Stat(target); !errors.Is(err, os.ErrNotExist) {
-					t.Errorf("a refused copy created %s (%v)", target, err)
-				}
-			}
-
-			if code := runCmd(t, f, out, errOut, "ledger", "copy", "--to", target, "--drop-pruned"); code != 0 {
-				t.Fatalf("copy --drop-pruned: exit %d\n%s%s", code, out, errOut)
-			}
-			if !strings.HasPrefix(out.String(), "copied to ") {
-				t.Errorf("copy --drop-pruned printed %q", out)
-			}
-			warn := fmt.Sprintf("warning: not copied: the usage of %d requests before 2026-11-23T00:00:00Z", lost)
-			if !strings.Contains(errOut.String(), warn) {
-				t.Errorf("copy --drop-pruned: stderr %q, want %q", errOut, warn)
-			}
+			// The target's own request, before the cut.
 			dst, err := f.openCopyTarget(ctx, target)
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer dst.Close()
-			// What the warning said is what a report on the target misses;
-			// after the cut, the target reads as the source.
-			if got := requests(dst, day0, cut); got != inPruned-lost {
-				t.Errorf("target's report before the cut: %d requests, want the source's %d less the %d the warning named", got, inPruned, lost)
+			at := time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)
+			theirs := ledger.Row{RequestID: "theirs", Time: at, Expires: at.Add(time.Minute), Settled: true, Operation: "chat", Model: "m", Status: 200,
+				InputTokens: ledger.Known(1), OutputTokens: ledger.Known(1), TotalTokens: ledger.Known(2)}
+			if _, err := dst.(ledger.Importer).ImportRows(ctx, []ledger.Row{theirs}); err != nil {
+				t.Fatal(err)
 			}
-			if got, want := requests(dst, cut, end), requests(src, cut, end); got != want {
-				t.Errorf("target's report after the cut: %d requests, want the source's %d", got, want)
+			if err := dst.Close(); err != nil {
+				t.Fatal(err)
+			}
+			before := ledgerViews(t, target, f.Clock)
+
+			if code := runCmd(t, f, out, errOut, "ledger", "copy", "--to", target); code != ExitUsage {
+				t.Fatalf("copy into a ledger with usage before the cut: exit %d, want 2\n%s%s", code, out, errOut)
+			}
+			for _, want := range []string{"already holds usage before 2026-11-23T00:00:00Z", "nothing was copied", "--drop-pruned"} {
+				if !strings.Contains(errOut.String(), want) {
+					t.Errorf("refusal %q does not say %q", errOut, want)
+				}
+			}
+			compareViews(t, "target after a refused copy", ledgerViews(t, target, f.Clock), before)
+
+			if code := runCmd(t, f, out, errOut, "ledger", "copy", "--to", target, "--drop-pruned"); code != 0 {
+				t.Fatalf("copy --drop-pruned: exit %d\n%s%s", code, out, errOut)
+			}
+			if !strings.HasPrefix(out.String(), "copied to ") || !strings.Contains(errOut.String(), "warning: not copied (--drop-pruned): the usage of ") {
+				t.Errorf("copy --drop-pruned printed %q, stderr %q", out, errOut)
 			}
 		})
 	}
