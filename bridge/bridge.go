@@ -297,6 +297,13 @@ func (b *Bridge) proxy() http.Handler {
 				httpx.WriteError(w, httpx.NewError(httpx.CodeClientClosedRequest))
 				return
 			}
+			if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+				// A chunked body past the cap, cut while the proxy
+				// copied it: the caller's to fix, as in-process.
+				httpx.AccessInfoFrom(r.Context()).Code = httpx.CodeRequestTooLarge
+				httpx.WriteError(w, httpx.NewError(httpx.CodeRequestTooLarge))
+				return
+			}
 			b.cfg.Logger.Warn("runtime unreachable", "request_id", httpx.RequestID(r.Context()), "runtime", target.Redacted())
 			e := httpx.NewError(httpx.CodeRuntimeUnavailable)
 			// Lost after the request went out, the runtime may have made
@@ -309,8 +316,8 @@ func (b *Bridge) proxy() http.Handler {
 			// bridge's access line; never for the caller.
 			if v := resp.Header.Get(httpx.AccessHeader); v != "" {
 				httpx.AccessInfoFrom(resp.Request.Context()).Merge(v)
-				resp.Header.Del(httpx.AccessHeader)
 			}
+			resp.Header.Del(httpx.AccessHeader) // empty ones too
 			// The bridge already set these on its answer; keep one copy.
 			for _, h := range []string{"X-Content-Type-Options", "Content-Security-Policy", "Cache-Control", "X-Request-ID"} {
 				resp.Header.Del(h)

@@ -508,3 +508,63 @@ func TestForwardedAnswerOutlastsTheWriteTimeout(t *testing.T) {
 		}
 	}
 }
+
+type aFiller struct{}
+
+func (aFiller) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'a'
+	}
+	return len(p), nil
+}
+
+// A chunked body over the 64 MiB cap, sent to a bridge in front of a
+// standalone runtime, must be answered 413 request_too_large (as the
+// in-process bridge does), not 502 runtime_unavailable.
+func TestChunkedBodyOverTheCapIs413BehindAStandaloneRuntime(t *testing.T) {
+	rt := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // a runtime reading the body it is sent
+		w.WriteHeader(200)
+	}))
+	defer rt.Close()
+	u, _ := url.Parse(rt.URL)
+	_, srv, _ := setup(t, nil, u)
+	for _, path := range []string{"/v1/chat/completions", "/v1/decisions"} {
+		req, _ := http.NewRequest("POST", srv.URL+path, io.LimitReader(aFiller{}, MaxBody+1))
+		req.ContentLength = -1 // chunked
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 413 || !strings.Contains(string(body), "request_too_large") {
+			t.Errorf("%s: %d %s (x-should-retry %q), want 413 request_too_large", path, resp.StatusCode, body, resp.Header.Get("x-should-retry"))
+		}
+	}
+}
+
+// The runtime's access record (X-Rotor-Access) is for the bridge's access
+// line, never for the caller; an empty one (GET /v1/models, /v1/status)
+// must not reach the caller either.
+func TestEmptyAccessRecordDoesNotReachTheCaller(t *testing.T) {
+	rt := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Rotor-Access", "") // what gateway.accessWriter sends for an empty AccessInfo
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"object":"list","data":[]}`)
+	}))
+	defer rt.Close()
+	u, _ := url.Parse(rt.URL)
+	_, srv, _ := setup(t, nil, u)
+	req, _ := http.NewRequest("GET", srv.URL+"/v1/models", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if _, ok := resp.Header["X-Rotor-Access"]; ok {
+		t.Errorf("caller got the runtime's internal X-Rotor-Access header")
+	}
+}

@@ -45,6 +45,15 @@ func (rt *Route) serveModels(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	if want != "" && len(probes) == 0 {
+		// As the other routes answer it: an empty list would read as
+		// "no models".
+		rt.refused("unknown_region")
+		e := httpx.NewError(httpx.CodeUnknownRegion).WithMessage("no enabled credential serves region %q", want)
+		httpx.AccessInfoFrom(r.Context()).Code = e.Code
+		httpx.WriteError(w, e)
+		return
+	}
 	var wg sync.WaitGroup
 	for _, p := range probes {
 		wg.Go(func() {

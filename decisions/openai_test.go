@@ -615,3 +615,21 @@ func wantModels(t *testing.T, h *harness, want string) {
 		t.Errorf("GET /v1/models: %d %s\nwant %s", status, body, want)
 	}
 }
+
+// GET /v1/models in a region no credential serves is 400 unknown_region,
+// as every other route answers it, not 200 with an empty list that reads
+// as "no models".
+func TestModelsInAnUnknownRegionIs400(t *testing.T) {
+	h, _ := newOpenAIHarness(t, opts{})
+	wantStatus(t, h.do(context.Background(), KindChat.Path, `{"model":"api/gpt-test","messages":[]}`, RegionHeader, "mars"), 400, httpx.CodeUnknownRegion)
+	req, _ := http.NewRequest("GET", h.srv.URL+"/v1/models", nil)
+	req.Header.Set(RegionHeader, "mars")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 400 {
+		t.Errorf("GET /v1/models with X-Rotor-Region: mars = %d, want 400 unknown_region", resp.StatusCode)
+	}
+}

@@ -134,7 +134,8 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 			h.Set("Access-Control-Expose-Headers", "Retry-After, retry-after-ms, X-Request-ID, x-should-retry")
 			if r.Method == http.MethodOptions {
 				h.Set("Access-Control-Allow-Methods", "POST, GET, OPTIONS")
-				h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Rotor-Region, X-Request-ID")
+				h.Set("Access-Control-Allow-Headers", allowHeaders(r.Header.Get("Access-Control-Request-Headers")))
+				h.Add("Vary", "Access-Control-Request-Headers")
 				h.Set("Access-Control-Max-Age", "600")
 				w.WriteHeader(http.StatusNoContent)
 				return
@@ -181,4 +182,50 @@ func Bearer(r *http.Request) (secret.Value, bool) {
 		return secret.Value{}, false
 	}
 	return secret.New(tok), true
+}
+
+// corsHeaders are the request headers a preflight always allows.
+const corsHeaders = "Authorization, Content-Type, X-Rotor-Region, X-Request-ID"
+
+// allowHeaders is a preflight's Access-Control-Allow-Headers for an allowed
+// origin: rotor's own, and the ones it asked for when each is a header
+// name (at most 64 of them). The official SDKs send headers of their own
+// on every request (OpenAI-Beta, X-Stainless-*), and a preflight that
+// leaves one out fails the request in the browser; none of them reaches
+// the provider (the bridge builds the upstream request's headers itself).
+func allowHeaders(requested string) string {
+	if requested == "" {
+		return corsHeaders
+	}
+	names := strings.Split(requested, ",")
+	if len(names) > 64 {
+		return corsHeaders
+	}
+	out := corsHeaders
+	for _, n := range names {
+		n = strings.TrimSpace(n)
+		if n == "" || !validHeaderName(n) {
+			return corsHeaders
+		}
+		out += ", " + n
+	}
+	return out
+}
+
+// validHeaderName reports whether s is an HTTP header name (an RFC 9110
+// token) of at most 128 bytes.
+func validHeaderName(s string) bool {
+	if len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
 }

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/rotorhq/rotor/internal/secret"
@@ -112,6 +113,51 @@ func TestOrigin(t *testing.T) {
 			}
 			if reached != (tc.status == 200) {
 				t.Errorf("handler reached = %v with status %d", reached, rec.Code)
+			}
+		})
+	}
+}
+
+// A preflight from an allowed origin allows the headers it asks for when
+// each is a header name: the official SDKs send OpenAI-Beta and
+// X-Stainless-* on every request, and a preflight that leaves one out
+// fails the request in the browser. Anything else gets rotor's own list.
+func TestPreflightAllowsTheHeadersTheSDKsSend(t *testing.T) {
+	const sdk = "authorization,content-type,openai-beta,x-stainless-arch,x-stainless-lang,x-stainless-retry-count"
+	for _, tc := range []struct {
+		name, origin, requested string
+		status                  int
+		want                    []string
+		not                     []string
+	}{
+		{"the SDK's headers", "https://app.example", sdk, 204, strings.Split(sdk, ","), nil},
+		{"none asked", "https://app.example", "", 204, []string{"Authorization", "X-Rotor-Region"}, []string{"x-stainless"}},
+		{"a name that is no token", "https://app.example", "x-ok, bad header", 204, []string{"Authorization"}, []string{"x-ok", "bad"}},
+		{"other origin", "https://evil.example", sdk, 403, nil, []string{"x-stainless"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := testGuard().Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+			req := httptest.NewRequest("OPTIONS", "http://127.0.0.1:8787/v1/chat/completions", nil)
+			req.Header.Set("Origin", tc.origin)
+			req.Header.Set("Access-Control-Request-Method", "POST")
+			if tc.requested != "" {
+				req.Header.Set("Access-Control-Request-Headers", tc.requested)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			allowed := rec.Header().Get("Access-Control-Allow-Headers")
+			if rec.Code != tc.status {
+				t.Fatalf("preflight = %d, want %d", rec.Code, tc.status)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(strings.ToLower(allowed), strings.ToLower(w)) {
+					t.Errorf("Allow-Headers %q lacks %q", allowed, w)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(strings.ToLower(allowed), n) {
+					t.Errorf("Allow-Headers %q holds %q", allowed, n)
+				}
 			}
 		})
 	}
