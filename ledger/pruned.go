@@ -15,6 +15,7 @@ package ledger
 // ErrPrunedOverlap, before anything is written.
 
 import (
+	"cmp"
 	"errors"
 	"slices"
 	"time"
@@ -98,40 +99,20 @@ func (p PrunedUsage) Bounds() (minutes, hours int64) {
 func SortPruned(p *PrunedUsage) {
 	p.Minutes = slices.DeleteFunc(p.Minutes, func(m PrunedMinute) bool { return m.Totals == (Totals{}) })
 	p.Hours = slices.DeleteFunc(p.Hours, func(h PrunedHour) bool { return h.HourSums == (HourSums{}) })
-	slices.SortFunc(p.Minutes, func(a, b PrunedMinute) int { return int(a.Minute - b.Minute) })
+	slices.SortFunc(p.Minutes, func(a, b PrunedMinute) int { return cmp.Compare(a.Minute, b.Minute) })
 	slices.SortFunc(p.Hours, func(a, b PrunedHour) int {
 		switch {
 		case a.Hour != b.Hour:
-			return cmpInt(a.Hour, b.Hour)
+			return cmp.Compare(a.Hour, b.Hour)
 		case a.Operation != b.Operation:
-			return cmpStr(a.Operation, b.Operation)
+			return cmp.Compare(a.Operation, b.Operation)
 		case a.Model != b.Model:
-			return cmpStr(a.Model, b.Model)
+			return cmp.Compare(a.Model, b.Model)
 		case a.Credential != b.Credential:
-			return cmpStr(a.Credential, b.Credential)
+			return cmp.Compare(a.Credential, b.Credential)
 		case a.Client != b.Client:
-			return cmpStr(a.Client, b.Client)
+			return cmp.Compare(a.Client, b.Client)
 		}
-		return a.Status - b.Status
+		return cmp.Compare(a.Status, b.Status)
 	})
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-func cmpStr(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
