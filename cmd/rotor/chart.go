@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +18,8 @@ const (
 	chartMinWidth     = 40
 	chartMaxWidth     = 160
 	chartDay          = "2006-01-02"
+	// chartMaxDays is the longest range a chart draws: ten years.
+	chartMaxDays = 3660
 )
 
 // checkChart accepts --chart only with --by day and the table format: a
@@ -30,6 +33,10 @@ func (o *reportOptions) checkChart() error {
 	}
 	if o.Format != FormatTable {
 		return usageErrorf("--chart draws in the terminal: it cannot go with --format or --jq (use those for data)")
+	}
+	// A line a day: a range of centuries would print millions of them.
+	if days := float64(o.Query.To.Unix()-o.Query.From.Unix()) / 86400; days > chartMaxDays {
+		return usageErrorf("--chart draws a line a day: the range spans %.0f days, at most %d; narrow --since or --from/--to", math.Ceil(days), chartMaxDays)
 	}
 	return nil
 }

@@ -496,6 +496,9 @@ func TestLedgerReportChart(t *testing.T) {
 	for _, args := range [][]string{
 		{"ledger", "report", "--chart"},
 		{"ledger", "report", "--by", "day", "--chart", "--format", "json"},
+		// A line a day: not millions of them.
+		{"ledger", "report", "--by", "day", "--chart", "--from", "0001-01-01", "--to", "9999-01-01"},
+		{"ledger", "report", "--by", "day", "--chart", "--since", "3661d"},
 	} {
 		if code := runCmd(t, f, out, errOut, args...); code != ExitUsage || !strings.Contains(errOut.String(), "--chart") {
 			t.Errorf("rotor %s: exit %d %q, want 2 naming --chart", strings.Join(args, " "), code, errOut)
