@@ -10,11 +10,13 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/rotorhq/rotor/internal/failpoint"
 	"github.com/rotorhq/rotor/ledger"
 )
 
@@ -129,6 +131,28 @@ func TestLedgerBackupUnderLoad(t *testing.T) {
 	// A second backup to the same file is refused, naming it.
 	if r := e.run("ledger", "backup", file); r.code != ExitUsage || !strings.Contains(r.stderr, file) {
 		t.Errorf("backup to an existing file: exit %d %q, want 2 naming it", r.code, r.stderr)
+	}
+}
+
+// A backup killed before it finished (kill -9, the machine) leaves no
+// file under the name asked for: a copy cut short there would open as a
+// valid, empty ledger, pass integrity_check, and refuse the next backup to
+// that name. The copy is whole and synced before it gets the name.
+func TestLedgerBackupKilledLeavesNoFile(t *testing.T) {
+	e := newE2E(t, failpointTag)
+	e.mustRun("init")
+	e.mustRun("budget", "add", "--requests", "10", "--window", "day", "--name", "kept")
+	file := filepath.Join(t.TempDir(), "backup.db")
+	r := e.exec(append(slices.Clone(e.env), failpoint.Env+"="+failpoint.DuringBackup), e.bin, "ledger", "backup", file)
+	if r.code == 0 {
+		t.Fatal("the armed backup was not killed")
+	}
+	if _, err := os.Stat(file); err == nil {
+		t.Fatalf("a backup killed before it finished left %s", file)
+	}
+	e.mustRun("ledger", "backup", file)
+	if out := e.mustRun("--db", file, "budget", "list", "--format", "csv").stdout; !strings.Contains(out, "kept") {
+		t.Errorf("the backup after the killed one lacks the budget:\n%s", out)
 	}
 }
 

@@ -32,5 +32,9 @@ const (
 	AfterAnswer = "after-answer"
 )
 
-// Points lists every point, for tests.
+// Points lists every point of the request path, for tests.
 var Points = []string{AfterAdmission, DuringUpstream, AfterAnswer}
+
+// DuringBackup, outside the request path: rotor ledger backup has written
+// its copy under a temporary name and not yet given it the name asked for.
+const DuringBackup = "during-backup"
