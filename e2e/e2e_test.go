@@ -238,6 +238,16 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"read-only database", func(e *e2e) {
 			testutil.MakeReadOnly(e.t, e.db())
 		}, []string{"budget", "add", "--requests", "5", "--window", "hour", "--name", "other"}, 1, "read-only"},
+		// A server records every request: on a ledger it cannot write it
+		// would look healthy and answer every request 503.
+		{"bridge on a read-only database", func(e *e2e) {
+			e.mustRun("init") // nothing left for the server to write at start
+			testutil.MakeReadOnly(e.t, e.db())
+		}, []string{"bridge", "start", "--listen", "127.0.0.1:0"}, 1, "read-only"},
+		{"runtime on a read-only database", func(e *e2e) {
+			e.mustRun("init") // nothing left for the server to write at start
+			testutil.MakeReadOnly(e.t, e.db())
+		}, []string{"runtime", "start", "--listen", "127.0.0.1:0"}, 1, "read-only"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -348,3 +348,7 @@ func (w *watcher) close() {
 		w.conn = nil
 	}
 }
+
+// ReadOnly reports whether the file could not be opened for writing when
+// the store was opened: every write then fails with ErrReadOnly.
+func (s *Store) ReadOnly() bool { return s.readOnly }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"os"
@@ -234,8 +235,17 @@ func openServingLedger(ctx context.Context, f *Factory, cfg *config.Config, m *g
 	f.storeMu.Lock()
 	defer f.storeMu.Unlock()
 	store, err := f.openLedgerLocked(ctx, cfg, m.ObserveCommit)
-	if err == nil {
-		watchServing(m, store)
+	if err != nil {
+		return nil, err
 	}
-	return store, err
+	// A server records every request: on a ledger it cannot write it
+	// would start, look healthy, and answer every request 503.
+	if ro, ok := store.(interface{ ReadOnly() bool }); ok && ro.ReadOnly() {
+		path, _ := f.DBPath()
+		store.Close()
+		f.store = nil
+		return nil, fmt.Errorf("refusing to start: the ledger %s is read-only (check the file's permissions): every request is recorded there", path)
+	}
+	watchServing(m, store)
+	return store, nil
 }
