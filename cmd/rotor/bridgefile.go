@@ -33,9 +33,12 @@ type bridgeRecord struct {
 
 // writeBridgeRecord records a bridge that serves url. It returns a func
 // that removes the record at a clean stop, unless another bridge has
-// replaced it since.
+// replaced it since; a record it replaced whose bridge still runs (a
+// second bridge on one home) is put back instead, so that rotor status
+// finds the first one again.
 func writeBridgeRecord(home, url string) (remove func(), err error) {
 	path := filepath.Join(home, bridgeFileName)
+	prev, prevErr := readBridgeRecord(home)
 	rec := bridgeRecord{PID: os.Getpid(), URL: url}
 	b, err := json.Marshal(rec)
 	if err != nil {
@@ -45,9 +48,15 @@ func writeBridgeRecord(home, url string) (remove func(), err error) {
 		return nil, err
 	}
 	return func() {
-		if cur, err := readBridgeRecord(home); err == nil && cur == rec {
-			os.Remove(path)
+		if cur, err := readBridgeRecord(home); err != nil || cur != rec {
+			return
 		}
+		if prevErr == nil && prev.PID != rec.PID && processAlive(prev.PID) {
+			if b, err := json.Marshal(prev); err == nil && writeFileAtomic(path, append(b, '\n'), 0o600) == nil {
+				return
+			}
+		}
+		os.Remove(path)
 	}, nil
 }
 

@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -112,6 +114,46 @@ func TestBridgeStopKeepsALaterBridgesRecord(t *testing.T) {
 	removeFirst()
 	if rec, err := readBridgeRecord(home); err != nil || rec.URL != "http://127.0.0.1:2222" {
 		t.Errorf("bridge.json after the first bridge stopped = %+v, %v; want the later bridge's", rec, err)
+	}
+}
+
+// A second bridge on one home takes bridge.json; when it stops, the
+// record of a first bridge still running is put back (rotor status finds
+// it again), and one of a bridge no longer running is not.
+func TestBridgeStopPutsBackARunningBridgesRecord(t *testing.T) {
+	live := exec.Command("sleep", "60")
+	if err := live.Start(); err != nil {
+		t.Skipf("cannot start a process to stand for the first bridge: %v", err)
+	}
+	t.Cleanup(func() { live.Process.Kill(); live.Wait() })
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		pid  int
+		kept bool
+	}{{"first still running", live.Process.Pid, true}, {"first gone", dead.Process.Pid, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			home := t.TempDir()
+			first := fmt.Sprintf(`{"pid":%d,"url":"http://127.0.0.1:1111"}`+"\n", tc.pid)
+			if err := os.WriteFile(filepath.Join(home, bridgeFileName), []byte(first), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			remove, err := writeBridgeRecord(home, "http://127.0.0.1:2222")
+			if err != nil {
+				t.Fatal(err)
+			}
+			remove()
+			rec, err := readBridgeRecord(home)
+			if tc.kept && (err != nil || rec.URL != "http://127.0.0.1:1111" || rec.PID != tc.pid) {
+				t.Errorf("bridge.json after the second bridge stopped = %+v, %v; want the first bridge's back", rec, err)
+			}
+			if !tc.kept && err == nil {
+				t.Errorf("bridge.json after the second bridge stopped = %+v; want none (the first bridge is gone)", rec)
+			}
+		})
 	}
 }
 
