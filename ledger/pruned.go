@@ -116,3 +116,42 @@ func SortPruned(p *PrunedUsage) {
 		return cmp.Compare(a.Status, b.Status)
 	})
 }
+
+// ResultRows is what both engines' query results offer (*sql.Rows, pgx.Rows).
+type ResultRows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// ScanPrunedMinutes reads the pruned minutes query's rows: minute,
+// requests, tokens, tokens unknown, cost, cost unknown.
+func ScanPrunedMinutes(rows ResultRows) ([]PrunedMinute, error) {
+	var out []PrunedMinute
+	for rows.Next() {
+		var m PrunedMinute
+		if err := rows.Scan(&m.Minute, &m.Totals.Requests, &m.Tokens, &m.TokensUnknown, &m.CostMicros, &m.CostUnknown); err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// ScanPrunedHours reads the pruned hours query's rows: hour, the report
+// keys, then HourSums.Cols.
+func ScanPrunedHours(rows ResultRows) ([]PrunedHour, error) {
+	var out []PrunedHour
+	for rows.Next() {
+		var h PrunedHour
+		dest := []any{&h.Hour, &h.Operation, &h.Model, &h.Credential, &h.Client, &h.Status}
+		for _, c := range h.Cols() {
+			dest = append(dest, c)
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return nil, err
+		}
+		out = append(out, h)
+	}
+	return out, rows.Err()
+}

@@ -71,16 +71,9 @@ func prunedUsage(ctx context.Context, q querier) (PrunedUsage, error) {
 	if err != nil {
 		return p, err
 	}
-	for rows.Next() {
-		var m PrunedMinute
-		if err := rows.Scan(&m.Minute, &m.Totals.Requests, &m.Tokens, &m.TokensUnknown, &m.CostMicros, &m.CostUnknown); err != nil {
-			rows.Close()
-			return p, err
-		}
-		p.Minutes = append(p.Minutes, m)
-	}
+	p.Minutes, err = ScanPrunedMinutes(rows)
 	rows.Close()
-	if err := rows.Err(); err != nil {
+	if err != nil {
 		return p, err
 	}
 	rows, err = q.QueryContext(ctx, prunedHoursQ, hEnd)
@@ -88,18 +81,7 @@ func prunedUsage(ctx context.Context, q querier) (PrunedUsage, error) {
 		return p, err
 	}
 	defer rows.Close()
-	for rows.Next() {
-		var h PrunedHour
-		dest := []any{&h.Hour, &h.Operation, &h.Model, &h.Credential, &h.Client, &h.Status}
-		for _, c := range h.Cols() {
-			dest = append(dest, c)
-		}
-		if err := rows.Scan(dest...); err != nil {
-			return p, err
-		}
-		p.Hours = append(p.Hours, h)
-	}
-	if err := rows.Err(); err != nil {
+	if p.Hours, err = ScanPrunedHours(rows); err != nil {
 		return p, err
 	}
 	SortPruned(&p)

@@ -81,16 +81,9 @@ func prunedUsage(ctx context.Context, tx pgx.Tx) (ledger.PrunedUsage, error) {
 	if err != nil {
 		return p, err
 	}
-	for rows.Next() {
-		var m ledger.PrunedMinute
-		if err := rows.Scan(&m.Minute, &m.Totals.Requests, &m.Tokens, &m.TokensUnknown, &m.CostMicros, &m.CostUnknown); err != nil {
-			rows.Close()
-			return p, err
-		}
-		p.Minutes = append(p.Minutes, m)
-	}
+	p.Minutes, err = ledger.ScanPrunedMinutes(rows)
 	rows.Close()
-	if err := rows.Err(); err != nil {
+	if err != nil {
 		return p, err
 	}
 	rows, err = tx.Query(ctx, prunedHoursQ, hEnd)
@@ -98,18 +91,7 @@ func prunedUsage(ctx context.Context, tx pgx.Tx) (ledger.PrunedUsage, error) {
 		return p, err
 	}
 	defer rows.Close()
-	for rows.Next() {
-		var h ledger.PrunedHour
-		dest := []any{&h.Hour, &h.Operation, &h.Model, &h.Credential, &h.Client, &h.Status}
-		for _, c := range h.Cols() {
-			dest = append(dest, c)
-		}
-		if err := rows.Scan(dest...); err != nil {
-			return p, err
-		}
-		p.Hours = append(p.Hours, h)
-	}
-	if err := rows.Err(); err != nil {
+	if p.Hours, err = ledger.ScanPrunedHours(rows); err != nil {
 		return p, err
 	}
 	ledger.SortPruned(&p)
