@@ -326,14 +326,7 @@ func TestRuntimeLostAfterSendCarriesNoRetryHint(t *testing.T) {
 	}{{"lost after send", lostURL, "false"}, {"never reached", downURL, ""}} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, srv, _ := setup(t, nil, tt.u)
-			req, _ := http.NewRequest("POST", srv.URL+"/v1/decisions", strings.NewReader("{}"))
-			req.Header.Set("Authorization", "Bearer "+tok)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
+			resp, body := postWithToken(t, srv.URL+"/v1/decisions", strings.NewReader("{}"), 0)
 			if resp.StatusCode != 502 || !strings.Contains(string(body), "runtime_unavailable") {
 				t.Fatalf("%d %s, want 502 runtime_unavailable", resp.StatusCode, body)
 			}
@@ -530,15 +523,7 @@ func TestChunkedBodyOverTheCapIs413BehindAStandaloneRuntime(t *testing.T) {
 	u, _ := url.Parse(rt.URL)
 	_, srv, _ := setup(t, nil, u)
 	for _, path := range []string{"/v1/chat/completions", "/v1/decisions"} {
-		req, _ := http.NewRequest("POST", srv.URL+path, io.LimitReader(aFiller{}, MaxBody+1))
-		req.ContentLength = -1 // chunked
-		req.Header.Set("Authorization", "Bearer "+tok)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		resp, body := postWithToken(t, srv.URL+path, io.LimitReader(aFiller{}, MaxBody+1), -1) // chunked
 		if resp.StatusCode != 413 || !strings.Contains(string(body), "request_too_large") {
 			t.Errorf("%s: %d %s (x-should-retry %q), want 413 request_too_large", path, resp.StatusCode, body, resp.Header.Get("x-should-retry"))
 		}
@@ -567,4 +552,23 @@ func TestEmptyAccessRecordDoesNotReachTheCaller(t *testing.T) {
 	if _, ok := resp.Header["X-Rotor-Access"]; ok {
 		t.Errorf("caller got the runtime's internal X-Rotor-Access header")
 	}
+}
+
+// postWithToken posts body to url with the client token (contentLength
+// -1: chunked; 0: as net/http works it out) and returns the answer, its
+// body read.
+func postWithToken(t *testing.T, url string, body io.Reader, contentLength int64) (*http.Response, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, body)
+	if contentLength != 0 {
+		req.ContentLength = contentLength
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, b
 }

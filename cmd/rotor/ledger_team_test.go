@@ -477,13 +477,7 @@ func TestRunMasksThePasswordInAnyError(t *testing.T) {
 // --drop-pruned, copied without the pruned usage), so a team moving its
 // ledger lost the totals of every pruned day.
 func TestLedgerCopyCarriesPrunedUsage(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		target func(t *testing.T) string
-	}{
-		{"sqlite", func(t *testing.T) string { return filepath.Join(t.TempDir(), "team.db") }},
-		{"postgres", func(t *testing.T) string { u, _ := pgtest.Schema(t); return u }},
-	} {
+	for _, tc := range copyTargets {
 		t.Run(tc.name, func(t *testing.T) {
 			f, out, errOut := testFactory(t)
 			src, day0 := careLedger(t, f)
@@ -580,13 +574,7 @@ func compareViews(t *testing.T, what string, got, want []string) {
 // stops, exit 2, before writing anything; --drop-pruned copies without it
 // and warns.
 func TestLedgerCopyPrunedIntoOverlappingLedger(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		target func(t *testing.T) string
-	}{
-		{"sqlite", func(t *testing.T) string { return filepath.Join(t.TempDir(), "team.db") }},
-		{"postgres", func(t *testing.T) string { u, _ := pgtest.Schema(t); return u }},
-	} {
+	for _, tc := range copyTargets {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			f, out, errOut := testFactory(t)
@@ -629,4 +617,14 @@ func TestLedgerCopyPrunedIntoOverlappingLedger(t *testing.T) {
 			}
 		})
 	}
+}
+
+// copyTargets are the ledgers a copy test writes to: a new SQLite file
+// and a new PostgreSQL schema.
+var copyTargets = []struct {
+	name   string
+	target func(t *testing.T) string
+}{
+	{"sqlite", func(t *testing.T) string { return filepath.Join(t.TempDir(), "team.db") }},
+	{"postgres", func(t *testing.T) string { u, _ := pgtest.Schema(t); return u }},
 }
