@@ -252,14 +252,7 @@ func TestNonPostOnDecisionsIs405WithAllow(t *testing.T) {
 			{"GET", "/v1/chat/completions", "POST"}, {"PUT", "/v1/responses", "POST"}, {"GET", "/v1/embeddings", "POST"},
 			{"POST", "/v1/models", "GET"}, {"POST", "/v1/responses/resp_1", "GET, DELETE"},
 		} {
-			req, _ := http.NewRequest(tt.method, srv.URL+tt.path, nil)
-			req.Header.Set("Authorization", "Bearer "+tok)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
+			resp, b := callWithToken(t, tt.method, srv.URL+tt.path, nil, 0)
 			if resp.StatusCode != 405 || resp.Header.Get("Allow") != tt.allow {
 				t.Errorf("%s %s = %d Allow %q, want 405 Allow %q", tt.method, tt.path, resp.StatusCode, resp.Header.Get("Allow"), tt.allow)
 			}
@@ -326,7 +319,7 @@ func TestRuntimeLostAfterSendCarriesNoRetryHint(t *testing.T) {
 	}{{"lost after send", lostURL, "false"}, {"never reached", downURL, ""}} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, srv, _ := setup(t, nil, tt.u)
-			resp, body := postWithToken(t, srv.URL+"/v1/decisions", strings.NewReader("{}"), 0)
+			resp, body := callWithToken(t, "POST", srv.URL+"/v1/decisions", strings.NewReader("{}"), 0)
 			if resp.StatusCode != 502 || !strings.Contains(string(body), "runtime_unavailable") {
 				t.Fatalf("%d %s, want 502 runtime_unavailable", resp.StatusCode, body)
 			}
@@ -523,7 +516,7 @@ func TestChunkedBodyOverTheCapIs413BehindAStandaloneRuntime(t *testing.T) {
 	u, _ := url.Parse(rt.URL)
 	_, srv, _ := setup(t, nil, u)
 	for _, path := range []string{"/v1/chat/completions", "/v1/decisions"} {
-		resp, body := postWithToken(t, srv.URL+path, io.LimitReader(aFiller{}, MaxBody+1), -1) // chunked
+		resp, body := callWithToken(t, "POST", srv.URL+path, io.LimitReader(aFiller{}, MaxBody+1), -1) // chunked
 		if resp.StatusCode != 413 || !strings.Contains(string(body), "request_too_large") {
 			t.Errorf("%s: %d %s (x-should-retry %q), want 413 request_too_large", path, resp.StatusCode, body, resp.Header.Get("x-should-retry"))
 		}
@@ -554,12 +547,12 @@ func TestEmptyAccessRecordDoesNotReachTheCaller(t *testing.T) {
 	}
 }
 
-// postWithToken posts body to url with the client token (contentLength
-// -1: chunked; 0: as net/http works it out) and returns the answer, its
-// body read.
-func postWithToken(t *testing.T, url string, body io.Reader, contentLength int64) (*http.Response, []byte) {
+// callWithToken sends method to url with body and the client token
+// (contentLength -1: chunked; 0: as net/http works it out) and returns the
+// answer, its body read.
+func callWithToken(t *testing.T, method, url string, body io.Reader, contentLength int64) (*http.Response, []byte) {
 	t.Helper()
-	req, _ := http.NewRequest("POST", url, body)
+	req, _ := http.NewRequest(method, url, body)
 	if contentLength != 0 {
 		req.ContentLength = contentLength
 	}

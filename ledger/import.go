@@ -28,11 +28,8 @@ func (s *Store) ImportRows(ctx context.Context, rows []Row) (int, error) {
 				return err
 			}
 		}
-		var foldUntil, hourUntil int64
-		if err := q.QueryRowContext(ctx, qFoldUntil).Scan(&foldUntil); err != nil {
-			return err
-		}
-		if err := q.QueryRowContext(ctx, qHourUntil).Scan(&hourUntil); err != nil {
+		foldUntil, hourUntil, err := frontiers(ctx, q)
+		if err != nil {
 			return err
 		}
 		lo, hi := int64(1<<62), int64(-1<<62)

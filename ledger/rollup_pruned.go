@@ -142,11 +142,8 @@ func (s *Store) ImportPruned(ctx context.Context, p PrunedUsage) (int64, error) 
 		// there (the rollups count everything before it), and the hour
 		// frontier too, with the hours behind it written from their
 		// minutes, as rollHours would.
-		var foldUntil, hourUntil int64
-		if err := q.QueryRowContext(ctx, qFoldUntil).Scan(&foldUntil); err != nil {
-			return err
-		}
-		if err := q.QueryRowContext(ctx, qHourUntil).Scan(&hourUntil); err != nil {
+		foldUntil, hourUntil, err := frontiers(ctx, q)
+		if err != nil {
 			return err
 		}
 		foldUntil, hourUntil = max(foldUntil, hEnd), max(hourUntil, hEnd/hourMS)
@@ -183,4 +180,14 @@ func (s *Store) ImportPruned(ctx context.Context, p PrunedUsage) (int64, error) 
 		return 0, fmt.Errorf("import pruned usage: %w", err)
 	}
 	return added, nil
+}
+
+// frontiers reads the fold frontier (unix ms) and the hour frontier (unix
+// hours).
+func frontiers(ctx context.Context, q querier) (foldUntil, hourUntil int64, err error) {
+	if err := q.QueryRowContext(ctx, qFoldUntil).Scan(&foldUntil); err != nil {
+		return 0, 0, err
+	}
+	err = q.QueryRowContext(ctx, qHourUntil).Scan(&hourUntil)
+	return foldUntil, hourUntil, err
 }
