@@ -26,7 +26,7 @@ var specRules = []spectest.Rule{
 	spectest.R("Bare subscription models, PSP routes, and speed-tier aliases are rejected before discovery or inference.", []string{"TestBareModelsRejectedBeforeDiscoveryOrInference"}, ""),
 	spectest.R("A zdr/ selection uses only operator-declared ZDR credentials.", []string{"TestZDRSelectionUsesOnlyZDRCredentials"}, ""),
 	spectest.R("Eligibility: the route is enabled and belongs to the explicitly selected API/ZDR pool.", []string{"TestZDRSelectionUsesOnlyZDRCredentials", "TestRequestStaysInItsRegion"}, ""),
-	spectest.R("Eligibility: its discovered catalog includes the model, and its visibility policy allows it.", []string{"TestEligibilityRequiresCatalogVisibilityAndProfile", "TestCatalogMustListTheModel"}, ""),
+	spectest.R("Eligibility: its discovered catalog includes the model, and its visibility policy allows it.", []string{"TestEligibilityRequiresCatalogVisibilityAndProfile", "TestCatalogMustListTheModel", "TestCatalogGoingStaleDuringACooldownWaitKeepsTheCredential"}, ""),
 	spectest.R("Eligibility: the model's operator profile includes supported_endpoints: [\"/v1/decisions\"].", []string{"TestEligibilityRequiresCatalogVisibilityAndProfile"}, ""),
 	spectest.R("A model ID returned by /models alone does not grant endpoint capability.", []string{"TestEligibilityRequiresCatalogVisibilityAndProfile"}, ""),
 	spectest.R("This change neither edits existing profiles nor performs inference probes.", []string{"TestNoInferenceProbes"}, ""),
