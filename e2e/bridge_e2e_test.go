@@ -527,10 +527,10 @@ func TestHangupDuringStopDoesNotKill(t *testing.T) {
 	if r := call(t, "POST", b.url+"/v1/decisions", e.token(), decideBody); r.status != 200 {
 		t.Fatalf("decision: %d %s", r.status, r.body)
 	}
-	b.cmd.Process.Signal(syscall.SIGTERM)
-	// SIGHUPs from the stop's start until it has exited: the ones before
+	// SIGHUPs from before the stop until it has exited: the ones before
 	// its end reload, some land while it removes bridge.json and closes
-	// the ledger (a few milliseconds).
+	// the ledger (a few milliseconds). One SIGTERM, b.stop's: a second
+	// would end the stop at once (exit 143).
 	go func() {
 		for b.cmd.Process.Signal(syscall.SIGHUP) == nil {
 			time.Sleep(200 * time.Microsecond)
