@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -91,8 +92,8 @@ func TestAdversarialLockHeldBeyondBusyTimeoutFailsClosedPromptly(t *testing.T) {
 	errs := reserveAll(s, n, "busy")
 	took := time.Since(start)
 	for i, err := range errs {
-		if !errors.Is(err, ErrUnavailable) {
-			t.Errorf("admission %d = %v, want ErrUnavailable", i, err)
+		if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "ledger.busy_timeout") {
+			t.Errorf("admission %d = %v, want ErrUnavailable naming ledger.busy_timeout", i, err)
 		}
 	}
 	// One busy_timeout for the batch, a second one at most for writes that

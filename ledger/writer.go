@@ -456,6 +456,11 @@ func needsRefresh(ops []*op) bool {
 }
 
 func unavailable(err error) error {
+	if isBusy(err) {
+		// Say which setting waited: the driver's "database is locked"
+		// names none.
+		return fmt.Errorf("%w: another process held the write lock past ledger.busy_timeout: %v", ErrUnavailable, err)
+	}
 	return fmt.Errorf("%w: %v", ErrUnavailable, err)
 }
 
