@@ -633,6 +633,7 @@ func TestBadLedgerLocationsRefusedAndMasked(t *testing.T) {
 		{"ROTOR_HOME= ", []string{"init"}, "ROTOR_HOME"},
 		{"ROTOR_LEDGER_URL=pgsql://rotor:" + pw + "@db.example/rotor", []string{"budget", "add", "--requests", "100", "--window", "day"}, "ROTOR_LEDGER_URL"},
 		{"", []string{"--db", "postgresql://rotor:" + pw + "@[::1", "budget", "list"}, "--db"},
+		{"", []string{"--db", "postgres://rotor:" + pw + "@127.0.0.1:1/rotor?sslmode=bogus", "budget", "list"}, "--db"},
 		{"", []string{"ledger", "copy", "--to", "host=db.example password=" + pw}, "--to"},
 		{"", []string{"ledger", "backup", "postgres://rotor:" + pw + "@db.example/rotor"}, "FILE"},
 	}

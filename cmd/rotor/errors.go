@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/rotorhq/rotor/config"
+	"github.com/rotorhq/rotor/internal/dburl"
 	"github.com/rotorhq/rotor/ledger"
 )
 
@@ -49,7 +50,7 @@ func exitCode(err error) int {
 		return ExitOK
 	case errors.As(err, &se):
 		return se.Code
-	case errors.As(err, &ue), errors.As(err, &fe), errors.Is(err, ledger.ErrSchemaTooOld):
+	case errors.As(err, &ue), errors.As(err, &fe), errors.Is(err, ledger.ErrSchemaTooOld), errors.Is(err, dburl.ErrURL):
 		return ExitUsage
 	case errors.Is(err, ledger.ErrSchemaTooNew):
 		return ExitError

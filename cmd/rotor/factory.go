@@ -220,7 +220,7 @@ func (f *Factory) envPath(key string) (string, error) {
 // a usage error naming the flag or variable.
 func (f *Factory) dbOverride() (string, error) {
 	if f.dbFlag != "" {
-		db, err := dburl.Check(f.dbFlag)
+		db, err := checkLocation(f.dbFlag)
 		if err != nil {
 			return "", &UsageError{Err: fmt.Errorf("--db: %w", err)}
 		}
@@ -233,7 +233,7 @@ func (f *Factory) dbOverride() (string, error) {
 	if d == "" {
 		return "", nil
 	}
-	db, err := dburl.Check(d)
+	db, err := checkLocation(d)
 	if err != nil {
 		return "", &UsageError{Err: fmt.Errorf("ROTOR_DB: %w", err)}
 	}
@@ -253,7 +253,7 @@ func (f *Factory) defaultDBPath() (string, error) {
 		return "", err
 	}
 	if c.Ledger.URL != "" {
-		db, err := dburl.Check(c.Ledger.URL)
+		db, err := checkLocation(c.Ledger.URL)
 		if err != nil {
 			return "", &config.FieldError{Field: "ledger.url", Err: err}
 		}
@@ -295,7 +295,7 @@ func (f *Factory) loadConfig() (*config.Config, error) {
 		if k == "ledger.url" {
 			// Checked before Set trims it: white space around a
 			// location is refused wherever it is read.
-			if _, err := dburl.Check(raw); err != nil {
+			if _, err := checkLocation(raw); err != nil {
 				return nil, &config.FieldError{Field: k, Source: config.EnvName(k), Err: err}
 			}
 		}
@@ -328,7 +328,7 @@ func (f *Factory) loadConfig() (*config.Config, error) {
 	// ledger.url from the file is checked here (from ROTOR_LEDGER_URL,
 	// above): config may not import dburl.
 	if u := c.Ledger.URL; u != "" {
-		if _, err := dburl.Check(u); err != nil {
+		if _, err := checkLocation(u); err != nil {
 			return nil, &config.FieldError{Field: "ledger.url", Source: path, Err: err}
 		}
 	}
@@ -524,4 +524,19 @@ func (f *Factory) Close() {
 		f.store.Close()
 		f.store = nil
 	}
+}
+
+// checkLocation checks a ledger's location as dburl.Check does and, for a
+// PostgreSQL URL, reads its parameters as the driver will
+// (pgledger.CheckURL): a bad sslmode or connect_timeout is bad input,
+// refused before anything is opened, not a failure to open.
+func checkLocation(raw string) (string, error) {
+	loc, err := dburl.Check(raw)
+	if err == nil && dburl.IsPostgres(loc) {
+		err = pgledger.CheckURL(loc)
+	}
+	if err != nil {
+		return "", err
+	}
+	return loc, nil
 }

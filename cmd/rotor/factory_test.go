@@ -21,6 +21,10 @@ var badLedgers = []string{
 	"mysql://rotor:hunter2@db.example/rotor",
 	"postgresql://rotor:hunter2@[::1",
 	" ",
+	// URLs that parse but whose parameters the driver refuses: they were
+	// a failure to open (exit 1) after the rest of the command had run.
+	"postgres://rotor:hunter2@db.example/rotor?sslmode=bogus",
+	"postgresql://rotor:hunter2@db.example/rotor?connect_timeout=soon",
 }
 
 // inEmptyDir runs the test in a new empty working directory and fails it

@@ -177,7 +177,7 @@ to copy without the pruned usage (it then warns once on stderr).`,
 			if opts.URL == "" {
 				return usageErrorf("--to is required: a postgres:// URL or a SQLite file")
 			}
-			u, err := dburl.Check(opts.URL)
+			u, err := checkLocation(opts.URL)
 			if err != nil {
 				return &UsageError{Err: fmt.Errorf("--to: %w", err)}
 			}

@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rotorhq/rotor/config"
-	"github.com/rotorhq/rotor/internal/dburl"
 )
 
 // allowEmpty marks a string flag whose empty value means something (an
@@ -93,7 +92,7 @@ var rootFlagChecks = map[string]func(string) error{
 	"log-level":  config.CheckLogLevel,
 	"log-format": config.CheckLogFormat,
 	"db": func(v string) error {
-		_, err := dburl.Check(v)
+		_, err := checkLocation(v)
 		return err
 	},
 }

@@ -24,7 +24,8 @@ var (
 	ErrScheme = errors.New("not a SQLite file or a postgres:// URL")
 	// ErrKeywordValue: a libpq keyword/value string (host=... dbname=...).
 	ErrKeywordValue = errors.New("a keyword/value connection string")
-	// ErrURL: a postgres URL that does not parse.
+	// ErrURL: a postgres URL that does not parse, or whose parameters
+	// the driver cannot use (pgledger.CheckURL).
 	ErrURL = errors.New("a postgres URL that does not parse")
 )
 
@@ -37,6 +38,13 @@ type Error struct {
 
 func (e *Error) Error() string { return e.msg }
 func (e *Error) Unwrap() error { return e.Kind }
+
+// Errorf returns an *Error of kind with format's message, for a check of
+// a location made elsewhere (pgledger.CheckURL, which reads a URL as the
+// driver does).
+func Errorf(kind error, format string, args ...any) error {
+	return checkErr(kind, format, args...)
+}
 
 func checkErr(kind error, format string, args ...any) error {
 	return &Error{Kind: kind, msg: fmt.Sprintf(format, args...)}

@@ -216,6 +216,30 @@ func schemaVersion(ctx context.Context, q queryRower) (int, error) {
 	return int(n), nil
 }
 
+// CheckURL reports whether the driver can use dbURL, a postgres URL that
+// dburl.Check passed: its parameters (sslmode, connect_timeout,
+// pool_max_conns, sslrootcert...) are read as Open reads them, without
+// connecting. The error names dbURL masked and wraps dburl.ErrURL, so
+// that a bad one is refused as bad input before anything is opened.
+func CheckURL(dbURL string) error {
+	_, err := parseConfig(dbURL)
+	return err
+}
+
+// parseConfig reads dbURL's pool configuration; its error is CheckURL's.
+func parseConfig(dbURL string) (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		// pgconn repeats the URL ("cannot parse `URL`: why"): keep why.
+		why := scrub(err.Error(), dbURL)
+		if _, after, ok := strings.Cut(why, "`: "); ok {
+			why = after
+		}
+		return nil, dburl.Errorf(dburl.ErrURL, "%q is not a URL the PostgreSQL driver can use: %s", dburl.Mask(dbURL), why)
+	}
+	return cfg, nil
+}
+
 // connect opens a pool on dbURL and waits, at most opts.ConnectTimeout,
 // for the server to answer; it returns the pool and the current schema.
 func connect(ctx context.Context, dbURL string, opts Options) (*pgxpool.Pool, string, error) {
@@ -223,9 +247,9 @@ func connect(ctx context.Context, dbURL string, opts Options) (*pgxpool.Pool, st
 	if !dburl.IsPostgres(dbURL) {
 		return nil, "", fmt.Errorf("open ledger %s: not a postgres:// or postgresql:// URL", masked)
 	}
-	cfg, err := pgxpool.ParseConfig(dbURL)
+	cfg, err := parseConfig(dbURL)
 	if err != nil {
-		return nil, "", fmt.Errorf("open ledger %s: %s", masked, scrub(err.Error(), dbURL))
+		return nil, "", fmt.Errorf("open ledger: %w", err)
 	}
 	cfg.MaxConns = int32(opts.MaxConns)
 	cfg.ConnConfig.ConnectTimeout = min(opts.ConnectTimeout, 5*time.Second)
