@@ -91,6 +91,31 @@ func TestChatStreamHidesOnlyTheInjectedUsageChunk(t *testing.T) {
 	}
 }
 
+// Some OpenAI-compatible servers put the usage on the last content chunk
+// (beside its choices, with finish_reason), not on a chunk of its own: the
+// row was recorded with unknown tokens and cost (a cost budget then
+// refuses every request) though the usage came through. It counts now,
+// and the chunk reaches the caller whole: it carries content.
+func TestChatStreamUsageBesideChoicesIsRecorded(t *testing.T) {
+	h, u := newOpenAIHarness(t, opts{})
+	events := []string{
+		"data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"he\"}}]}\n\n",
+		"data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"llo\"},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":4,\"total_tokens\":16}}\n\n",
+		"data: [DONE]\n\n",
+	}
+	u.script(keyA, KindChat.Path, upReply{status: 200, events: events})
+	resp := h.open(context.Background(), KindChat.Path, `{"model":"api/gpt-test","stream":true,"messages":[]}`)
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := strings.Join(events, ""); string(got) != want {
+		t.Errorf("caller saw\n%q\nwant\n%q", got, want)
+	}
+	row := h.row(resp.Header.Get("X-Request-ID"))
+	if row.ErrorCode != "" || row.InputTokens != ledger.Known(12) || row.OutputTokens != ledger.Known(4) {
+		t.Errorf("row %+v, want 12 input and 4 output tokens", row)
+	}
+}
+
 func TestResponsesStreamRecordsUsage(t *testing.T) {
 	h, u := newOpenAIHarness(t, opts{})
 	u.script(keyA, KindResponses.Path, upReply{status: 200, events: responsesEvents})

@@ -37,16 +37,20 @@ func (r *ChatRewriter) Pass(ev Event) bool {
 		r.done = true
 		return true
 	}
-	u, ok := chatUsageChunk(ev.Data)
+	u, usageOnly, ok := chatUsage(ev.Data)
 	if !ok {
 		return true
 	}
+	// The usage counts wherever the provider put it (some servers put it
+	// on the last content chunk, beside its choices); only the usage-only
+	// chunk is dropped.
 	r.usage = append(r.usage[:0], u...)
-	return !r.drop
+	return !r.drop || !usageOnly
 }
 
-// Usage returns the raw JSON of the usage object of the usage-only chunk,
-// or nil when none was seen. The slice stays valid; the caller must not
+// Usage returns the raw JSON of the latest non-null usage object seen (the
+// usage-only chunk's, or one a provider put beside a chunk's choices), or
+// nil when none was seen. The slice stays valid; the caller must not
 // change it.
 func (r *ChatRewriter) Usage() []byte { return r.usage }
 
@@ -58,16 +62,16 @@ func IsDone(ev Event) bool {
 	return ev.Kind == KindEvent && string(ev.Data) == "[DONE]"
 }
 
-// chatUsageChunk reports whether data is a chat.completion.chunk whose
-// top-level "choices" is an empty array and whose top-level "usage" is not
-// null (keys matched exactly, the last of duplicates winning, as for a JSON
-// object decoded into a map), and returns that usage.
-func chatUsageChunk(data []byte) (usage []byte, ok bool) {
-	// Every chunk but the last has a non-empty choices array: without an
-	// empty array anywhere in its bytes, a chunk cannot be the usage-only
-	// one, and the walk over its members is skipped.
-	if !hasEmptyArray(data) {
-		return nil, false
+// chatUsage returns the top-level "usage" of a chat.completion.chunk
+// when it is not null (keys matched exactly, the last of duplicates
+// winning, as for a JSON object decoded into a map), and whether the
+// chunk is the usage-only one: its top-level "choices" an empty array.
+func chatUsage(data []byte) (usage []byte, usageOnly, ok bool) {
+	// With include_usage every chunk carries "usage": null; a chunk whose
+	// every "usage" in its bytes is followed by null has none, and the walk
+	// over its members is skipped.
+	if !usageNotNull(data) {
+		return nil, false, false
 	}
 	var choices []byte
 	if !members(data, func(key, value []byte) bool {
@@ -79,12 +83,46 @@ func chatUsageChunk(data []byte) (usage []byte, ok bool) {
 		}
 		return true
 	}) {
-		return nil, false
+		return nil, false, false
 	}
-	if usage == nil || isNull(usage) || !isEmptyArray(choices) || !json.Valid(data) {
-		return nil, false
+	if usage == nil || isNull(usage) || !json.Valid(data) {
+		return nil, false, false
 	}
-	return usage, true
+	return usage, isEmptyArray(choices), true
+}
+
+var (
+	usageKey = []byte(`usage"`)
+	jsonNull = []byte("null")
+	// unicodeEscape starts a \uXXXX escape.
+	unicodeEscape = []byte(`\u`)
+)
+
+// jsonSpace is JSON's white space.
+const jsonSpace = " \t\r\n"
+
+// usageNotNull reports whether data holds "usage" followed by a colon and
+// a value other than null, or any \u escape: a cheap test that a chunk
+// may carry usage.
+func usageNotNull(data []byte) bool {
+	if bytes.Contains(data, unicodeEscape) {
+		return true // a key may be spelled with escapes ("\u0075sage")
+	}
+	for rest := data; ; {
+		// Searched without its opening quote: JSON is full of quotes, and
+		// a search led by one is several times slower.
+		i := bytes.Index(rest, usageKey)
+		if i < 0 {
+			return false
+		}
+		quoted := i > 0 && rest[i-1] == '"'
+		rest = bytes.TrimLeft(rest[i+len(usageKey):], jsonSpace)
+		if quoted && len(rest) > 0 && rest[0] == ':' {
+			if !bytes.HasPrefix(bytes.TrimLeft(rest[1:], jsonSpace), jsonNull) {
+				return true
+			}
+		}
+	}
 }
 
 // Terminal event types of a Responses stream, whose response object
@@ -158,24 +196,4 @@ func ResponsesUsage(ev Event) (typ string, usage []byte, ok bool) {
 		usage = nil
 	}
 	return typ, usage, true
-}
-
-// hasEmptyArray reports whether data holds "[", optional JSON white space,
-// then "]": a necessary condition for an empty array value.
-func hasEmptyArray(data []byte) bool {
-	for i := bytes.IndexByte(data, '['); i >= 0; {
-		j := i + 1
-		for j < len(data) && (data[j] == ' ' || data[j] == '\t' || data[j] == '\n' || data[j] == '\r') {
-			j++
-		}
-		if j < len(data) && data[j] == ']' {
-			return true
-		}
-		k := bytes.IndexByte(data[j:], '[')
-		if k < 0 {
-			return false
-		}
-		i = j + k
-	}
-	return false
 }

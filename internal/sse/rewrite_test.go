@@ -57,8 +57,8 @@ func TestChatRewriter(t *testing.T) {
 		{"cut before the usage chunk", chunkRole + chunkText, true, chunkRole + chunkText, "", false},
 		{"crlf endings", strings.ReplaceAll(full, "\n", "\r\n"), true, strings.ReplaceAll(without, "\n", "\r\n"), usageJSON, true},
 		{"usage null with empty choices stays", `data: {"choices":[],"usage":null}` + "\n\n", true, `data: {"choices":[],"usage":null}` + "\n\n", "", false},
-		{"usage beside non-empty choices stays", `data: {"choices":[{"index":0}],"usage":{"total_tokens":1}}` + "\n\n", true, `data: {"choices":[{"index":0}],"usage":{"total_tokens":1}}` + "\n\n", "", false},
-		{"usage without choices stays", `data: {"usage":{"total_tokens":1}}` + "\n\n", true, `data: {"usage":{"total_tokens":1}}` + "\n\n", "", false},
+		{"usage beside non-empty choices stays and counts", `data: {"choices":[{"index":0}],"usage":{"total_tokens":1}}` + "\n\n", true, `data: {"choices":[{"index":0}],"usage":{"total_tokens":1}}` + "\n\n", `{"total_tokens":1}`, false},
+		{"usage without choices stays and counts", `data: {"usage":{"total_tokens":1}}` + "\n\n", true, `data: {"usage":{"total_tokens":1}}` + "\n\n", `{"total_tokens":1}`, false},
 		{"nested usage is not the chunk's", `data: {"choices":[],"x":{"usage":{"total_tokens":1}}}` + "\n\n", true, `data: {"choices":[],"x":{"usage":{"total_tokens":1}}}` + "\n\n", "", false},
 		{"usage in content text", chunkText[:len(chunkText)-2] + "\n\n" + `data: {"choices":[{"delta":{"content":"\"choices\":[],\"usage\":{}"}}],"usage":null}` + "\n\n", true,
 			chunkText[:len(chunkText)-2] + "\n\n" + `data: {"choices":[{"delta":{"content":"\"choices\":[],\"usage\":{}"}}],"usage":null}` + "\n\n", "", false},
@@ -121,7 +121,8 @@ func TestResponsesUsage(t *testing.T) {
 // minus exactly the events a JSON decoder calls usage-only chunks (top-level
 // "choices" an empty array, "usage" not null) when rotor injected
 // include_usage, the whole stream otherwise, and that Usage is the last
-// such chunk's usage.
+// non-null top-level usage of any chunk (some providers put it beside the
+// last chunk's choices).
 func FuzzChatRewriter(f *testing.F) {
 	f.Add([]byte(chunkRole+chunkText+chunkStop+chunkUsage+done), true)
 	f.Add([]byte(chunkRole+chunkUsage+done), false)
@@ -148,9 +149,9 @@ func FuzzChatRewriter(f *testing.F) {
 					var choices []json.RawMessage
 					c, hasC := m["choices"]
 					u, hasU := m["usage"]
-					if hasC && hasU && string(u) != "null" && json.Unmarshal(c, &choices) == nil && choices != nil && len(choices) == 0 {
-						isUsage = true
+					if hasU && string(u) != "null" {
 						wantUsage = append([]byte(nil), u...)
+						isUsage = hasC && json.Unmarshal(c, &choices) == nil && choices != nil && len(choices) == 0
 					}
 				}
 			}
@@ -206,21 +207,24 @@ func TestNoAllocationsPerEvent(t *testing.T) {
 	}
 }
 
-func TestHasEmptyArray(t *testing.T) {
+func TestUsageNotNull(t *testing.T) {
 	for _, tt := range []struct {
 		data string
 		want bool
 	}{
-		{`{"choices":[]}`, true},
-		{`{"choices":[ ` + "\n\t\r" + `]}`, true},
-		{`{"choices":[{"delta":{}}],"x":[]}`, true},
-		{`{"choices":[{"delta":{"content":"a[b"}}]}`, false},
-		{`{"choices":[{"index":0}]}`, false},
-		{`[`, false},
+		{`{"choices":[],"usage":{"total_tokens":1}}`, true},
+		{`{"choices":[{"index":0}],"usage" :` + "\n\t" + ` {"total_tokens":1}}`, true},
+		{`{"choices":[{"index":0}],"usage":null}`, false},
+		{`{"choices":[{"index":0}],"usage" : null}`, false},
+		{`{"x":{"usage":null},"usage":{}}`, true},
+		{`{"choices":[{"delta":{"content":"\"usage\":{}"}}],"usage":null}`, false},
+		{`{"usage"}`, false},
+		{`"usage"`, false},
+		{`{"\u0075sage":{}}`, true},
 		{``, false},
 	} {
-		if got := hasEmptyArray([]byte(tt.data)); got != tt.want {
-			t.Errorf("hasEmptyArray(%q) = %v, want %v", tt.data, got, tt.want)
+		if got := usageNotNull([]byte(tt.data)); got != tt.want {
+			t.Errorf("usageNotNull(%q) = %v, want %v", tt.data, got, tt.want)
 		}
 	}
 }
