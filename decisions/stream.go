@@ -163,9 +163,13 @@ func (rt *Route) streamAnswer(ctx context.Context, caller context.Context, k *Ki
 			pass = chat.Pass(ev)
 			held = sse.IsDone(ev)
 		default:
-			if typ, u, ok := sse.ResponsesUsage(ev); ok {
-				usage, ended = jsonobj.ResponsesUsageObject(u), true
-				held = typ == sse.ResponseCompleted
+			if _, u, ok := sse.ResponsesUsage(ev); ok {
+				// response.completed, .incomplete and .failed each end
+				// the stream: held until the row commits, then the body
+				// is drained (a provider that lingers loses the
+				// connection drainWait later, not the caller's stream
+				// at stream_idle_timeout).
+				usage, ended, held = jsonobj.ResponsesUsageObject(u), true, true
 				if obj, ok := jsonobj.Member(ev.Data, "response"); ok {
 					respID = responseID(obj)
 				}

@@ -338,7 +338,15 @@ func TestStreamProviderConnectionIsReused(t *testing.T) {
 		{KindChat.Path, `{"model":"api/gpt-test","stream":true,"stream_options":{"include_usage":true},"messages":[]}`, "[DONE]", chatEvents},
 		{KindResponses.Path, `{"model":"api/gpt-test","stream":true,"input":"x"}`, "response.completed", responsesEvents},
 	} {
-		h, u := newOpenAIHarness(t, opts{})
+		// rotor's own client, limited to one connection to the provider:
+		// a request then waits for the connection the last one returns
+		// to the pool (the transport's read loop does that a moment after
+		// the body's end, and the catalog fetch's just before the first
+		// stream) instead of dialing beside it, so that only a
+		// connection closed early dials again.
+		client := NewHTTPClient()
+		client.Transport.(*http.Transport).MaxConnsPerHost = 1
+		h, u := newOpenAIHarness(t, opts{httpClient: client})
 		var conns []int64
 		for range 3 {
 			release := make(chan struct{})
@@ -363,30 +371,50 @@ func TestStreamProviderConnectionIsReused(t *testing.T) {
 }
 
 // A provider that keeps a stream open after its terminal event does not
-// hold the caller: rotor gives up on the connection drainWait later.
+// hold the caller: rotor gives up on the connection drainWait later. Every
+// terminal event counts: a Responses stream ending on response.incomplete
+// (max_output_tokens reached) or response.failed was held open until
+// stream_idle_timeout, then cut, so the SDK reported an error after a
+// complete answer and the row said stream_idle_timeout.
 func TestStreamEndsWhenTheProviderLingersAfterTheTerminalEvent(t *testing.T) {
-	h, u := newOpenAIHarness(t, opts{})
-	gone := make(chan struct{})
-	u.script(keyA, KindChat.Path, upReply{status: 200, events: chatEvents, release: make(chan struct{}), gone: gone})
-	// Bounded: without rotor's own bound the caller would wait for good.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp := h.open(ctx, KindChat.Path, `{"model":"api/gpt-test","stream":true,"stream_options":{"include_usage":true},"messages":[]}`)
-	defer resp.Body.Close()
-	br := bufio.NewReader(resp.Body)
-	got := readThrough(t, br, "[DONE]")
-	h.waitTimers(2) // the idle watch and the wait for the stream's end
-	h.clk.Advance(drainWait)
-	rest, err := io.ReadAll(br)
-	if err != nil || len(rest) != 0 {
-		t.Errorf("after the terminal event the caller read %q, %v", rest, err)
+	responses := func(typ string) []string {
+		return []string{responsesEvents[0], "event: " + typ + "\ndata: {\"type\":\"" + typ +
+			"\",\"response\":{\"id\":\"resp_s\",\"usage\":{\"input_tokens\":8,\"output_tokens\":3,\"total_tokens\":11}}}\n\n"}
 	}
-	if want := strings.Join(chatEvents, ""); got != want {
-		t.Errorf("caller saw\n%q\nwant\n%q", got, want)
-	}
-	<-gone // the provider call was cancelled
-	if row := h.row(resp.Header.Get("X-Request-ID")); row.ErrorCode != "" || row.Status != 200 {
-		t.Errorf("row %+v, want a complete stream", row)
+	for _, c := range []struct {
+		name, path, body, terminal string
+		events                     []string
+	}{
+		{"chat [DONE]", KindChat.Path, `{"model":"api/gpt-test","stream":true,"stream_options":{"include_usage":true},"messages":[]}`, "[DONE]", chatEvents},
+		{"response.completed", KindResponses.Path, `{"model":"api/gpt-test","stream":true,"input":"hi"}`, "response.completed", responses("response.completed")},
+		{"response.incomplete", KindResponses.Path, `{"model":"api/gpt-test","stream":true,"input":"hi"}`, "response.incomplete", responses("response.incomplete")},
+		{"response.failed", KindResponses.Path, `{"model":"api/gpt-test","stream":true,"input":"hi"}`, "response.failed", responses("response.failed")},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h, u := newOpenAIHarness(t, opts{})
+			gone := make(chan struct{})
+			u.script(keyA, c.path, upReply{status: 200, events: c.events, release: make(chan struct{}), gone: gone})
+			// Bounded: without rotor's own bound the caller would wait for good.
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			resp := h.open(ctx, c.path, c.body)
+			defer resp.Body.Close()
+			br := bufio.NewReader(resp.Body)
+			got := readThrough(t, br, c.terminal)
+			h.waitTimers(2) // the idle watch and the wait for the stream's end
+			h.clk.Advance(drainWait)
+			rest, err := io.ReadAll(br)
+			if err != nil || len(rest) != 0 {
+				t.Errorf("after the terminal event the caller read %q, %v", rest, err)
+			}
+			if want := strings.Join(c.events, ""); got != want {
+				t.Errorf("caller saw\n%q\nwant\n%q", got, want)
+			}
+			<-gone // the provider call was cancelled
+			if row := h.row(resp.Header.Get("X-Request-ID")); row.ErrorCode != "" || row.Status != 200 || !row.InputTokens.Known {
+				t.Errorf("row %+v, want a complete stream with its usage", row)
+			}
+		})
 	}
 }
 
