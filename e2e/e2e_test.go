@@ -305,10 +305,12 @@ func TestLedgerReportFormats(t *testing.T) {
 	}
 	r := rows[0]
 	want := map[string]any{"operation": "decisions", "requests": float64(4), "input_tokens": float64(28), "output_tokens": float64(12), "total_tokens": float64(40), "cost_usd": nil, "errors": float64(0),
-		"known_cost_usd": float64(0), "unknown_cost_rows": float64(4), "unknown_token_rows": float64(0)}
+		"known_cost_usd": float64(0), "unknown_cost_rows": float64(4), "unknown_token_rows": float64(0),
+		// Decisions rows record no cached or reasoning tokens: unknown, not 0.
+		"cached_input_tokens": nil, "reasoning_tokens": nil}
 	for k, v := range want {
 		if got, ok := r[k]; !ok || got != v {
-			t.Errorf("%s = %v, want %v (unknown cost is null, never 0)", k, got, v)
+			t.Errorf("%s = %v, want %v (unknown is null, never 0)", k, got, v)
 		}
 	}
 	csvRows := parseCSV(t, e.mustRun("ledger", "report", "--since", "7d", "--by", "credential,day", "--format", "csv").stdout)

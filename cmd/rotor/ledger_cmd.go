@@ -252,11 +252,14 @@ func reportRecords(by []string, rows []ledger.ReportRow) records {
 		}
 		// A group holding a row of unknown tokens shows every token sum
 		// as unknown, its count beside them; cached and reasoning tokens
-		// otherwise sum the rows that report them.
+		// otherwise sum the rows that report them, and are unknown when
+		// none does (embeddings, Decisions rows, a provider that sends no
+		// details): 0 would say the provider reported none.
 		tokensKnown := r.TokensUnknown == 0
 		line = append(line, intCell(r.Requests), countCell(r.InputTokens, tokensKnown && r.InputUnknown == 0), countCell(r.OutputTokens, tokensKnown && r.OutputUnknown == 0),
 			countCell(r.TotalTokens, tokensKnown), cost, intCell(r.Errors),
-			countCell(r.CachedInputTokens, tokensKnown && r.InputUnknown == 0), countCell(r.ReasoningTokens, tokensKnown && r.OutputUnknown == 0),
+			countCell(r.CachedInputTokens, tokensKnown && r.InputUnknown == 0 && r.CachedUnknown < r.Requests),
+			countCell(r.ReasoningTokens, tokensKnown && r.OutputUnknown == 0 && r.ReasoningUnknown < r.Requests),
 			usdCell(r.CostMicros), intCell(r.CostUnknown), intCell(max(r.TokensUnknown, r.InputUnknown, r.OutputUnknown)))
 		recs.Rows = append(recs.Rows, line)
 	}
