@@ -148,9 +148,14 @@ func TestInitWritesStarterAndTokenAndNeverOverwrites(t *testing.T) {
 
 func TestBudgetAddListRemove(t *testing.T) {
 	e := newE2E(t)
-	e.mustRun("budget", "add", "--tokens", "2000000", "--window", "day", "--name", "daily-tokens")
+	if r := e.mustRun("budget", "add", "--tokens", "2000000", "--window", "day", "--name", "daily-tokens"); !strings.Contains(r.stdout, "at most 2000000 tokens per") {
+		t.Errorf("budget add --tokens said %q", r.stdout)
+	}
 	e.mustRun("budget", "add", "--requests", "500", "--window", "1h")
 	r := e.mustRun("budget", "add", "--cost", "12.5", "--window", "month")
+	if !strings.Contains(r.stdout, "at most $12.5 per") || strings.Contains(r.stdout, "USD") {
+		t.Errorf("budget add --cost said %q, want the limit in dollars once", r.stdout)
+	}
 	if !strings.Contains(r.stderr, "policy_blocked") {
 		t.Errorf("--cost gave no warning about Decisions: %q", r.stderr)
 	}

@@ -147,18 +147,20 @@ func budgetAddRun(ctx context.Context, opts *budgetAddOptions) error {
 	if opts.Replace {
 		verb = "set"
 	}
-	fmt.Fprintf(opts.IO.Out, "%s budget %s: at most %s %s per %s window\n", verb, b.Name, b.FormatLimit(), unitWord(b.Kind), b.Window.Describe())
+	fmt.Fprintf(opts.IO.Out, "%s budget %s: at most %s%s per %s window\n", verb, b.Name, b.FormatLimit(), unitWord(b.Kind), b.Window.Describe())
 	if b.Kind == budgets.KindCost {
 		fmt.Fprintln(opts.IO.ErrOut, "warning: while a cost budget exists, Decisions requests are refused with 403 policy_blocked: their cost is unknown. Budget on --requests or --tokens to allow Decisions.")
 	}
 	return nil
 }
 
+// unitWord is the unit printed after a budget's limit: none for cost,
+// whose limit prints as dollars ("$5").
 func unitWord(k budgets.Kind) string {
 	if k == budgets.KindCost {
-		return "USD"
+		return ""
 	}
-	return string(k)
+	return " " + string(k)
 }
 
 func newCmdBudgetList(f *Factory, runF func(*listOptions) error) *cobra.Command {

@@ -350,7 +350,11 @@ func settleRun(ctx context.Context, opts *settleOptions) error {
 	case err != nil:
 		return err
 	}
-	fmt.Fprintf(opts.IO.Out, "settled %s: %d input tokens (%d cached), %d output tokens\n", r.RequestID, r.Input.V, r.CachedInput.V, r.Output.V)
+	cached := ""
+	if r.CachedInput.Known {
+		cached = fmt.Sprintf(" (%d cached)", r.CachedInput.V)
+	}
+	fmt.Fprintf(opts.IO.Out, "settled %s: %d input tokens%s, %d output tokens\n", r.RequestID, r.Input.V, cached, r.Output.V)
 	return nil
 }
 

@@ -137,8 +137,12 @@ func pricingSetRun(ctx context.Context, opts *pricingSetOptions) error {
 	if _, err := store.PutPrices(ctx, []ledger.Price{opts.Price}, true); err != nil {
 		return err
 	}
-	fmt.Fprintf(opts.IO.Out, "set the price of %s: $%s input, $%s output per 1M tokens\n", opts.Price.Model,
-		usdPer1M(opts.Price.InputMicros), usdPer1M(opts.Price.OutputMicros))
+	cached := ""
+	if c := opts.Price.CachedInputMicros; c.Known {
+		cached = ", $" + usdPer1M(c.V) + " cached input"
+	}
+	fmt.Fprintf(opts.IO.Out, "set the price of %s: $%s input%s, $%s output per 1M tokens\n", opts.Price.Model,
+		usdPer1M(opts.Price.InputMicros), cached, usdPer1M(opts.Price.OutputMicros))
 	return nil
 }
 

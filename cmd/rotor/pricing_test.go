@@ -73,6 +73,12 @@ func TestPricingSetListRemoveRun(t *testing.T) {
 		t.Fatalf("set: %v, printed %q", err, out)
 	}
 	out.Reset()
+	f2, out2, _ := fakeFactory(t, nil, nil)
+	cached := &pricingSetOptions{IO: f2.IO, Ledger: f2.LedgerOrCreate,
+		Price: ledger.Price{Model: "gpt-c", InputMicros: 400_000, OutputMicros: 1_600_000, CachedInputMicros: ledger.Known(100_000), Source: ledger.SourceSet}}
+	if err := pricingSetRun(ctx, cached); err != nil || out2.String() != "set the price of gpt-c: $0.4 input, $0.1 cached input, $1.6 output per 1M tokens\n" {
+		t.Fatalf("set with a cached price: %v, printed %q", err, out2)
+	}
 	if err := pricingListRun(ctx, &listOptions{IO: f.IO, Ledger: f.Ledger, Format: FormatJSON}); err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +177,8 @@ func TestLedgerSettleRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts := &settleOptions{IO: f.IO, Ledger: f.Ledger, Resolution: ledger.Resolution{RequestID: "req-1", Input: ledger.Known(1000), Output: ledger.Known(500)}}
-	if err := settleRun(ctx, opts); err != nil || out.String() != "settled req-1: 1000 input tokens (0 cached), 500 output tokens\n" {
+	// No --cached: the cached count is unknown, not printed as 0.
+	if err := settleRun(ctx, opts); err != nil || out.String() != "settled req-1: 1000 input tokens, 500 output tokens\n" {
 		t.Fatalf("settle: %v, printed %q", err, out)
 	}
 	rows, _ := store.Rows(ctx, f.Clock.Now().Add(-1e12), f.Clock.Now().Add(1e12), 0)
