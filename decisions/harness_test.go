@@ -148,7 +148,7 @@ func newHarness(t *testing.T, o opts) *harness {
 			return
 		}
 		h.router.ServeHTTP(w, r.WithContext(ctx))
-	}), false))
+	}), nil))
 	t.Cleanup(h.srv.Close)
 	return h
 }

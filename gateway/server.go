@@ -121,8 +121,18 @@ func (s *Server) Handler() http.Handler {
 		}()
 		w.Header().Set(http.TrailerPrefix+httpx.AccessHeader, aw.info.Encode())
 	})
-	al := httpx.AccessLog{Server: "runtime", Logger: s.cfg.Logger, Metrics: s.cfg.Metrics, Clock: s.cfg.Clock, TrustRequestID: true}
+	al := httpx.AccessLog{Server: "runtime", Logger: s.cfg.Logger, Metrics: s.cfg.Metrics, Clock: s.cfg.Clock, TrustRequestID: s.fromBridge}
 	return al.Wrap(g.Wrap(inner))
+}
+
+// fromBridge reports whether r comes from a bridge in front: it sends the
+// runtime token and its caller's label. Only then is its X-Request-ID kept,
+// so that the two access lines share one id; a caller without the token
+// (a 401) or one calling the runtime directly gets an id of the runtime's
+// own, not one it chose.
+func (s *Server) fromBridge(r *http.Request) bool {
+	tok, ok := httpx.Bearer(r)
+	return ok && !s.cfg.Token.IsZero() && tok.Equal(s.cfg.Token) && httpx.SafeLabel(r.Header.Get(httpx.ClientHeader))
 }
 
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {

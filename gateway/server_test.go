@@ -121,6 +121,48 @@ func TestClientLabelFromBridgeHeader(t *testing.T) {
 	}
 }
 
+// The runtime keeps an incoming X-Request-ID only from a bridge (the
+// runtime token and a caller's label), so that the bridge's and the
+// runtime's access lines share it. It kept any caller's before the token
+// check: a caller without the token chose the id of its 401 log line, and
+// one calling the runtime directly could give two requests one id (two
+// rows, which settle and copy look up by id).
+func TestRuntimeKeepsARequestIDFromABridgeOnly(t *testing.T) {
+	r := newRig(t)
+	const chosen = "chosen-id-0001"
+	for _, c := range []struct {
+		name, token, client string
+		status              int
+		kept                bool
+	}{
+		{"a bridge", runtimeToken, "ci", 200, true},
+		{"no token", "", "ci", 401, false},
+		{"a wrong token", "rtr_wrong-0123456789abcdefghijklmnopqrstuvw", "ci", 401, false},
+		{"a direct caller", runtimeToken, "", 200, false},
+	} {
+		req, _ := http.NewRequest("POST", r.srv.URL+"/v1/decisions", strings.NewReader(`{"model":"api/decide-mini","input":"x","question":{"type":"predicate"}}`))
+		req.Header.Set("X-Request-ID", chosen)
+		if c.token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.token)
+		}
+		if c.client != "" {
+			req.Header.Set("X-Rotor-Client", c.client)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		id := resp.Header.Get("X-Request-ID")
+		if resp.StatusCode != c.status || id == "" || (id == chosen) != c.kept {
+			t.Errorf("%s: status %d, X-Request-ID %q; want %d, the caller's id kept: %v", c.name, resp.StatusCode, id, c.status, c.kept)
+		}
+	}
+	if n := strings.Count(r.logs.String(), chosen); n != 1 {
+		t.Errorf("the chosen id is in %d log lines, want only the bridge's request's:\n%s", n, r.logs.String())
+	}
+}
+
 func TestAccessLogLineHasNoSecrets(t *testing.T) {
 	r := newRig(t)
 	r.post(t, runtimeToken, "X-Rotor-Client", "ci")

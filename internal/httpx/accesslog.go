@@ -169,9 +169,10 @@ type AccessLog struct {
 	// Metrics may be nil.
 	Metrics RequestMetrics
 	Clock   clock.Clock
-	// TrustRequestID keeps a well-formed incoming X-Request-ID (a server
-	// behind an authenticated bridge).
-	TrustRequestID bool
+	// TrustRequestID, when set, keeps a well-formed incoming X-Request-ID
+	// of a request it says yes to (a bridge in front, authenticated): it
+	// runs before the guard, so it must check the credentials itself.
+	TrustRequestID func(*http.Request) bool
 }
 
 // Wrap returns h inside the outer layers.

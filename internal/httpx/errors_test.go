@@ -99,20 +99,26 @@ func TestUnauthorizedCarriesWWWAuthenticate(t *testing.T) {
 
 func TestRequestIDs(t *testing.T) {
 	var seen string
-	h := RequestIDs(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { seen = RequestID(r.Context()) }), true)
+	trusted := func(r *http.Request) bool { return r.Header.Get("X-Trusted") == "yes" }
+	h := RequestIDs(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { seen = RequestID(r.Context()) }), trusted)
 	tests := []struct {
 		in       string
+		trusted  bool
 		wantSame bool
 	}{
-		{"abc-123", true},
-		{"bad id\nwith newline", false},
-		{"", false},
+		{"abc-123", true, true},
+		{"abc-123", false, false},
+		{"bad id\nwith newline", true, false},
+		{"", true, false},
 	}
 	for _, tt := range tests {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest("GET", "/", nil)
 		if tt.in != "" {
 			req.Header.Set("X-Request-ID", tt.in)
+		}
+		if tt.trusted {
+			req.Header.Set("X-Trusted", "yes")
 		}
 		h.ServeHTTP(rec, req)
 		got := rec.Header().Get("X-Request-ID")

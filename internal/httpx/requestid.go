@@ -56,12 +56,12 @@ func RequestID(ctx context.Context) string {
 
 // RequestIDs is middleware that gives every request an id, puts it in the
 // context and in the X-Request-ID answer header. An incoming X-Request-ID
-// is kept only when trustIncoming is set (the runtime behind an
-// authenticated bridge) and the id is well formed.
-func RequestIDs(next http.Handler, trustIncoming bool) http.Handler {
+// is kept only when trust is set and says yes for the request (the runtime
+// trusts a bridge that sent the runtime token) and the id is well formed.
+func RequestIDs(next http.Handler, trust func(*http.Request) bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := ""
-		if trustIncoming {
+		if trust != nil && trust(r) {
 			if in := r.Header.Get("X-Request-ID"); SafeID(in) {
 				id = in
 			}
