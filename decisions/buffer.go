@@ -14,17 +14,21 @@ const MaxBody = 64 << 20
 // never blocks: a read that would pass the bound fails, and the route
 // answers 503 server_overloaded.
 type limiter struct {
-	max  int64
+	max  atomic.Int64
 	used atomic.Int64
 }
 
-func newLimiter(max int64) *limiter { return &limiter{max: max} }
+func newLimiter(max int64) *limiter {
+	l := &limiter{}
+	l.max.Store(max)
+	return l
+}
 
 func (l *limiter) tryAcquire(n int64) bool {
 	if l == nil {
 		return true
 	}
-	if l.used.Add(n) > l.max {
+	if l.used.Add(n) > l.max.Load() {
 		l.used.Add(-n)
 		return false
 	}

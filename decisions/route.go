@@ -155,6 +155,12 @@ type credential struct {
 	fingerprint string
 }
 
+// identity is what makes a credential the same across a reload (name,
+// base_url, region and key): the key of what the generations share.
+func (c *credential) identity() string {
+	return c.Name + "\x00" + c.BaseURL + "\x00" + c.Region + "\x00" + c.fingerprint
+}
+
 // NoRedirects is an http.Client CheckRedirect that never follows a
 // redirect: the key must not travel to another host.
 func NoRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
@@ -234,9 +240,18 @@ func New(cfg Config) *Route {
 		log:         cfg.Logger,
 		affinity:    newAffinity(cfg.Clock),
 	}
+	if prev := cfg.Previous; prev != nil {
+		// One budget for the process: the bytes that requests begun
+		// on the previous generation hold still count.
+		rt.buffers = prev.buffers
+		rt.buffers.max.Store(cfg.MaxBuffered)
+	}
 	if prev := cfg.Previous; prev != nil && cfg.Keep != nil {
 		rt.catalogs.adopt(prev.catalogs, cfg.Keep)
-		rt.unsupported.adopt(prev.unsupported, cfg.Keep)
+		// Shared, keyed by identity: an answer a request begun on the
+		// previous generation records still reaches this one, and a
+		// changed credential matches none of its old answers.
+		rt.unsupported = prev.unsupported
 		rt.affinity = prev.affinity
 	}
 	for _, pc := range cfg.Pools {
@@ -344,22 +359,24 @@ func (rt *Route) serve(ctx context.Context, k *Kind, w http.ResponseWriter, r *h
 		var mbe *http.MaxBytesError
 		switch {
 		case errors.Is(err, errTooLarge), errors.As(err, &mbe):
-			rt.refused("request_too_large")
+			rt.refused(httpx.CodeRequestTooLarge)
 			return httpx.NewError(httpx.CodeRequestTooLarge)
 		case errors.Is(err, ErrOverloaded):
-			rt.refused("overloaded")
+			rt.refused(httpx.CodeOverloaded)
 			return err
 		}
 		var ne net.Error
 		if errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
 			// The server's read timeout cut a body sent too slowly.
-			rt.refused("request_timeout")
+			rt.refused(httpx.CodeRequestTimeout)
 			return httpx.NewError(httpx.CodeRequestTimeout)
 		}
-		rt.refused("read_error")
+		// Each refusal counts under the code its answer carries.
 		if ctx.Err() != nil {
+			rt.refused(httpx.CodeClientClosedRequest)
 			return ctx.Err()
 		}
+		rt.refused(httpx.CodeInvalidJSON)
 		return httpx.NewError(httpx.CodeInvalidJSON).WithMessage("could not read the request body")
 	}
 	defer body.Release()

@@ -101,7 +101,7 @@ func (wk *walk) candidates() (names []string, undiscovered int) {
 		if _, listed := cat.models[wk.upstream]; !listed || !c.allows(wk.upstream) || !wk.kind.eligible(c, wk.upstream) {
 			continue
 		}
-		if wk.rt.unsupported.has(capKey{c.Name, wk.upstream, wk.kind.Path}) {
+		if wk.rt.unsupported.has(capKey{c.identity(), wk.upstream, wk.kind.Path}) {
 			continue
 		}
 		names = append(names, c.Name)
@@ -503,7 +503,7 @@ func (wk *walk) send(ctx context.Context, c *credential) (out *answer, next bool
 		return nil, true, nil
 	case outcomeUnsupported:
 		wk.ps.pool.Record(c.Name, pool.Observation{Scope: wk.scope, Sent: sent, Status: status, Outcome: pool.OutcomeCallerError})
-		rt.unsupported.add(capKey{c.Name, wk.upstream, wk.kind.Path})
+		rt.unsupported.add(capKey{c.identity(), wk.upstream, wk.kind.Path})
 		wk.fail(c.Name)
 		rt.failover(wk.ps.name, failoverUnsupported)
 		return nil, true, nil

@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -300,6 +302,8 @@ func (rl *reloader) reload(via string) (*reloadResult, error) {
 		}
 		if k != "pools" {
 			settings = append(settings, k)
+		} else {
+			settings = append(settings, poolSettingsChanged(cur.cfg, cfg)...)
 		}
 	}
 	g, err := rl.build(cfg, cur)
@@ -313,6 +317,49 @@ func (rl *reloader) reload(via string) (*reloadResult, error) {
 	rl.f.setLogLevel(cfg.Log.Level)
 	log.Info("configuration reloaded", "via", via, "generation", g.n, "added", res.Added, "removed", res.Removed, "changed", res.Changed, "settings", res.Settings)
 	return res, nil
+}
+
+// poolSettingsChanged names what a reload changed in pools besides the
+// credentials' identities (diffGenerations reports those): a pool's
+// options, and the visibility and model profiles of a credential it keeps
+// (named as config names its keys, pools.api.credentials[0].visibility).
+// They apply at once, so the reload must not say "no change".
+func poolSettingsChanged(old, cur *config.Config) []string {
+	var out []string
+	for _, name := range cur.PoolNames() {
+		op, ok := old.Pools[name]
+		if !ok {
+			continue
+		}
+		np := cur.Pools[name]
+		base := "pools." + name
+		if op.FirstKeyFallback != np.FirstKeyFallback {
+			out = append(out, base+".first_key_fallback")
+		}
+		if op.AuthRest != np.AuthRest {
+			out = append(out, base+".auth_rest")
+		}
+		if op.PreferActive != np.PreferActive {
+			out = append(out, base+".prefer_active")
+		}
+		if !reflect.DeepEqual(op.QuotaBuckets, np.QuotaBuckets) {
+			out = append(out, base+".quota_buckets")
+		}
+		for i, nc := range np.Credentials {
+			k := slices.IndexFunc(op.Credentials, func(c config.Credential) bool { return c.Name == nc.Name })
+			if k < 0 {
+				continue
+			}
+			oc := op.Credentials[k]
+			if !reflect.DeepEqual(oc.Visibility, nc.Visibility) {
+				out = append(out, fmt.Sprintf("%s.credentials[%d].visibility", base, i))
+			}
+			if !reflect.DeepEqual(oc.ModelProfiles, nc.ModelProfiles) {
+				out = append(out, fmt.Sprintf("%s.credentials[%d].model_profiles", base, i))
+			}
+		}
+	}
+	return out
 }
 
 // diffGenerations says which credentials (pool/name) a reload added,
@@ -374,13 +421,23 @@ func watchHangup(rl *reloader) (stop func()) {
 // model_cooldown setting turns model_cooldown.enabled off. Any other key's
 // change is the user's own (a malformed setting elsewhere is no excuse).
 func malformedBehind(k string, malformed []string) []string {
-	if k != "model_cooldown.enabled" {
+	var marks []string
+	switch k {
+	case "model_cooldown.enabled":
+		marks = []string{"model_cooldown"}
+	case "learned_cooldown.storage":
+		// A malformed backend falls back to memory and turns learning off.
+		marks = []string{"learned_cooldown.storage", "intelligence_storage_backend"}
+	default:
 		return nil
 	}
 	var out []string
 	for _, m := range malformed {
-		if strings.Contains(strings.ToLower(m), "model_cooldown") {
-			out = append(out, m)
+		for _, mark := range marks {
+			if strings.Contains(strings.ToLower(m), mark) {
+				out = append(out, m)
+				break
+			}
 		}
 	}
 	return out
@@ -404,6 +461,16 @@ func (rl *reloader) adminReload(runtime string) func(context.Context) (any, erro
 func (f *Factory) freshConfig() (*config.Config, error) {
 	if f.v == nil {
 		return f.Config()
+	}
+	// A reload reads the file again: one it cannot read (moved aside, an
+	// editor's save window) is no request for the defaults, which would
+	// drop every pool.
+	path, _, err := f.ConfigPath()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("read the configuration: %w", err)
 	}
 	return f.loadConfig()
 }

@@ -188,8 +188,8 @@ func TestReloadKeepsStateOfUnchangedCredentialsOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !slices.Equal(res.Added, []string{"api/team-d"}) || !slices.Equal(res.Changed, []string{"api/team-b", "api/team-c"}) ||
-		len(res.Removed) != 0 || len(res.Settings) != 0 || res.Generation != 2 {
-		t.Errorf("reload said %+v; want team-d added, team-b and team-c changed, generation 2", res)
+		len(res.Removed) != 0 || !slices.Equal(res.Settings, []string{"pools.api.credentials[0].visibility"}) || res.Generation != 2 {
+		t.Errorf("reload said %+v; want team-d added, team-b and team-c changed, team-a's visibility a setting changed, generation 2", res)
 	}
 	cur := x.rl.current()
 	if got := keysOf(resting(cur)); !slices.Equal(got, []string{"team-a"}) {
