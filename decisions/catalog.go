@@ -190,19 +190,6 @@ func newUnsupported(clk clock.Clock) *unsupported {
 	return &unsupported{clk: clk, ttl: UnsupportedTTL, m: map[capKey]time.Time{}}
 }
 
-// adopt copies prev's answers about the credentials keep names.
-func (u *unsupported) adopt(prev *unsupported, keep func(string) bool) {
-	prev.mu.Lock()
-	defer prev.mu.Unlock()
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	for k, exp := range prev.m {
-		if keep(k.credential) {
-			u.m[k] = exp
-		}
-	}
-}
-
 func (u *unsupported) add(k capKey) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
