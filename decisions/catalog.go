@@ -181,6 +181,8 @@ type unsupported struct {
 	m   map[capKey]time.Time
 }
 
+// capKey is an answer's key; credential is the credential's identity(), so
+// that generations share the answers and a changed credential has none.
 type capKey struct{ credential, model, endpoint string }
 
 // UnsupportedTTL is how long an unsupported-endpoint answer is cached.
