@@ -244,18 +244,31 @@ func createDefaultToken(ctx context.Context, ledgerOrCreate func(context.Context
 	if err != nil {
 		return "", err
 	}
-	label, err := homeTokenLabel(ctx, store, hostname, path)
-	if err != nil {
-		return "", err
+	if _, err := os.Lstat(path); err == nil && !overwrite {
+		return "", usageErrorf("%s already exists; use --force to replace it", path)
+	}
+	var label string
+	for attempt := 0; ; attempt++ {
+		var own bool
+		if label, own, err = homeTokenLabel(ctx, store, hostname, path); err != nil {
+			return "", err
+		}
+		// Only the home's own label is replaced; a free one is taken only
+		// while still free: another home's init may have taken it since.
+		err = store.AddClientToken(ctx, label, tok.Hash(), own)
+		if errors.Is(err, ledger.ErrExists) && !own && attempt < 20 {
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("store token hash: %w", err)
+		}
+		break
 	}
 	if err := tokenfile.Write(path, tok, overwrite); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return "", usageErrorf("%s already exists; use --force to replace it", path)
 		}
 		return "", err
-	}
-	if err := store.AddClientToken(ctx, label, tok.Hash(), true); err != nil {
-		return "", fmt.Errorf("store token hash: %w", err)
 	}
 	return label, nil
 }
@@ -265,23 +278,23 @@ func createDefaultToken(ctx context.Context, ledgerOrCreate func(context.Context
 // token holds it; else default@<hostname> (DESIGN, "Client tokens on a
 // shared ledger": labels stay unique, and one home never takes over
 // another's; a second home on one machine gets default@<hostname>-2).
-func homeTokenLabel(ctx context.Context, store ledger.Ledger, hostname func() (string, error), path string) (string, error) {
+func homeTokenLabel(ctx context.Context, store ledger.Ledger, hostname func() (string, error), path string) (string, bool, error) {
 	if old, err := tokenfile.Read(path); err == nil {
 		if label, ok, err := store.LookupToken(ctx, old.Hash()); err != nil {
-			return "", err
+			return "", false, err
 		} else if ok {
-			return label, nil
+			return label, true, nil
 		}
 	}
 	toks, err := store.ClientTokens(ctx)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	taken := func(l string) bool {
 		return slices.ContainsFunc(toks, func(t ledger.ClientToken) bool { return t.Label == l })
 	}
 	if !taken(DefaultTokenLabel) {
-		return DefaultTokenLabel, nil
+		return DefaultTokenLabel, false, nil
 	}
 	host := "localhost"
 	if hostname != nil {
@@ -294,7 +307,7 @@ func homeTokenLabel(ctx context.Context, store ledger.Ledger, hostname func() (s
 		// A second home on this machine: never another home's label.
 		label = fmt.Sprintf("%s@%s-%d", DefaultTokenLabel, cleanHost(host), n)
 	}
-	return label, nil
+	return label, false, nil
 }
 
 // cleanHost keeps a host name to letters, digits, '.', '_' and '-', at

@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rotorhq/rotor/internal/clock"
 	"github.com/rotorhq/rotor/internal/dburl"
 	"github.com/rotorhq/rotor/ledger"
 )
@@ -143,12 +142,10 @@ type copyOptions struct {
 	// when the target holds usage of its own before the cut
 	// (--drop-pruned).
 	DropPruned bool
-	// Clock says which reservations are still in flight (not copied).
-	Clock clock.Clock
 }
 
 func newCmdLedgerCopy(f *Factory, runF func(*copyOptions) error) *cobra.Command {
-	opts := &copyOptions{IO: f.IO, From: f.Ledger, To: f.openCopyTarget, Source: f.DBPath, Clock: f.Clock}
+	opts := &copyOptions{IO: f.IO, From: f.Ledger, To: f.openCopyTarget, Source: f.DBPath}
 	cmd := &cobra.Command{
 		Use:   "copy --to URL",
 		Short: "Copy this ledger into another one, such as a team's PostgreSQL ledger",
@@ -293,9 +290,11 @@ func copyRun(ctx context.Context, opts *copyOptions) error {
 			return maskErr(err, opts.URL)
 		}
 	}
-	now := time.Now()
-	if opts.Clock != nil {
-		now = opts.Clock.Now()
+	// In flight by the source's clock: a PostgreSQL ledger's reservations
+	// live by the database's clock, not this machine's.
+	var now time.Time
+	if err := src.View(ctx, func(r ledger.WindowReader) error { now = r.Now(); return nil }); err != nil {
+		return err
 	}
 	rows, seen, inFlight, err := copyRows(ctx, src, dstImp, opts.PageRows, now)
 	if err != nil {

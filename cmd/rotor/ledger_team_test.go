@@ -154,7 +154,7 @@ func TestLedgerCopyRun(t *testing.T) {
 	src := fillLedger(t, f, 25)
 	f.Clock.(*clock.Fake).Advance(time.Hour) // the copy comes later: tokens keep their times
 	target := filepath.Join(t.TempDir(), "team.db")
-	opts := &copyOptions{IO: f.IO, From: f.Ledger, To: f.openCopyTarget, Source: f.DBPath, URL: target, PageRows: 4, Clock: f.Clock}
+	opts := &copyOptions{IO: f.IO, From: f.Ledger, To: f.openCopyTarget, Source: f.DBPath, URL: target, PageRows: 4}
 	if err := copyRun(ctx, opts); err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func TestLedgerCopySkipsRequestsInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	target := filepath.Join(t.TempDir(), "team.db")
-	opts := &copyOptions{IO: f.IO, From: f.Ledger, To: f.openCopyTarget, Source: f.DBPath, URL: target, Clock: f.Clock}
+	opts := &copyOptions{IO: f.IO, From: f.Ledger, To: f.openCopyTarget, Source: f.DBPath, URL: target}
 	if err := copyRun(ctx, opts); err != nil {
 		t.Fatal(err)
 	}
@@ -376,7 +376,7 @@ func TestLedgerCopyToPostgres(t *testing.T) {
 	target := withPassword(t, base, "Zq9sekrit")
 	f, out, errOut := fakeFactory(t, nil, nil)
 	src := fillLedger(t, f, 30)
-	opts := &copyOptions{IO: f.IO, From: f.Ledger, To: f.openCopyTarget, Source: f.DBPath, URL: target, PageRows: 7, Clock: f.Clock}
+	opts := &copyOptions{IO: f.IO, From: f.Ledger, To: f.openCopyTarget, Source: f.DBPath, URL: target, PageRows: 7}
 	if err := copyRun(ctx, opts); err != nil {
 		t.Fatal(err)
 	}

@@ -274,7 +274,23 @@ func connect(ctx context.Context, dbURL string, opts Options) (*pgxpool.Pool, st
 			return nil, "", fmt.Errorf("open ledger %s: no schema: the search_path names no schema that exists", masked)
 		}
 		if err == nil {
-			return pool, *schema, nil
+			// The ledger's tables resolve through the whole search_path;
+			// the admission lock is the current schema's. A ledger found in
+			// a later schema would be shared under another lock.
+			var found *string
+			cctx, cancel := context.WithDeadline(ctx, deadline)
+			err = pool.QueryRow(cctx, `SELECT n.nspname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass('meta')`).Scan(&found)
+			cancel()
+			if errors.Is(err, pgx.ErrNoRows) {
+				err = nil
+			}
+			if err == nil && found != nil && *found != *schema {
+				pool.Close()
+				return nil, "", fmt.Errorf("open ledger %s: the search_path's first schema %q holds no ledger but %q does: name one schema in search_path", masked, *schema, *found)
+			}
+			if err == nil {
+				return pool, *schema, nil
+			}
 		}
 		if !isUnavailable(err) || ctx.Err() != nil || !time.Now().Add(200*time.Millisecond).Before(deadline) {
 			break

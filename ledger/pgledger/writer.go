@@ -190,9 +190,18 @@ func batchCtx(ops []*op) (context.Context, context.CancelFunc) {
 	return context.WithDeadline(context.Background(), d)
 }
 
-// batchSettings are a batch transaction's own planner settings (see
-// runBatch).
-const batchSettings = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true)"
+// batchSettings are a batch transaction's own settings (see runBatch):
+// its planner's, and how long it may sit idle between its round trips
+// while it holds the admission lock. A bridge that stops there (a laptop
+// suspended, SIGSTOP, a network gone without a FIN) otherwise held every
+// other bridge's admission until the session-wide timeout (2*opTimeout,
+// 20 s): the server now ends such a transaction after batchIdleMS, far
+// above any round trip, and the batch fails as on a cut connection.
+const batchSettings = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true), " +
+	"set_config('idle_in_transaction_session_timeout', '" + batchIdleMS + "', true)"
+
+// batchIdleMS is a batch transaction's idle_in_transaction_session_timeout.
+const batchIdleMS = "2000"
 
 // batch is one transaction's worth of writes.
 type batch struct {
