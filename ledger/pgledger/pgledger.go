@@ -279,7 +279,14 @@ func connect(ctx context.Context, dbURL string, opts Options) (*pgxpool.Pool, st
 			// a later schema would be shared under another lock.
 			var found *string
 			cctx, cancel := context.WithDeadline(ctx, deadline)
-			err = pool.QueryRow(cctx, `SELECT n.nspname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass('meta')`).Scan(&found)
+			// Read from pg_class, not with to_regclass: a name lookup that
+			// finds nothing leaves a negative entry in this connection's
+			// catalog cache, which a migration waiting on the lock in a
+			// transaction begun before another one committed the schema
+			// would still read (and migrate again: "meta already exists").
+			err = pool.QueryRow(cctx, `SELECT n.nspname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relname = 'meta' AND n.nspname = ANY (current_schemas(false))
+ORDER BY array_position(current_schemas(false), n.nspname) LIMIT 1`).Scan(&found)
 			cancel()
 			if errors.Is(err, pgx.ErrNoRows) {
 				err = nil
