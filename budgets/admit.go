@@ -38,6 +38,10 @@ type PolicyBlockedError struct {
 	Operation, Model string
 	// Unpriced: Model has no price.
 	Unpriced bool
+	// Unreadable names stored budgets this rotor cannot read (a window
+	// or kind of a newer rotor on a shared ledger): they refuse every
+	// request, since what they allow is unknown.
+	Unreadable []string
 }
 
 func (e *PolicyBlockedError) Error() string {
@@ -51,6 +55,9 @@ func (e *PolicyBlockedError) Error() string {
 	}
 	names := strings.Join(parts, ", ")
 	switch {
+	case len(e.Unreadable) > 0:
+		return "budgets this rotor cannot read (written by a newer rotor?) refuse every request until rotor is upgraded or they are removed with `rotor budget remove NAME`: " +
+			strings.Join(e.Unreadable, ", ")
 	case e.Operation == OperationDecisions:
 		return "Decisions requests are refused while a cost budget exists, because their cost is unknown; budget on --requests or --tokens instead. Cost budgets: " + names
 	case e.Unpriced:
@@ -75,36 +82,45 @@ func NewAdmitter() *Admitter { return &Admitter{cache: map[ledger.BudgetRecord]B
 
 var _ ledger.Admitter = (*Admitter)(nil)
 
-func (a *Admitter) budgets(rs []ledger.BudgetRecord) []Budget {
+// budgets reads the stored records, and names those this binary cannot
+// read (cached as a Budget of no kind).
+func (a *Admitter) budgets(rs []ledger.BudgetRecord) (out []Budget, unreadable []string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	out := make([]Budget, 0, len(rs))
+	out = make([]Budget, 0, len(rs))
 	for _, r := range rs {
 		b, ok := a.cache[r]
 		if !ok {
 			var err error
 			if b, err = FromRecord(r); err != nil {
-				// A record this binary cannot read: fail closed on it
-				// as an exhausted requests budget would be wrong; treat
-				// it as a policy block naming it.
-				b = Budget{Name: r.Name, Kind: KindCost, Limit: 1, Window: Window{Calendar: CalendarHour}}
+				b = Budget{Name: r.Name}
 			}
 			if len(a.cache) > 1024 {
 				clear(a.cache)
 			}
 			a.cache[r] = b
 		}
+		if b.Kind == "" {
+			unreadable = append(unreadable, r.Name)
+			continue
+		}
 		out = append(out, b)
 	}
-	return out
+	return out, unreadable
 }
 
-// Admit refuses the reservation with a *PolicyBlockedError while a cost
-// budget exists for a Decisions request or a request whose model has no
-// price (its cost would be unknown), or while a cost budget fails closed;
-// and with an *ExceededError when a budget is used up.
+// Admit refuses the reservation with a *PolicyBlockedError while a stored
+// budget cannot be read, while a cost budget exists for a Decisions
+// request or a request whose model has no price (its cost would be
+// unknown), or while a cost budget fails closed; and with an
+// *ExceededError when a budget is used up.
 func (a *Admitter) Admit(r ledger.WindowReader, res ledger.Reservation) error {
-	bs := a.budgets(r.Budgets())
+	bs, unreadable := a.budgets(r.Budgets())
+	if len(unreadable) > 0 {
+		// What such a budget allows is unknown: fail closed, naming it
+		// (budget list skips it with a warning).
+		return &PolicyBlockedError{Operation: res.Operation, Model: res.Model, Unreadable: unreadable}
+	}
 	var costs []Budget
 	for _, b := range bs {
 		if b.Kind == KindCost {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -596,6 +597,28 @@ func TestFormatUntilNeverEarly(t *testing.T) {
 	} {
 		if got := FormatUntil(in); got != want {
 			t.Errorf("FormatUntil(%v) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+// A stored budget this binary cannot read (a window or kind a newer rotor
+// wrote on a shared ledger) fails closed for every request, naming it: it
+// was taken for a $0.000001-per-hour cost budget, which admitted a priced
+// request each hour (and refused Decisions naming a budget that budget
+// list does not show).
+func TestUnreadableBudgetRefusesEveryRequest(t *testing.T) {
+	clk := clock.NewFake(t0)
+	s, _ := openStore(t, clk)
+	if err := s.PutBudget(ctx, ledger.BudgetRecord{Name: "future", Kind: "requests", Limit: 1000, Window: "quarter"}, false); err != nil {
+		t.Fatal(err)
+	}
+	setPrice(t, s, "gpt", 1_000_000, 1_000_000)
+	a := NewAdmitter()
+	for i, c := range []struct{ op, model string }{{"chat.completions", "gpt"}, {"chat.completions", "gpt"}, {OperationDecisions, "decide-mini"}, {"responses", "unpriced"}} {
+		err := reserveOp(s, a, fmt.Sprintf("r%d", i), c.op, c.model, t0.Add(time.Hour))
+		var pe *PolicyBlockedError
+		if !errors.As(err, &pe) || !slices.Equal(pe.Unreadable, []string{"future"}) || !strings.Contains(err.Error(), "future") {
+			t.Errorf("%s %s: %v, want a policy block naming the unreadable budget", c.op, c.model, err)
 		}
 	}
 }
