@@ -28,8 +28,17 @@ for ((i = 0; i < ${#args[@]}; i++)); do
 done
 dir=${ROTOR_RUN_DIR:-$home}
 wait_s=${ROTOR_WAIT:-30}
-mkdir -p "$dir"
-chmod 700 "$dir"
+if ! [[ $wait_s =~ ^[0-9]+$ ]]; then
+  echo "bridge-up: ROTOR_WAIT must be whole seconds, not '$wait_s'" >&2
+  exit 2
+fi
+# Only a folder made here gets mode 0700: one the user named (a shared run
+# folder, /tmp, $HOME) keeps its mode; the files written in it are 0600.
+if [ ! -d "$dir" ]; then
+  mkdir -p "$dir"
+  chmod 700 "$dir"
+fi
+deadline=$((SECONDS + 10#$wait_s))
 new_url=$(mktemp "$dir/bridge.url.XXXXXX")
 new_log=$(mktemp "$dir/bridge.log.XXXXXX")
 "$rotor" bridge start "$@" >"$new_url" 2>"$new_log" &
@@ -46,7 +55,6 @@ fail() {
   exit "$rc"
 }
 
-deadline=$((SECONDS + wait_s))
 while [ ! -s "$new_url" ]; do
   if ! kill -0 "$pid" 2>/dev/null; then
     rc=0; wait "$pid" || rc=$?

@@ -36,7 +36,9 @@ json_string() {
   printf '"%s"' "$s"
 }
 body="{\"model\":$(json_string "$1"),\"input\":$(json_string "$2"),\"question\":{\"type\":\"predicate\"}}"
-# The token goes through a header file on stdin, never the command line.
+# The token goes through a header file on stdin, never the command line;
+# the body through fd 3 (printf is a builtin), so no argument limit applies.
 printf 'Authorization: Bearer %s\n' "$token" |
-  curl -sS --fail-with-body -H @- -H 'Content-Type: application/json' --data-binary "$body" "$url/v1/decisions"
+  curl -sS --fail-with-body -H @- -H 'Content-Type: application/json' --data-binary @/dev/fd/3 "$url/v1/decisions" \
+    3< <(printf '%s' "$body")
 echo
