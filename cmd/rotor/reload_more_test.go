@@ -23,7 +23,9 @@ import (
 // current generation and returns the status and the error code.
 func (x *reloadFixture) decideBig(n int) (int, string) {
 	x.t.Helper()
-	body := fmt.Sprintf(`{"model":"api/decide-mini","input":%q,"question":{"type":"predicate"}}`, strings.Repeat("a", n))
+	// Concatenated, not formatted: %q over tens of MiB takes seconds
+	// under the race detector.
+	body := `{"model":"api/decide-mini","input":"` + strings.Repeat("a", n) + `","question":{"type":"predicate"}}`
 	req := httptest.NewRequest("POST", "/v1/decisions", strings.NewReader(body))
 	ctx, info := httpx.WithAccessInfo(httpx.WithCaller(req.Context(), httpx.Caller{Label: "test"}))
 	rec := httptest.NewRecorder()
@@ -45,7 +47,9 @@ func TestReloadKeepsTheBufferedBytesInFlight(t *testing.T) {
 	// One request holds 35 MiB of its body while its provider call is held.
 	done := make(chan int, 1)
 	go func() { c, _ := x.decideBig(35 << 20); done <- c }()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// A wait for an event, bounded only against a hang: a 35 MiB body
+	// under the race detector on a loaded machine takes seconds.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := x.prov.WaitHits(ctx, fp.PathDecisions, 1); err != nil {
 		t.Fatal(err)
@@ -173,7 +177,9 @@ func TestRefusalReasonIsTheErrorCode(t *testing.T) {
 	defer close(ready)
 	x.prov.Script("sk-team-a-0123456789abcdef0123456789abcdef", "decide-mini", fp.Await(ready, fp.OK()))
 	go x.decideBig(35 << 20)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// A wait for an event, bounded only against a hang: a 35 MiB body
+	// under the race detector on a loaded machine takes seconds.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := x.prov.WaitHits(ctx, fp.PathDecisions, 1); err != nil {
 		t.Fatal(err)
@@ -290,7 +296,7 @@ func TestUnsupportedAnswerOfAnInFlightRequestSurvivesTheReload(t *testing.T) {
 		}
 		done := make(chan result, 1)
 		go func() { c, by := x.decide(); done <- result{c, by} }()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		if err := x.prov.WaitHits(ctx, fp.PathDecisions, 2); err != nil {
 			cancel()
 			t.Fatal(err)
