@@ -185,7 +185,7 @@ func (s *state) adaptValid() bool {
 	}
 	for i := range adaptRing {
 		sp := s.ring[(int(s.rhead)+adaptRing-1-i)%adaptRing]
-		if i < int(s.rn) && (sp.lo < 0 || sp.lo >= sp.hi || sp.hi > maxBoundMS) ||
+		if i < int(s.rn) && (sp.lo < 0 || sp.lo >= sp.hi || sp.hi < minBoundMS || sp.hi > maxBoundMS) ||
 			i >= int(s.rn) && sp != (span{}) {
 			return false
 		}

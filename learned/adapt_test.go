@@ -563,7 +563,8 @@ func FuzzAdaptTransitions(f *testing.F) {
 	// provider, model and quota bucket), so that one credential's fall
 	// is tried by the other, or ends its cooldown early (Release).
 	f.Add([]byte{0, 0, 0, 4, 0, 0, 0, 60, 0, 5, 60, 0, 0, 200, 0, 1, 20, 0, 4, 20, 0, 0, 250, 0, 1, 10, 0, 4, 40, 0, 5, 30, 0})
-	f.Add(releaseSeed(f))
+	f.Add(releaseSeed(f, 0))
+	f.Add(releaseSeed(f, 6)) // advice of 90 s on the sibling's throttle
 	// Found by the fuzzer: a credential skips its retries past a wait
 	// its sibling just had refused (skipRise).
 	f.Add([]byte("000000800000000000900000000201000000000000000000000000,00000000800000%000000001000000000000\x0400\x0508\x0400 00\x0500007\x040"))
@@ -622,8 +623,11 @@ func FuzzAdaptTransitions(f *testing.F) {
 // release: it drives a harness as the fuzz body would and records each
 // event as an op. The credentials learn resets of 240 s and 300 s, until
 // the first checks its bound below 240 s; then the first throttles, the
-// sibling 5 s later, and the first's reset is 20 s.
-func releaseSeed(tb testing.TB) []byte {
+// sibling 5 s later, and the first's reset is 20 s. A hint above 0 gives
+// the sibling's first throttle in that last pair trusted advice of
+// hint*15 s, where the release must stop: without such a seed the corpus
+// and a 75 s fuzz run missed a release that ignored advice.
+func releaseSeed(tb testing.TB, hint byte) []byte {
 	h := newHarness(tb, ModeApply, withAdapt(), withMaxSeconds(1800))
 	ids := [2]pool.LearnEvent{h.ev, h.ev}
 	ids[1].Identity = identity("key-b", "api", "decide-mini", "")
@@ -633,6 +637,7 @@ func releaseSeed(tb testing.TB) []byte {
 		id                 int
 		anchor, next, r    time.Duration
 		started, recovered bool
+		hint               byte
 	}
 	// step records the run's next event: a throttle until its reset has
 	// passed, then the recovery.
@@ -653,8 +658,15 @@ func releaseSeed(tb testing.TB) []byte {
 			c.recovered = true
 			return
 		}
-		ops = append(ops, op, byte(n), 0)
-		d, ok := h.throttle(at)
+		var d time.Duration
+		var ok bool
+		if !c.started && c.hint > 0 {
+			ops = append(ops, op|2, byte(n), c.hint)
+			d, ok = h.throttleHint(at, float64(c.hint)*15)
+		} else {
+			ops = append(ops, op, byte(n), 0)
+			d, ok = h.throttle(at)
+		}
 		if !ok {
 			d = time.Minute
 		}
@@ -681,7 +693,7 @@ func releaseSeed(tb testing.TB) []byte {
 			episodes(&run{id: id, next: at + 10*sec, r: [2]time.Duration{240 * sec, 300 * sec}[id]})
 		}
 	}
-	episodes(&run{id: 0, next: at + 10*sec, r: 20 * sec}, &run{id: 1, next: at + 15*sec, r: 300 * sec})
+	episodes(&run{id: 0, next: at + 10*sec, r: 20 * sec}, &run{id: 1, next: at + 15*sec, r: 300 * sec, hint: hint})
 	if len(ops) > 3*64 {
 		tb.Fatalf("the seed has %d ops; the fuzz body reads 64", len(ops)/3)
 	}

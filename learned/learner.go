@@ -522,7 +522,7 @@ func (l *Learner) report(d decision, id string, st *state) {
 // would hold the credential past a reset that the held wait matches. A
 // straggler of that refusal, or the same throttle seen again, keeps it.
 func (l *Learner) rest(st *state, o observation, ms int64) int64 {
-	if l.adapt && ms > 0 && ms < minBoundMS && (st.hintUntil == 0 || st.hintUntil-o.at <= ms) {
+	if l.adapt && ms > 0 && ms < minBoundMS && o.at != st.anchor && (st.hintUntil == 0 || st.hintUntil-o.at <= ms) {
 		return ms
 	}
 	return l.bound(st, o, ms)
@@ -753,6 +753,11 @@ func (l *Learner) noteFall(g uint64, at, hi, from int64, id string) {
 	if f := l.falls[g]; f != nil && at <= f.at {
 		return
 	}
+	for k, f := range l.falls {
+		if at-f.at >= fallTTL { // offered no more: drop it, with its identities
+			delete(l.falls, k)
+		}
+	}
 	if _, ok := l.falls[g]; !ok && len(l.falls) >= StoreCapacity {
 		for k, f := range l.falls {
 			if at-f.at >= fallTTL {
@@ -772,6 +777,9 @@ func (l *Learner) fallFor(g uint64, at int64, id string) (hi, from int64) {
 	l.fallMu.Lock()
 	defer l.fallMu.Unlock()
 	f := l.falls[g]
+	if f != nil && at-f.at >= fallTTL {
+		delete(l.falls, g) // offered no more: drop it, with its identities
+	}
 	if f == nil || at-f.at >= fallTTL || at < f.at || len(f.took) >= maxFallTook || slices.Contains(f.took, id) {
 		return 0, 0
 	}
@@ -826,6 +834,16 @@ func (se *siblingEvents) note(g uint64, r rise, window int64) {
 	defer se.mu.Unlock()
 	if se.m == nil {
 		se.m = map[uint64][]rise{}
+	}
+	// An event no episode can still use (every episode ends within
+	// maxBoundMS of its first throttle) is dropped, with its identity,
+	// so that none outlives the state it came from.
+	for k, old := range se.m {
+		if old = slices.DeleteFunc(old, func(x rise) bool { return r.at-x.at >= window+maxBoundMS }); len(old) == 0 {
+			delete(se.m, k)
+		} else {
+			se.m[k] = old
+		}
 	}
 	rs, ok := se.m[g]
 	if !ok && len(se.m) >= StoreCapacity {

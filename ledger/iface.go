@@ -74,8 +74,10 @@ type Importer interface {
 	ImportRows(ctx context.Context, rows []Row) (added int, err error)
 	// LearnedRecords returns every stored learned-cooldown record.
 	LearnedRecords(ctx context.Context) ([]LearnedRecord, error)
-	// ImportLearned writes the records whose id is not stored yet.
-	ImportLearned(ctx context.Context, recs []LearnedRecord) (added int, err error)
+	// ImportLearned writes the records whose id is not stored yet, within
+	// PutLearned's bounds at now: none already expired, none past
+	// capacity live records, none living past its creation plus retention.
+	ImportLearned(ctx context.Context, recs []LearnedRecord, now time.Time, capacity int, retention time.Duration) (added int, err error)
 	// ImportClientTokens writes the tokens whose label is not stored yet,
 	// with their creation and last-use times, and returns how many it
 	// added; they bind every runtime at its next admission.

@@ -108,20 +108,38 @@ func (s *Store) LearnedRecords(ctx context.Context) ([]LearnedRecord, error) {
 	return out, rows.Err()
 }
 
-// ImportLearned writes the records whose id is not stored yet, as they
-// are, and returns how many it added.
-func (s *Store) ImportLearned(ctx context.Context, recs []LearnedRecord) (int, error) {
+// ImportLearned writes the records whose id is not stored yet, and
+// returns how many it added. It keeps PutLearned's bounds at now: expired
+// rows are reclaimed first, a record already expired is skipped, none is
+// added past capacity live records, and none lives past its creation plus
+// retention.
+func (s *Store) ImportLearned(ctx context.Context, recs []LearnedRecord, now time.Time, capacity int, retention time.Duration) (int, error) {
 	added := 0
 	err := s.exec(ctx, func(ctx context.Context, q execQuerier) error {
 		added = 0
+		nowMS := now.UnixMilli()
+		if _, err := q.ExecContext(ctx, `DELETE FROM learned_cooldown WHERE expires_ms <= ?`, nowMS); err != nil {
+			return err
+		}
+		var n int
+		if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM learned_cooldown`).Scan(&n); err != nil {
+			return err
+		}
 		for _, r := range recs {
+			if ex := r.CreatedAt.Add(retention); r.ExpiresAt.After(ex) {
+				r.ExpiresAt = ex
+			}
+			if n >= capacity || r.ExpiresAt.UnixMilli() <= nowMS {
+				continue // full, or expired: what PutLearned would refuse
+			}
 			res, err := q.ExecContext(ctx, `INSERT INTO learned_cooldown (id, state, revision, created_ms, expires_ms) VALUES (?, ?, ?, ?, ?)
 ON CONFLICT (id) DO NOTHING`, r.ID, r.State, max(r.Revision, 1), r.CreatedAt.UnixMilli(), r.ExpiresAt.UnixMilli())
 			if err != nil {
 				return err
 			}
-			if n, _ := res.RowsAffected(); n > 0 {
+			if k, _ := res.RowsAffected(); k > 0 {
 				added++
+				n++
 			}
 		}
 		return nil

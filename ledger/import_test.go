@@ -144,7 +144,7 @@ func TestImportLearnedKeepsRecordsOnce(t *testing.T) {
 	if err != nil || len(recs) != 2 {
 		t.Fatalf("LearnedRecords = %+v, %v", recs, err)
 	}
-	if n, err := dst.ImportLearned(ctx, recs); err != nil || n != 1 {
+	if n, err := dst.ImportLearned(ctx, recs, clk.Now(), 10, time.Hour); err != nil || n != 1 {
 		t.Fatalf("ImportLearned = %d, %v; want 1 (b is there)", n, err)
 	}
 	a, ok, err := dst.GetLearned(ctx, "a", clk.Now())
@@ -154,7 +154,7 @@ func TestImportLearnedKeepsRecordsOnce(t *testing.T) {
 	if b, _, _ := dst.GetLearned(ctx, "b", clk.Now()); string(b.State) != `{"theirs":1}` {
 		t.Errorf("b = %s, want the target's own record kept", b.State)
 	}
-	if n, err := dst.ImportLearned(ctx, recs); err != nil || n != 0 {
+	if n, err := dst.ImportLearned(ctx, recs, clk.Now(), 10, time.Hour); err != nil || n != 0 {
 		t.Errorf("second ImportLearned = %d, %v; want 0", n, err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rotorhq/rotor/internal/dburl"
+	"github.com/rotorhq/rotor/learned"
 	"github.com/rotorhq/rotor/ledger"
 )
 
@@ -309,7 +310,7 @@ func copyRun(ctx context.Context, opts *copyOptions) error {
 	}
 	learnedAdded := 0
 	if len(recs) > 0 {
-		if learnedAdded, err = dstImp.ImportLearned(ctx, recs); err != nil {
+		if learnedAdded, err = dstImp.ImportLearned(ctx, recs, now, learned.StoreCapacity, learned.Retention); err != nil {
 			return maskErr(err, opts.URL)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/rotorhq/rotor/internal/dburl"
 	"github.com/rotorhq/rotor/internal/testutil/pgtest"
 	"github.com/rotorhq/rotor/internal/tokenfile"
+	"github.com/rotorhq/rotor/learned"
 	"github.com/rotorhq/rotor/ledger"
 	"github.com/rotorhq/rotor/ledger/pgledger"
 )
@@ -133,7 +134,7 @@ func fillLedger(t *testing.T, f *Factory, rows int) ledger.Ledger {
 	if _, err := store.PutPrices(ctx, []ledger.Price{{Model: "gpt", InputMicros: 1_000_000, OutputMicros: 2_000_000, Source: ledger.SourceSet}}, false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.PutLearned(ctx, "api|gpt", []byte(`{"s":1}`), 0, f.Clock.Now(), 10, time.Hour); err != nil {
+	if _, err := store.PutLearned(ctx, "api|gpt", []byte(`{"s":1}`), 0, f.Clock.Now(), 10, learned.Retention); err != nil {
 		t.Fatal(err)
 	}
 	for i := range rows {

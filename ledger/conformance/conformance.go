@@ -128,6 +128,7 @@ func Run(t *testing.T, e Engine) {
 		// Learned state.
 		{"LearnedRecordsRevisionsAndExpiry", testLearned},
 		{"LearnedCapacityRefusesNewRecordsKeepsUpdates", testLearnedCapacity},
+		{"ImportLearnedKeepsCapacityAndRetention", testImportLearnedBounds},
 		// Migrations.
 		{"EmptyDatabaseMigratesToCurrentSchema", testMigrateEmpty},
 		{"ConcurrentMigrationsAgree", testConcurrentMigrate},

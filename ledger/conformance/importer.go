@@ -173,7 +173,7 @@ func testImport(t *testing.T, e Engine) {
 		t.Fatalf("LearnedRecords = %+v, %v; want one", recs, err)
 	}
 	for want := range []int{1, 0} {
-		if n, err := imp.ImportLearned(ctx, recs); err != nil || n != 1-want {
+		if n, err := imp.ImportLearned(ctx, recs, t0, 10, week); err != nil || n != 1-want {
 			t.Errorf("ImportLearned, time %d = %d, %v; want %d", want+1, n, err, 1-want)
 		}
 	}

@@ -184,3 +184,40 @@ func testNewerSchema(t *testing.T, e Engine) {
 		t.Errorf("budgets = %+v, %v; want kept", bs, err)
 	}
 }
+
+// ledger copy's ImportLearned keeps PutLearned's bounds: a target that
+// other machines already filled took every imported record (1,034 live
+// records against a capacity of 1,024, new identities then refused for up
+// to seven days), and records past their expiry or living longer than the
+// retention came in as they were.
+func testImportLearnedBounds(t *testing.T, e Engine) {
+	_, l := fresh(t, e)
+	imp := capability[ledger.Importer](t, l)
+	if _, err := l.PutLearned(ctx, "theirs", []byte("s"), 0, t0, 3, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.PutLearned(ctx, "stale", []byte("s"), 0, t0.Add(-2*time.Hour), 3, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	rec := func(id string, created, expires time.Time) ledger.LearnedRecord {
+		return ledger.LearnedRecord{ID: id, State: []byte("s"), Revision: 1, CreatedAt: created, ExpiresAt: expires}
+	}
+	recs := []ledger.LearnedRecord{
+		rec("expired", t0.Add(-3*time.Hour), t0.Add(-time.Minute)),
+		rec("long", t0, t0.Add(48*time.Hour)), // past created + retention
+		rec("one", t0, t0.Add(time.Hour)),
+		rec("two", t0, t0.Add(time.Hour)), // over capacity: "stale" expired, "theirs", "long", "one" live
+	}
+	n, err := imp.ImportLearned(ctx, recs, t0, 3, time.Hour)
+	if err != nil || n != 2 {
+		t.Fatalf("ImportLearned = %d, %v; want 2 (long and one: expired skipped, two over capacity)", n, err)
+	}
+	for id, want := range map[string]bool{"theirs": true, "long": true, "one": true, "two": false, "expired": false} {
+		if _, ok, err := l.GetLearned(ctx, id, t0); err != nil || ok != want {
+			t.Errorf("GetLearned(%s) = %v, %v; want stored %v", id, ok, err, want)
+		}
+	}
+	if r, ok, _ := l.GetLearned(ctx, "long", t0); ok && !r.ExpiresAt.Equal(t0.Add(time.Hour)) {
+		t.Errorf("long expires at %v, want its creation plus the retention, %v", r.ExpiresAt, t0.Add(time.Hour))
+	}
+}

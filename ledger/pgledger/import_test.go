@@ -58,7 +58,7 @@ func TestImportRowsFromSQLiteCountsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	for pass, want := range []int{1, 0} {
-		if n, err := dst.ImportLearned(ctx, recs); err != nil || n != want {
+		if n, err := dst.ImportLearned(ctx, recs, t0, 10, 24*time.Hour); err != nil || n != want {
 			t.Fatalf("import learned pass %d = %d, %v; want %d", pass, n, err, want)
 		}
 	}

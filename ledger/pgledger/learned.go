@@ -106,19 +106,40 @@ func (s *Store) LearnedRecords(ctx context.Context) ([]ledger.LearnedRecord, err
 	return out, nil
 }
 
-// ImportLearned writes the records whose id is not stored yet.
-func (s *Store) ImportLearned(ctx context.Context, recs []ledger.LearnedRecord) (int, error) {
+// ImportLearned writes the records whose id is not stored yet, and
+// returns how many it added, within PutLearned's bounds at now, under the
+// same lock: expired rows are reclaimed first, a record already expired is
+// skipped, none is added past capacity live records, and none lives past
+// its creation plus retention.
+func (s *Store) ImportLearned(ctx context.Context, recs []ledger.LearnedRecord, now time.Time, capacity int, retention time.Duration) (int, error) {
 	added := 0
 	err := s.change(ctx, "import learned state", false, func(ctx context.Context, tx pgx.Tx) error {
 		added = 0
+		nowMS := now.UnixMilli()
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, s.learnedKey); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM learned_cooldown WHERE expires_ms <= $1`, nowMS); err != nil {
+			return err
+		}
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM learned_cooldown`).Scan(&n); err != nil {
+			return err
+		}
 		for _, r := range recs {
-			rev := max(r.Revision, 1)
+			if ex := r.CreatedAt.Add(retention); r.ExpiresAt.After(ex) {
+				r.ExpiresAt = ex
+			}
+			if n >= capacity || r.ExpiresAt.UnixMilli() <= nowMS {
+				continue // full, or expired: what PutLearned would refuse
+			}
 			tag, err := tx.Exec(ctx, `INSERT INTO learned_cooldown (id, state, revision, created_ms, expires_ms) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING`,
-				r.ID, r.State, rev, r.CreatedAt.UnixMilli(), r.ExpiresAt.UnixMilli())
+				r.ID, r.State, max(r.Revision, 1), r.CreatedAt.UnixMilli(), r.ExpiresAt.UnixMilli())
 			if err != nil {
 				return err
 			}
 			added += int(tag.RowsAffected())
+			n += int(tag.RowsAffected())
 		}
 		return nil
 	})
