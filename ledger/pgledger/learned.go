@@ -40,10 +40,7 @@ func (s *Store) PutLearned(ctx context.Context, id string, state []byte, expecte
 	var rev int64
 	err := s.change(ctx, "learned state", false, func(ctx context.Context, tx pgx.Tx) error {
 		nowMS := now.UnixMilli()
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, s.learnedKey); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `DELETE FROM learned_cooldown WHERE expires_ms <= $1`, nowMS); err != nil {
+		if err := s.reclaimLearned(ctx, tx, nowMS); err != nil {
 			return err
 		}
 		var cur int64
@@ -116,10 +113,7 @@ func (s *Store) ImportLearned(ctx context.Context, recs []ledger.LearnedRecord, 
 	err := s.change(ctx, "import learned state", false, func(ctx context.Context, tx pgx.Tx) error {
 		added = 0
 		nowMS := now.UnixMilli()
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, s.learnedKey); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `DELETE FROM learned_cooldown WHERE expires_ms <= $1`, nowMS); err != nil {
+		if err := s.reclaimLearned(ctx, tx, nowMS); err != nil {
 			return err
 		}
 		var n int
@@ -144,4 +138,14 @@ func (s *Store) ImportLearned(ctx context.Context, recs []ledger.LearnedRecord, 
 		return nil
 	})
 	return added, err
+}
+
+// reclaimLearned takes the schema's learned-state lock for tx and deletes
+// the records expired at nowMS: how every write of learned state begins.
+func (s *Store) reclaimLearned(ctx context.Context, tx pgx.Tx, nowMS int64) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, s.learnedKey); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, `DELETE FROM learned_cooldown WHERE expires_ms <= $1`, nowMS)
+	return err
 }
