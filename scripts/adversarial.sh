@@ -35,7 +35,7 @@ tests=(
   "./internal/failpoint ^TestHitKillsOnlyAtTheArmedPoint$"
   "./internal/httpx ^(TestGuardClosesConnectionAfterTransferEncodedRequest|FuzzRetryAfter)$"
   "./config ^(TestServerAndLedgerTimeoutKeys|FuzzCooldownSettings|FuzzParseFile)$"
-  "./learned ^(FuzzPolicy|FuzzAdaptTransitions)$"
+  "./learned ^(FuzzPolicy|FuzzAdaptTransitions|FuzzHostileRecord)$"
   "./decisions ^(TestAnnouncedOversizedBodyRefusedWithoutBuffering|TestDeadlineSharedAndProviderThatNeverAnswersIsNotReplayed|TestClientDisconnectCancelsUpstreamAndRowIsCommitted|TestProviderRedirectIsNotFollowed|TestCanaryKeyNeverLeaks|TestAmbiguousFailuresAreNotReplayed|TestAnswerOver64MiBGives502AndNullTokens|TestStalledErrorBodyReleasesFailover|TestErrorBodyReadStopsAt64KiB)$"
   "./internal/jsonobj ^(FuzzParseRequest|FuzzReadUsage)$"
 )
@@ -43,6 +43,7 @@ tests=(
 fuzz=(
   "./learned FuzzPolicy"
   "./learned FuzzAdaptTransitions"
+  "./learned FuzzHostileRecord"
   "./config FuzzCooldownSettings"
   "./internal/httpx FuzzRetryAfter"
   "./internal/httpx FuzzAccessInfoMerge"
