@@ -421,6 +421,13 @@ func TestBridgeUpAndDecideScripts(t *testing.T) {
 	if pid == 0 {
 		t.Fatalf("bridge-up.sh wrote no pid into --home %s", e.home)
 	}
+	for _, name := range []string{"bridge.pid", "bridge.url", "bridge.log"} {
+		if fi, err := os.Stat(filepath.Join(e.home, name)); err != nil {
+			t.Error(err)
+		} else if fi.Mode().Perm()&0o077 != 0 {
+			t.Errorf("%s: mode %v, want 0600", name, fi.Mode().Perm())
+		}
+	}
 	for _, input := range []string{`Is "this" a test?`, "page one\fpage two\x01\x1f, tab\tand back\\slash"} {
 		d := script(e.env, "decide.sh", "api/decide-mini", input)
 		if d.code != 0 || !strings.Contains(d.stdout, `"usage"`) {

@@ -75,5 +75,5 @@ done
 # The bridge keeps writing to its log and URL files through the renames.
 mv -f "$new_log" "$dir/bridge.log"
 mv -f "$new_url" "$dir/bridge.url"
-echo "$pid" >"$dir/bridge.pid"
+(umask 077 && echo "$pid" >"$dir/bridge.pid")
 echo "$url"

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -462,15 +463,19 @@ func (f *Factory) freshConfig() (*config.Config, error) {
 	if f.v == nil {
 		return f.Config()
 	}
-	// A reload reads the file again: one it cannot read (moved aside, an
-	// editor's save window) is no request for the defaults, which would
-	// drop every pool.
+	// A reload reads the file again: one it cannot read (moved aside) or
+	// an empty one (caught mid-save by a save that truncates first) is no
+	// request for the defaults, which would drop every pool.
 	path, _, err := f.ConfigPath()
 	if err != nil {
 		return nil, err
 	}
-	if _, err := os.Stat(path); err != nil {
+	data, err := os.ReadFile(path)
+	if err != nil {
 		return nil, fmt.Errorf("read the configuration: %w", err)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, fmt.Errorf("read the configuration: %s is empty (caught mid-save?): write a new file and rename it over the old one", path)
 	}
 	return f.loadConfig()
 }

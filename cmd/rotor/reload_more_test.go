@@ -206,21 +206,32 @@ func TestRefusalReasonIsTheErrorCode(t *testing.T) {
 // (no pools), which drops every credential and all its state and answers
 // every request 503 no_credentials.
 func TestReloadWithoutTheFileKeepsTheRunningConfiguration(t *testing.T) {
-	x := newReloadFixture(t, cred{name: "team-a"})
-	before := x.rl.current()
-	p := x.home + "/rotor.yaml"
-	if err := os.Rename(p, p+".editing"); err != nil {
-		t.Fatal(err)
-	}
-	res, err := x.rl.reload("SIGHUP")
-	if err == nil || !strings.Contains(err.Error(), "rotor.yaml") {
-		t.Errorf("reload without rotor.yaml: %+v, %v; want it refused, naming the file", res, err)
-	}
-	if x.rl.current() != before {
-		t.Error("a reload without rotor.yaml replaced the running generation")
-	}
-	if code, by := x.decide(); code != 200 || by != "team-a" {
-		t.Errorf("after a reload without rotor.yaml: %d by %q, want 200 by team-a", code, by)
+	for _, c := range []struct {
+		name  string
+		spoil func(p string) error
+	}{
+		{"moved aside", func(p string) error { return os.Rename(p, p+".editing") }},
+		// A save that truncates first (cp, shell >, editors saving in
+		// place), caught before it wrote: read as the defaults, it
+		// removed every credential.
+		{"empty mid-save", func(p string) error { return os.WriteFile(p, []byte("\n"), 0o600) }},
+	} {
+		x := newReloadFixture(t, cred{name: "team-a"})
+		before := x.rl.current()
+		p := x.home + "/rotor.yaml"
+		if err := c.spoil(p); err != nil {
+			t.Fatal(err)
+		}
+		res, err := x.rl.reload("SIGHUP")
+		if err == nil || !strings.Contains(err.Error(), "rotor.yaml") {
+			t.Errorf("%s: reload: %+v, %v; want it refused, naming the file", c.name, res, err)
+		}
+		if x.rl.current() != before {
+			t.Errorf("%s: the reload replaced the running generation", c.name)
+		}
+		if code, by := x.decide(); code != 200 || by != "team-a" {
+			t.Errorf("%s: after the reload: %d by %q, want 200 by team-a", c.name, code, by)
+		}
 	}
 }
 
