@@ -109,3 +109,14 @@ func TestDecideSendsLargeInput(t *testing.T) {
 		t.Fatalf("body sent: %v (input preserved: %v)", err, body.Input == input)
 	}
 }
+
+// quickstart.sh without a rotor binary said "rotor: command not found"
+// at its first step (exit 127); it now exits 2 saying how to get one.
+func TestQuickstartWithoutRotorSaysHowToGetIt(t *testing.T) {
+	cmd := exec.Command("bash", filepath.Join("..", "scripts", "quickstart.sh"))
+	cmd.Env = append(os.Environ(), "ROTOR="+filepath.Join(t.TempDir(), "no-rotor"))
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "go install ./cmd/rotor") {
+		t.Errorf("quickstart.sh without rotor: %v\n%s; want exit 2 saying how to get it", err, out)
+	}
+}

@@ -18,6 +18,10 @@ rotor=${ROTOR:-rotor}
 fake_listen=${FAKE_LISTEN:-127.0.0.1:8789}
 bridge_listen=${BRIDGE_LISTEN:-127.0.0.1:8787}
 here=$(cd "$(dirname "$0")" && pwd)
+if ! command -v "$rotor" >/dev/null 2>&1; then
+  echo "quickstart: no rotor binary '$rotor': go install ./cmd/rotor (into \$(go env GOPATH)/bin, on your PATH), or set ROTOR=./rotor after go build -o rotor ./cmd/rotor" >&2
+  exit 2
+fi
 
 # Nothing of the caller's rotor settings reaches the run: a ROTOR_DB or
 # ROTOR_LEDGER_URL would write its budget, price, token and usage rows into

@@ -51,7 +51,7 @@ type demoOptions struct {
 func newCmdDemo(f *Factory, runF func(*demoOptions) error) *cobra.Command {
 	opts := &demoOptions{IO: f.IO, Clock: f.Clock, Version: f.Version, LogLevel: "warn", LogFormat: "text"}
 	cmd := &cobra.Command{
-		Use:   "demo [--keep DIR]",
+		Use:   "demo [--requests N] [--keep DIR]",
 		Short: "Run rotor end to end against a built-in fake provider",
 		Long: `Run the main job on an embedded default, with no account and no config: a fake
 provider with three credentials (team-a and team-b have small hidden quotas,
@@ -85,10 +85,17 @@ end, or with --keep DIR a new folder DIR that stays for a look afterwards
 			if runF != nil {
 				return runF(opts)
 			}
-			return demoRun(cmd.Context(), opts)
+			err := demoRun(cmd.Context(), opts)
+			if err != nil && cmd.Context().Err() != nil {
+				// Ctrl-C: the demo cleaned up after itself; the
+				// cancelled context is no failure to report.
+				fmt.Fprintln(opts.IO.ErrOut, "rotor: demo interrupted")
+				return &SilentError{Code: 130}
+			}
+			return err
 		},
 	}
-	cmd.Flags().IntVar(&opts.Requests, "requests", 12, "decisions to send")
+	cmd.Flags().IntVar(&opts.Requests, "requests", 12, "decisions to send (1 to 1000)")
 	cmd.Flags().StringVar(&opts.Keep, "keep", "", "run in this new folder and leave it behind (refused if it exists)")
 	return cmd
 }
@@ -264,7 +271,9 @@ func demoRun(ctx context.Context, opts *demoOptions) error {
 	if opts.Keep != "" {
 		fmt.Fprintf(out, "The demo's files stay in %s: rotor ledger report --home %s --by credential\n", opts.Keep, opts.Keep)
 	}
-	fmt.Fprintln(out, "\nNext, a provider to try the Quick start against (README.md), in another shell:\n  rotor init && rotor fake-provider")
+	fmt.Fprintln(out, "\nNext, the Quick start (README.md) against a fake provider of your own: put rotor on your PATH\n"+
+		"(go install ./cmd/rotor, into $(go env GOPATH)/bin), then follow it from rotor init; its\n"+
+		"provider is rotor fake-provider --keys 2, in another shell.")
 	return nil
 }
 
@@ -348,7 +357,9 @@ func demoCooldownPart(ctx context.Context, out io.Writer, store ledger.Ledger, c
 		for _, cr := range p.Credentials {
 			if cr.LatestRelease.After(now) {
 				cooled[cr.Name] = true
-				lines = append(lines, fmt.Sprintf("%s until %s", cr.Name, cr.LatestRelease.UTC().Format(time.TimeOnly)))
+				// The time left, not the time: the demo's clock runs
+				// demoLead behind the wall clock.
+				lines = append(lines, fmt.Sprintf("%s for %s more", cr.Name, cr.LatestRelease.Sub(now).Round(time.Second)))
 				if cr.LatestRelease.After(until) {
 					until = cr.LatestRelease
 				}
@@ -358,7 +369,7 @@ func demoCooldownPart(ctx context.Context, out io.Writer, store ledger.Ledger, c
 	if len(cooled) == 0 {
 		return nil
 	}
-	fmt.Fprintf(out, "\nAfter the cooldown\n  rotor status   cooling down: %s (UTC)\n", strings.Join(lines, ", "))
+	fmt.Fprintf(out, "\nAfter the cooldown\n  rotor status   cooling down: %s\n", strings.Join(lines, ", "))
 	skip := until.Sub(now).Truncate(time.Second) + time.Second
 	clk.Skip(skip)
 	fmt.Fprintf(out, "  the demo's clock skips %s ahead, past the cooldowns (it runs on a clock of its own: no waiting)\n", skip)

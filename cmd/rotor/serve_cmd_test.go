@@ -220,3 +220,20 @@ func TestDemoRun(t *testing.T) {
 	}
 	wantUsageError(t, "demo --keep EXISTING", demoRun(context.Background(), opts), "it exists")
 }
+
+// Ctrl-C on the demo: it exits 130 saying it was interrupted, with its
+// temporary folder removed. It exited 1 with "rotor: open ledger ...:
+// context canceled" (or whatever step the signal cut).
+func TestDemoInterruptedExits130AndCleansUp(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	f, _, errOut := testFactory(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the signal came before the demo's first step
+	if code := run(ctx, f, []string{"demo"}); code != 130 || !strings.Contains(errOut.String(), "demo interrupted") || strings.Contains(errOut.String(), "context canceled") {
+		t.Errorf("interrupted demo: exit %d, stderr %q; want 130 and \"demo interrupted\"", code, errOut)
+	}
+	if left, _ := os.ReadDir(tmp); len(left) > 0 {
+		t.Errorf("left in TMPDIR: %v", left)
+	}
+}
