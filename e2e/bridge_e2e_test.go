@@ -623,3 +623,21 @@ func TestStopCutsARequestWith503ServerShutdown(t *testing.T) {
 		})
 	}
 }
+
+// A bridge started before rotor init runs on the defaults, which have no
+// credentials: every request got 503 no_credentials and nothing said why.
+// It warns at start, naming the file to create; after init it does not.
+func TestBridgeWithoutConfigWarnsItHasNoCredentials(t *testing.T) {
+	e := newE2E(t)
+	b := e.start("bridge", "start", "--listen", "127.0.0.1:0")
+	b.waitLog("no rotor.yaml", 30*time.Second)
+	if !strings.Contains(b.stderr.String(), "rotor init") {
+		t.Errorf("the warning does not say to run rotor init:\n%s", b.stderr)
+	}
+	b.stop()
+	e.mustRun("init", "--force")
+	b = e.start("bridge", "start", "--listen", "127.0.0.1:0")
+	if code := b.stop(); code != 0 || strings.Contains(b.stderr.String(), "no rotor.yaml") {
+		t.Errorf("after init: exit %d, log:\n%s", code, b.stderr)
+	}
+}

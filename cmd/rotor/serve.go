@@ -384,6 +384,13 @@ func serveUntilDone(ctx context.Context, f *Factory, cfg *config.Config, rl *rel
 	}
 	attrs = append(attrs, "model_cooldown", cfg.ModelCooldown.Enabled, "learned_cooldown", cfg.LearnedCooldown.Mode, "gomaxprocs", procs, "cpus", cpus)
 	f.Logger().Info(name+" started", attrs...)
+	if path, _, err := f.ConfigPath(); err == nil && len(cfg.Pools) == 0 {
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			// A bridge started before rotor init: every request would be
+			// 503 no_credentials with nothing saying why.
+			f.Logger().Warn("no rotor.yaml: running on the defaults, which have no credentials; every request gets 503 no_credentials until you run rotor init, add credentials under pools: and reload", "config", path)
+		}
+	}
 	o := serveOptions(cfg, f)
 	o.DrainNow = func() time.Duration { return rl.current().cfg.Runtime.ShutdownGrace }
 	err := httpx.Serve(ctx, ln, h, o)
