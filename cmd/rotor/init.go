@@ -248,8 +248,8 @@ func createDefaultToken(ctx context.Context, ledgerOrCreate func(context.Context
 		return "", usageErrorf("%s already exists; use --force to replace it", path)
 	}
 	var label string
+	var own bool
 	for attempt := 0; ; attempt++ {
-		var own bool
 		if label, own, err = homeTokenLabel(ctx, store, hostname, path); err != nil {
 			return "", err
 		}
@@ -265,6 +265,11 @@ func createDefaultToken(ctx context.Context, ledgerOrCreate func(context.Context
 		break
 	}
 	if err := tokenfile.Write(path, tok, overwrite); err != nil {
+		if !own {
+			// The label was free: give it back rather than leave a token
+			// whose secret no file holds.
+			_ = store.RevokeClientToken(context.WithoutCancel(ctx), label)
+		}
 		if errors.Is(err, fs.ErrExist) {
 			return "", usageErrorf("%s already exists; use --force to replace it", path)
 		}

@@ -629,3 +629,31 @@ var copyTargets = []struct {
 	{"sqlite", func(t *testing.T) string { return filepath.Join(t.TempDir(), "team.db") }},
 	{"postgres", func(t *testing.T) string { u, _ := pgtest.Schema(t); return u }},
 }
+
+// The token is stored before its file is written (so that homes running
+// init at once never take one label); a file that cannot be written then
+// gives the free label back, not a token whose secret nothing holds.
+func TestInitThatCannotWriteTheTokenGivesItsLabelBack(t *testing.T) {
+	ctx := context.Background()
+	f, _, _ := fakeFactory(t, nil, nil)
+	dir, err := f.EnsureHome()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// bridge.token is a folder: the file cannot be written, even with --force.
+	if err := os.Mkdir(filepath.Join(dir, "bridge.token"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	opts := &initOptions{IO: f.IO, EnsureHome: f.EnsureHome, ConfigPath: f.ConfigPath, Ledger: f.initLedger,
+		Hostname: func() (string, error) { return "box", nil }, Force: true}
+	if err := initRun(ctx, opts); err == nil {
+		t.Fatal("init wrote a token into a folder")
+	}
+	store, err := f.Ledger(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if toks, err := store.ClientTokens(ctx); err != nil || len(toks) != 0 {
+		t.Errorf("tokens after the failed init: %+v, %v; want none", toks, err)
+	}
+}
