@@ -61,16 +61,8 @@ func TestCopyRoundTripKeepsEverything(t *testing.T) {
 	if err := copyRun(ctx, &copyOptions{IO: g.IO, From: g.Ledger, To: g.openCopyTarget, Source: g.DBPath, URL: back, PageRows: 4}); err != nil {
 		t.Fatal(err)
 	}
-	pg, err := f.openCopyTarget(ctx, base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Close()
-	sq, err := f.openCopyTarget(ctx, back)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sq.Close()
+	pg := copiedTo(t, f, base)
+	sq := copiedTo(t, f, back)
 	from, to := time.Unix(0, 0), f.Clock.Now().Add(time.Hour)
 	for name, l := range map[string]ledger.Ledger{"postgres": pg, "sqlite again": sq} {
 		type snap struct {

@@ -44,11 +44,7 @@ func TestCopyFromPostgresWithSkewedClockSkipsInFlight(t *testing.T) {
 	if err := copyRun(ctx, opts); err != nil {
 		t.Fatal(err)
 	}
-	dst, err := f.openCopyTarget(ctx, target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dst.Close()
+	dst := copiedTo(t, f, target)
 	rows, err := dst.Rows(ctx, time.Unix(0, 0), time.Now().Add(time.Hour), 0)
 	if err != nil {
 		t.Fatal(err)

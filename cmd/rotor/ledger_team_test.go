@@ -162,10 +162,7 @@ func TestLedgerCopyRun(t *testing.T) {
 	if want := "copied to " + target + ": 25 rows (0 already there), 1 budgets, 1 tokens, 1 prices, 1 learned records\n"; out.String() != want {
 		t.Errorf("copy printed %q, want %q", out, want)
 	}
-	dst, err := f.openCopyTarget(ctx, target)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dst := copiedTo(t, f, target)
 	q := ledger.ReportQuery{From: f.Clock.Now().Add(-time.Hour), To: f.Clock.Now().Add(time.Hour), By: []string{"model", "client"}}
 	want, _ := src.Report(ctx, q)
 	got, err := dst.Report(ctx, q)
@@ -195,10 +192,7 @@ func TestLedgerCopyRun(t *testing.T) {
 	// A target with a budget and a price of the same name but other
 	// values: exit 2 listing both, nothing written.
 	other := filepath.Join(t.TempDir(), "other.db")
-	o, err := f.openCopyTarget(ctx, other)
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := copiedTo(t, f, other)
 	b := budgets.Budget{Name: "daily", Kind: budgets.KindRequests, Limit: 7, Window: budgets.Window{Calendar: "day"}, CreatedAt: f.Clock.Now()}
 	if err := o.PutBudget(ctx, b.Record(), false); err != nil {
 		t.Fatal(err)
@@ -258,11 +252,7 @@ func TestLedgerCopySkipsRequestsInFlight(t *testing.T) {
 	if err := copyRun(ctx, opts); err != nil {
 		t.Fatal(err)
 	}
-	dst, err := f.openCopyTarget(ctx, target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dst.Close()
+	dst := copiedTo(t, f, target)
 	r, ok, err := dst.(ledger.RowLookup).RowByID(ctx, "running")
 	if err != nil || !ok || !r.Settled || r.TotalTokens != ledger.Known(15) || errOut.Len() != 0 {
 		t.Errorf("the settled request on the target after a second copy: %+v %v %v (stderr %q); want settled with 15 tokens", r, ok, err, errOut)
@@ -388,11 +378,7 @@ func TestLedgerCopyToPostgres(t *testing.T) {
 	if !strings.Contains(errOut.String(), "migrated schema version 0 to ") {
 		t.Errorf("stderr %q: want the empty schema's migration reported", errOut)
 	}
-	dst, err := f.openCopyTarget(ctx, target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dst.Close()
+	dst := copiedTo(t, f, target)
 	q := ledger.ReportQuery{From: f.Clock.Now().Add(-time.Hour), To: f.Clock.Now().Add(time.Hour), By: []string{"model", "client"}}
 	want, _ := src.Report(ctx, q)
 	if got, err := dst.Report(ctx, q); err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
@@ -656,4 +642,16 @@ func TestInitThatCannotWriteTheTokenGivesItsLabelBack(t *testing.T) {
 	if toks, err := store.ClientTokens(ctx); err != nil || len(toks) != 0 {
 		t.Errorf("tokens after the failed init: %+v, %v; want none", toks, err)
 	}
+}
+
+// copiedTo opens the ledger a copy wrote at target, closed when the test
+// ends.
+func copiedTo(t *testing.T, f *Factory, target string) ledger.Ledger {
+	t.Helper()
+	l, err := f.openCopyTarget(context.Background(), target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
 }
