@@ -386,8 +386,9 @@ func TestDemoRotatesAcrossCredentials(t *testing.T) {
 }
 
 // scripts/bridge-up.sh starts the bridge and records it in the home given
-// by --home among its arguments (not the default home); a second start
-// that fails (the port is taken) leaves the running bridge's files alone;
+// by --home among its arguments (not the default home); run again while
+// that bridge runs, it prints its URL and starts nothing; a start that
+// fails (the port is taken) leaves the files alone;
 // scripts/decide.sh sends a decision through it, with any text and a URL
 // with or without a trailing slash.
 func TestBridgeUpAndDecideScripts(t *testing.T) {
@@ -446,15 +447,30 @@ func TestBridgeUpAndDecideScripts(t *testing.T) {
 		return got
 	}
 	before := files()
-	again := script(e.env, "bridge-up.sh", "--listen", strings.TrimPrefix(url, "http://"))
-	if again.code == 0 {
-		t.Errorf("a second bridge-up.sh on the same port: exit 0\n%s", again.stdout)
+	// Run again (from cron, say) while the bridge runs: it prints the
+	// running bridge's URL and starts nothing, even on a free port.
+	again := script(e.env, "bridge-up.sh", "--listen", "127.0.0.1:0")
+	if again.code != 0 || strings.TrimSpace(again.stdout) != url || !strings.Contains(again.stderr, "already runs") {
+		t.Errorf("bridge-up.sh while its bridge runs: exit %d, stdout %q, want %s\n%s", again.code, again.stdout, url, again.stderr)
 	}
 	if after := files(); after != before {
-		t.Errorf("a failed second start changed the running bridge's files:\n%s\nwant\n%s", after, before)
+		t.Errorf("a second bridge-up.sh changed the running bridge's files:\n%s\nwant\n%s", after, before)
 	}
-	if left, _ := filepath.Glob(filepath.Join(e.home, "bridge.*.*")); len(left) != 0 {
+	if rec, _ := os.ReadFile(filepath.Join(e.home, "bridge.json")); !strings.Contains(string(rec), fmt.Sprintf(`"pid":%d`, pid)) {
+		t.Errorf("bridge.json after a second bridge-up.sh names another bridge: %s", rec)
+	}
+	// A start that fails (its port taken) leaves the files it would have
+	// replaced alone: here a run folder of its own, the home's untouched.
+	other := t.TempDir()
+	failed := script(append(e.env, "ROTOR_RUN_DIR="+other), "bridge-up.sh", "--listen", strings.TrimPrefix(url, "http://"))
+	if failed.code == 0 {
+		t.Errorf("bridge-up.sh on a taken port: exit 0\n%s", failed.stdout)
+	}
+	if left, _ := filepath.Glob(filepath.Join(other, "bridge.*")); len(left) != 0 {
 		t.Errorf("a failed start left %v behind", left)
+	}
+	if after := files(); after != before {
+		t.Errorf("a failed start changed the running bridge's files:\n%s\nwant\n%s", after, before)
 	}
 	bad := script(e.env, "decide.sh", "decide-mini", "bare model")
 	if bad.code == 0 || !strings.Contains(bad.stdout, "invalid_model_prefix") {

@@ -8,9 +8,12 @@
 #   bridge.pid  the bridge's process id (stop it with: kill "$(cat bridge.pid)")
 #   bridge.url  the URL it serves
 #   bridge.log  its log
-# They are replaced only once the new bridge answers: a start that fails
-# (the port is taken by the bridge already running, say) leaves a running
-# bridge's files alone. A bridge that does not answer in time is stopped.
+# A bridge they name that still runs and answers is left running: its URL
+# is printed and nothing starts (run it from cron to keep a bridge up; to
+# start one with other flags, stop the running one first). Otherwise they
+# are replaced only once the new bridge answers: a start that fails (the
+# port is taken, say) leaves the files alone. A bridge that does not answer
+# in time is stopped.
 # The bridge itself records its pid and URL in <home>/bridge.json while it
 # runs, which is how `rotor status` finds it on a free port.
 #
@@ -37,6 +40,16 @@ fi
 if [ ! -d "$dir" ]; then
   mkdir -p "$dir"
   chmod 700 "$dir"
+fi
+if [ -s "$dir/bridge.pid" ] && [ -s "$dir/bridge.url" ]; then
+  old_pid=$(head -n 1 "$dir/bridge.pid")
+  old_url=$(head -n 1 "$dir/bridge.url")
+  if [[ $old_pid =~ ^[0-9]+$ ]] && kill -0 "$old_pid" 2>/dev/null &&
+    curl -fsS --max-time 2 "$old_url/healthz" >/dev/null 2>&1; then
+    echo "bridge-up: a bridge already runs (pid $old_pid, $dir/bridge.pid); left it running" >&2
+    echo "$old_url"
+    exit 0
+  fi
 fi
 deadline=$((SECONDS + 10#$wait_s))
 new_url=$(mktemp "$dir/bridge.url.XXXXXX")
