@@ -50,6 +50,9 @@ type ProviderError struct {
 	Code, Type, Param string
 	// Structured: the answer held an OpenAI-style error object.
 	Structured bool
+	// RetryAfter is the provider's wait advice on a 429 passed through
+	// (an unclassified one), 0 for none; the caller gets it as rotor's.
+	RetryAfter time.Duration
 }
 
 // Refused reports a 4xx with a structured error: the provider refused the
@@ -134,6 +137,9 @@ func ErrorResponse(err error) *httpx.Error {
 		}
 		e := &httpx.Error{Status: pe.Status, Code: pe.Code, Type: t, Param: pe.Param,
 			Message: fmt.Sprintf("the provider rejected the request with status %d; its message is withheld because it may reflect private input", pe.Status)}
+		if pe.RetryAfter > 0 {
+			e = e.WithRetryAfter(boundRetryAfter(pe.RetryAfter))
+		}
 		return e
 	case errors.Is(err, ErrModelNotAvailable):
 		return httpx.NewError(httpx.CodeModelNotAvailable)

@@ -2,6 +2,7 @@ package decisions
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -534,5 +535,57 @@ func TestInFlightSuccessDoesNotEndALaterThrottlesCooldown(t *testing.T) {
 	wantStatus(t, h.post(decision("api/decide-mini")), 200, "")
 	if a, b := h.hits("team-a", fp.PathDecisions), h.hits("team-b", fp.PathDecisions); a != 2 || b != 2 {
 		t.Errorf("after the long call's success: hits a=%d b=%d, want team-a still cooling (2, 2)", a, b)
+	}
+}
+
+// README: "Where a wait is advised, Retry-After, retry-after-ms and
+// error.retry_after_ms are set." An unclassified 429 passed through (a
+// provider's tokens-per-minute limit with no code) keeps the provider's
+// advice, so a client's own retry waits as the provider asked instead of
+// an SDK's short backoff; without advice none is made up.
+func TestUnclassified429PassesOnTheProvidersWait(t *testing.T) {
+	body := `{"error":{"message":"Request too large for gpt-test on tokens per min","type":"tokens","param":null,"code":null}}`
+	for _, tt := range []struct {
+		name       string
+		header     map[string]string
+		wantHeader string
+		wantMS     string
+	}{
+		{"Retry-After", map[string]string{"Retry-After": "7"}, "7", "7000"},
+		{"retry-after-ms first", map[string]string{"Retry-After": "9", "retry-after-ms": "1500"}, "2", "1500"},
+		{"no advice", nil, "", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h, u := newOpenAIHarness(t, opts{})
+			hdr := map[string]string{"Content-Type": "application/json"}
+			for k, v := range tt.header {
+				hdr[k] = v
+			}
+			u.script(keyA, KindChat.Path, upReply{status: 429, header: hdr, body: body})
+			r := h.do(context.Background(), KindChat.Path, `{"model":"api/gpt-test","messages":[]}`)
+			wantStatus(t, r, 429, "")
+			if got := r.header.Get("Retry-After"); got != tt.wantHeader {
+				t.Errorf("Retry-After = %q, want %q", got, tt.wantHeader)
+			}
+			if got := r.header.Get("retry-after-ms"); got != tt.wantMS {
+				t.Errorf("retry-after-ms = %q, want %q", got, tt.wantMS)
+			}
+			var e struct {
+				Error struct {
+					Type         string          `json:"type"`
+					RetryAfterMS json.RawMessage `json:"retry_after_ms"`
+				} `json:"error"`
+			}
+			json.Unmarshal(r.body, &e)
+			if got := string(e.Error.RetryAfterMS); got != tt.wantMS && !(tt.wantMS == "" && (got == "" || got == "null")) {
+				t.Errorf("error.retry_after_ms = %s, want %q", got, tt.wantMS)
+			}
+			if e.Error.Type != "tokens" {
+				t.Errorf("error.type = %q, want the provider's tokens", e.Error.Type)
+			}
+			if n := len(u.requests()); n != 1 {
+				t.Errorf("%d provider calls, want 1 (an unclassified 429 is not replayed)", n)
+			}
+		})
 	}
 }

@@ -446,11 +446,15 @@ func (wk *walk) send(ctx context.Context, c *credential) (out *answer, next bool
 	key := c.Key.Reveal()
 	v := classify(status, pe, wk.upstream, wk.kind.Path)
 	rt.upstream(wk.ps.name, c.Name, outcomeNames[v])
+	var advice time.Duration // a 429's wait advice, for the caller when it is passed through
 	if status == http.StatusTooManyRequests {
 		// Every 429 feeds the shared backoff, whatever its class.
 		obs := pool.Observation{Scope: wk.scope, Sent: sent, Status: status}
 		if s, ok := httpx.ProviderRetryAdvice(resp.Header, rt.cfg.Clock.Now()); ok {
 			obs.RetryAfter, obs.HasRetryAfter = s, true
+			// At least a millisecond: advice of 0 still says "wait",
+			// which the caller gets as rotor's least, one second.
+			advice = max(time.Duration(s*float64(time.Second)), time.Millisecond)
 		}
 		wk.ps.pool.Record(c.Name, obs)
 		rt.cooldown(wk.ps.name, "throttle")
@@ -514,7 +518,9 @@ func (wk *walk) send(ctx context.Context, c *credential) (out *answer, next bool
 			return nil, false, ctx.Err()
 		}
 	}
-	return nil, false, newProviderError(status, pe, key)
+	perr := newProviderError(status, pe, key)
+	perr.RetryAfter = advice
+	return nil, false, perr
 }
 
 // unsupportedNotFound reads a 404 by its structured error first (DESIGN,
