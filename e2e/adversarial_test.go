@@ -232,6 +232,7 @@ func TestAdversarialUnsafeTokenFileOrBindRefusesStart(t *testing.T) {
 		want    string
 	}{
 		{"port taken", nil, []string{"--listen", addr}, addr},
+		{"port taken: a free one", nil, []string{"--listen", addr}, "--listen 127.0.0.1:0 for a free port"},
 		{"non-loopback without flag", nil, []string{"--listen", "0.0.0.0:0"}, "--allow-non-loopback"},
 		{"token file readable by others", func() { os.Chmod(tokPath, 0o644) }, []string{"--listen", "127.0.0.1:0"}, "bridge.token"},
 		{"token file readable by the group", func() { os.Chmod(tokPath, 0o640) }, []string{"--listen", "127.0.0.1:0"}, "bridge.token"},

@@ -28,23 +28,31 @@ import (
 	"github.com/rotorhq/rotor/ledger"
 )
 
-// listenErr maps a listen failure to the right exit status.
-func listenErr(err error) error {
+// listenErr maps a listen failure to the right exit status; a taken port
+// says how to get a free one.
+func listenErr(err error) error { return listenErrHint(err, "") }
+
+// listenErrHint is listenErr with a guess at what holds a taken port.
+func listenErrHint(err error, holder string) error {
 	var le *httpx.ListenError
-	if errors.As(err, &le) && le.Usage {
-		return &UsageError{Err: err}
+	if !errors.As(err, &le) || !le.Usage {
+		return err
 	}
-	return err
+	if errors.Is(err, syscall.EADDRINUSE) {
+		err = fmt.Errorf("%w: the port is taken%s; stop what holds it, or pass --listen 127.0.0.1:0 for a free port", err, holder)
+	}
+	return &UsageError{Err: err}
 }
 
 // serverListenErr is listenErr for the bridge and the runtime, which take
-// --allow-non-loopback: a refused address says so.
+// --allow-non-loopback: a refused address says so, and a taken port that
+// a rotor server may hold it.
 func serverListenErr(err error) error {
 	var le *httpx.ListenError
 	if errors.As(err, &le) && le.NonLoopback {
 		return &UsageError{Err: fmt.Errorf("%w (unless --allow-non-loopback is given)", err)}
 	}
-	return listenErr(err)
+	return listenErrHint(err, " (by a rotor server already running? rotor status finds a bridge)")
 }
 
 // tokenErr maps a token file's error to the right exit status: an unsafe
