@@ -642,7 +642,9 @@ func TestStopCutsARequestWith503ServerShutdown(t *testing.T) {
 
 // A bridge started before rotor init runs on the defaults, which have no
 // credentials: every request got 503 no_credentials and nothing said why.
-// It warns at start, naming the file to create; after init it does not.
+// It warns at start, naming the file to create; after init, whose pools:
+// section is empty, it warns that no credential is enabled; with
+// credentials it does not warn, and rotor config check says the same.
 func TestBridgeWithoutConfigWarnsItHasNoCredentials(t *testing.T) {
 	e := newE2E(t)
 	b := e.start("bridge", "start", "--listen", "127.0.0.1:0")
@@ -653,7 +655,19 @@ func TestBridgeWithoutConfigWarnsItHasNoCredentials(t *testing.T) {
 	b.stop()
 	e.mustRun("init", "--force")
 	b = e.start("bridge", "start", "--listen", "127.0.0.1:0")
+	b.waitLog("no enabled credential", 30*time.Second)
 	if code := b.stop(); code != 0 || strings.Contains(b.stderr.String(), "no rotor.yaml") {
 		t.Errorf("after init: exit %d, log:\n%s", code, b.stderr)
+	}
+	if r := e.run("config", "check"); r.code != 0 || !strings.Contains(r.stderr, "no enabled credential") {
+		t.Errorf("config check after init: exit %d, stderr %q; want 0 and a word on the empty pools", r.code, r.stderr)
+	}
+	e.provider("")
+	b = e.start("bridge", "start", "--listen", "127.0.0.1:0")
+	if code := b.stop(); code != 0 || strings.Contains(b.stderr.String(), "no enabled credential") {
+		t.Errorf("with credentials: exit %d, log:\n%s", code, b.stderr)
+	}
+	if r := e.run("config", "check"); r.code != 0 || strings.Contains(r.stderr, "no enabled credential") {
+		t.Errorf("config check with credentials: exit %d, stderr %q", r.code, r.stderr)
 	}
 }

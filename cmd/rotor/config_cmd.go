@@ -106,6 +106,9 @@ func configCheckRun(opts *configCheckOptions) error {
 		path = "no " + path + ", defaults" // a typo in --home shows here
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "config ok: %s (model cooldown %s, learned cooldown %s)\n", path, onOff(cfg.ModelCooldown.Enabled), cfg.LearnedCooldown.Mode)
+	if servesNothing(cfg, "bridge") {
+		fmt.Fprintln(opts.IO.ErrOut, "no enabled credential: a bridge on this config answers every request 503 no_credentials; add one under pools: (rotor fake-provider prints a section to try)")
+	}
 	if db != "" {
 		fmt.Fprintf(opts.IO.ErrOut, "ledger: %s\n", dburl.Mask(db))
 	}

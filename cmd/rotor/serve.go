@@ -392,11 +392,14 @@ func serveUntilDone(ctx context.Context, f *Factory, cfg *config.Config, rl *rel
 	}
 	attrs = append(attrs, "model_cooldown", cfg.ModelCooldown.Enabled, "learned_cooldown", cfg.LearnedCooldown.Mode, "gomaxprocs", procs, "cpus", cpus)
 	f.Logger().Info(name+" started", attrs...)
-	if path, _, err := f.ConfigPath(); err == nil && len(cfg.Pools) == 0 {
+	if path, _, err := f.ConfigPath(); err == nil && servesNothing(cfg, name) {
+		// Every request would be 503 no_credentials with nothing saying
+		// why: a bridge started before rotor init, or after it with the
+		// pools: section left empty.
 		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-			// A bridge started before rotor init: every request would be
-			// 503 no_credentials with nothing saying why.
 			f.Logger().Warn("no rotor.yaml: running on the defaults, which have no credentials; every request gets 503 no_credentials until you run rotor init, add credentials under pools: and reload", "config", path)
+		} else {
+			f.Logger().Warn("no enabled credential in rotor.yaml: every request gets 503 no_credentials until you add one under pools: (rotor fake-provider prints a section to try) and reload", "config", path)
 		}
 	}
 	o := serveOptions(cfg, f)
@@ -404,6 +407,21 @@ func serveUntilDone(ctx context.Context, f *Factory, cfg *config.Config, rl *rel
 	err := httpx.Serve(ctx, ln, h, o)
 	f.Logger().Info(name + " stopped")
 	return err
+}
+
+// servesNothing reports whether a server on cfg has no enabled credential
+// to send to: a bridge in front of a standalone runtime sends to none of
+// its own.
+func servesNothing(cfg *config.Config, server string) bool {
+	if server == "bridge" && cfg.Bridge.RuntimeURL != "" {
+		return false
+	}
+	for _, p := range cfg.Pools {
+		if len(p.EnabledCredentials()) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // serverProcs gives a server half the CPUs Go would run it on (at least
