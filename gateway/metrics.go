@@ -5,11 +5,14 @@ import (
 	"net/http"
 	"runtime"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/rotorhq/rotor/internal/httpx"
 )
 
 // Metrics is rotor's Prometheus registry. One per process; the bridge and
@@ -27,6 +30,9 @@ type Metrics struct {
 	upstream  *prometheus.CounterVec
 	tokens    *prometheus.CounterVec
 	cost      *prometheus.CounterVec
+	// codes holds the codes not rotor's own (a provider's, passed
+	// through) that rotor_requests_total has a series for.
+	codes codeLabels
 	// costUnknown counts settled rows whose cost is unknown, so that the
 	// known cost is never read as the whole cost.
 	costUnknown *prometheus.CounterVec
@@ -140,7 +146,7 @@ func (m *Metrics) ObserveCommit(n int, d time.Duration) {
 
 // Request records an answered request.
 func (m *Metrics) Request(server, route string, status int, code string, d time.Duration) {
-	m.requests.WithLabelValues(server, route, strconv.Itoa(status), code).Inc()
+	m.requests.WithLabelValues(server, route, strconv.Itoa(status), m.codes.label(code)).Inc()
 	m.duration.WithLabelValues(server, route).Observe(d.Seconds())
 }
 
@@ -235,4 +241,38 @@ func (c budgetCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(budgetStateDesc, prometheus.GaugeValue, v, st.Name, s)
 		}
 	}
+}
+
+// maxOtherCodes bounds the code label's values that are not rotor's own:
+// a provider chooses the codes rotor passes through, and each new one
+// would be a new series for as long as the process runs.
+const maxOtherCodes = 64
+
+// otherCodes is the code label of every code past maxOtherCodes.
+const otherCodes = "other"
+
+// codeLabels keeps the code label bounded: rotor's own codes always, and
+// the first maxOtherCodes others (a provider's codes, how a stream ended).
+type codeLabels struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (c *codeLabels) label(code string) string {
+	if _, ok := httpx.Codes[code]; ok || code == "" {
+		return code
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.seen[code] {
+		return code
+	}
+	if len(c.seen) >= maxOtherCodes {
+		return otherCodes
+	}
+	if c.seen == nil {
+		c.seen = make(map[string]bool)
+	}
+	c.seen[code] = true
+	return code
 }
