@@ -36,7 +36,7 @@ type demoOptions struct {
 	IO      *IOStreams
 	Clock   clock.Clock
 	Version string
-	// HomeIgnored is set when --home or --db was given: the demo says it
+	// HomeIgnored is set when --home, --db or --config was given: the demo says it
 	// ignores them.
 	HomeIgnored bool
 	Requests    int
@@ -67,7 +67,7 @@ credential answer again. It prints what happened to each request, then the
 ledger report with the known cost, and the command to run next.
 
 The demo always runs in a home folder of its own and never touches yours
-(--home, --db and ROTOR_* are ignored): a temporary folder removed at the
+(--home, --db, --config and ROTOR_* are ignored): a temporary folder removed at the
 end, or with --keep DIR a new folder DIR that stays for a look afterwards
 ('rotor ledger report --home DIR'). An existing DIR is refused.`,
 		Args: cobra.NoArgs,
@@ -75,7 +75,7 @@ end, or with --keep DIR a new folder DIR that stays for a look afterwards
 			if opts.Requests < 1 || opts.Requests > 1000 {
 				return usageErrorf("--requests must be from 1 to 1000, not %d", opts.Requests)
 			}
-			opts.HomeIgnored = cmd.Flags().Changed("home") || cmd.Flags().Changed("db")
+			opts.HomeIgnored = cmd.Flags().Changed("home") || cmd.Flags().Changed("db") || cmd.Flags().Changed("config")
 			if fl := cmd.Flags().Lookup("log-level"); fl != nil && fl.Changed {
 				opts.LogLevel = fl.Value.String()
 			}
@@ -112,7 +112,7 @@ func demoRun(ctx context.Context, opts *demoOptions) error {
 	// Never the user's home or ledger: an exhausted demo budget and demo
 	// tokens there would block their real bridge.
 	if opts.HomeIgnored {
-		fmt.Fprintln(opts.IO.ErrOut, "note: the demo runs in a home folder of its own; --home and --db are ignored (--keep DIR keeps its files)")
+		fmt.Fprintln(opts.IO.ErrOut, "note: the demo runs in a home folder of its own; --home, --db and --config are ignored (--keep DIR keeps its files)")
 	}
 	if opts.Keep != "" {
 		if abs, err := filepath.Abs(opts.Keep); err == nil {

@@ -209,7 +209,7 @@ func TestDemoRun(t *testing.T) {
 	if _, report, _ := strings.Cut(out.String(), "ledger report --by"); !strings.Contains(report, "team-a") {
 		t.Errorf("the demo's ledger report lists no credential:\n%s", report)
 	}
-	if !strings.Contains(errOut.String(), "--home and --db are ignored") {
+	if !strings.Contains(errOut.String(), "--home, --db and --config are ignored") {
 		t.Errorf("stderr %q: want the note that --home is ignored", errOut)
 	}
 	if home, _ := f.Home(); dirExists(home) {

@@ -348,6 +348,15 @@ var runFTests = map[string]func(t *testing.T){
 		if err := root.Execute(); err != nil || under == nil || !under.HomeIgnored || under.Requests != 12 {
 			t.Errorf("rotor --home mine demo: %v, options %+v; want HomeIgnored and 12 requests", err, under)
 		}
+		// --config too: the demo writes its own rotor.yaml.
+		root = &cobra.Command{Use: "rotor"}
+		root.PersistentFlags().String("config", "", "")
+		under = nil
+		root.AddCommand(newCmdDemo(f, func(o *demoOptions) error { under = o; return nil }))
+		root.SetArgs([]string{"--config", "mine.yaml", "demo"})
+		if err := root.Execute(); err != nil || under == nil || !under.HomeIgnored {
+			t.Errorf("rotor --config mine.yaml demo: %v, options %+v; want HomeIgnored", err, under)
+		}
 		refused(t, f, newCmdDemo, "--requests", "--requests", "0")
 	},
 }
