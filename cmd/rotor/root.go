@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -31,27 +32,49 @@ func onSignals(io *IOStreams, cancel func()) (stop func()) {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	done := make(chan struct{})
-	go func() {
-		select {
-		case <-sigs:
-			cancel()
-		case <-done:
-			return
+	go watchSignals(sigs, done, cancel, time.Now, func(s os.Signal) {
+		fmt.Fprintf(io.ErrOut, "rotor: second %v: exiting now, without waiting for requests in flight\n", s)
+		n := 2
+		if s == syscall.SIGTERM {
+			n = 15
 		}
-		select {
-		case s := <-sigs:
-			fmt.Fprintf(io.ErrOut, "rotor: second %v: exiting now, without waiting for requests in flight\n", s)
-			n := 2
-			if s == syscall.SIGTERM {
-				n = 15
-			}
-			os.Exit(128 + n)
-		case <-done:
-		}
-	}()
+		os.Exit(128 + n)
+	})
 	return func() {
 		signal.Stop(sigs)
 		close(done)
+	}
+}
+
+// repeatWindow: the same signal again this soon after the first is taken
+// for the first. timeout(1) sends its SIGTERM to the command and then to
+// its process group, so a command run under it may get two at once, and
+// would skip its drain; a second Ctrl-C a person presses comes later.
+const repeatWindow = 250 * time.Millisecond
+
+// watchSignals calls cancel on the first signal from sigs and exit on the
+// next one, unless that is the same signal within repeatWindow; it
+// returns once exit returns or done is closed.
+func watchSignals(sigs <-chan os.Signal, done <-chan struct{}, cancel func(), now func() time.Time, exit func(os.Signal)) {
+	var first os.Signal
+	select {
+	case first = <-sigs:
+		cancel()
+	case <-done:
+		return
+	}
+	at := now()
+	for {
+		select {
+		case s := <-sigs:
+			if s == first && now().Sub(at) < repeatWindow {
+				continue
+			}
+			exit(s)
+			return
+		case <-done:
+			return
+		}
 	}
 }
 
