@@ -82,6 +82,10 @@ type Importer interface {
 	// with their creation and last-use times, and returns how many it
 	// added; they bind every runtime at its next admission.
 	ImportClientTokens(ctx context.Context, toks []ClientToken) (added int, err error)
+	// ImportPrices writes the prices whose model has none stored yet, as
+	// they are (source and update time), and returns how many it added:
+	// a price stored since the caller looked is kept, never replaced.
+	ImportPrices(ctx context.Context, ps []Price) (added int, err error)
 	// PrunedUsage returns the usage a prune deleted from the rows, as
 	// the rollups keep it (pruned.go); empty when never pruned.
 	PrunedUsage(ctx context.Context) (PrunedUsage, error)

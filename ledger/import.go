@@ -177,6 +177,42 @@ ON CONFLICT (label) DO NOTHING`, t.Label, t.Hash[:], t.CreatedAt.UnixMilli(), t.
 	return added, nil
 }
 
+// ImportPrices writes the prices whose model has none stored yet, as they
+// are (source and update time), and returns how many it added.
+func (s *Store) ImportPrices(ctx context.Context, ps []Price) (int, error) {
+	for _, p := range ps {
+		if err := p.Validate(); err != nil {
+			return 0, err
+		}
+	}
+	now := s.clk.Now()
+	added := 0
+	err := s.execConfig(ctx, func(ctx context.Context, q execQuerier) error {
+		added = 0
+		for _, p := range ps {
+			if p.Updated.IsZero() {
+				p.Updated = now
+			}
+			res, err := q.ExecContext(ctx, `INSERT INTO prices (model, input_micros, cached_input_micros, output_micros, source, updated_ms) VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (model) DO NOTHING`, p.Model, p.InputMicros, p.CachedInputMicros.arg(), p.OutputMicros, p.Source, p.Updated.UnixMilli())
+			if err != nil {
+				return err
+			}
+			if n, _ := res.RowsAffected(); n > 0 {
+				added++
+			}
+		}
+		if added == 0 {
+			return nil
+		}
+		return bumpConfig(ctx, q)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("import prices: %w", err)
+	}
+	return added, nil
+}
+
 // SchemaVersion returns the schema version of the open database.
 func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 	var v int

@@ -276,9 +276,15 @@ func copyRun(ctx context.Context, opts *copyOptions) error {
 			return maskErr(fmt.Errorf("copy tokens: %w", err), opts.URL)
 		}
 	}
+	pricesAdded := 0
 	if len(plan.prices) > 0 {
-		if _, err := dst.PutPrices(ctx, plan.prices, true); err != nil {
+		// Only where the target still has none: a price set there since
+		// the plan (rotor pricing set on the team's ledger) is kept.
+		if pricesAdded, err = dstImp.ImportPrices(ctx, plan.prices); err != nil {
 			return maskErr(fmt.Errorf("copy prices: %w", err), opts.URL)
+		}
+		if kept := len(plan.prices) - pricesAdded; kept > 0 {
+			fmt.Fprintf(opts.IO.ErrOut, "warning: %d price(s) were stored on %s while copying; its own were kept (rotor pricing list there to check them)\n", kept, where)
 		}
 	}
 	var prunedAdded int64
@@ -318,13 +324,13 @@ func copyRun(ctx context.Context, opts *copyOptions) error {
 		fmt.Fprintf(opts.IO.ErrOut, "warning: not copied (--drop-pruned): the usage of %d requests before %s, pruned from the rows (kept only in the current ledger's rollups); %s reads only its own usage there\n",
 			pruned.Requests(), pruned.Until.Format(time.RFC3339), where)
 	}
-	added := rows + len(plan.budgets) + len(plan.tokens) + len(plan.prices) + learnedAdded
+	added := rows + len(plan.budgets) + len(plan.tokens) + pricesAdded + learnedAdded
 	if added == 0 && prunedAdded == 0 && inFlight == 0 {
 		fmt.Fprintf(opts.IO.Out, "nothing to copy: %s already holds all %d rows, the budgets, tokens, prices and learned state\n", where, seen)
 		return nil
 	}
 	fmt.Fprintf(opts.IO.Out, "copied to %s: %d rows (%d already there), %d budgets, %d tokens, %d prices, %d learned records\n",
-		where, rows, seen-rows, len(plan.budgets), len(plan.tokens), len(plan.prices), learnedAdded)
+		where, rows, seen-rows, len(plan.budgets), len(plan.tokens), pricesAdded, learnedAdded)
 	if prunedAdded > 0 {
 		fmt.Fprintf(opts.IO.Out, "copied the pruned usage of %d requests before %s (rollups only, as on the current ledger)\n", prunedAdded, pruned.Until.Format(time.RFC3339))
 	}

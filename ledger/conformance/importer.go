@@ -168,6 +168,33 @@ func testImport(t *testing.T, e Engine) {
 		t.Errorf("LookupToken of a copied token = %q, %v, %v; want ci", label, ok, err)
 	}
 
+	// Prices copy only where the target has none: one stored there since
+	// the copy looked (a pricing set on the team's ledger) is kept.
+	theirs := ledger.Price{Model: "gpt-shared", InputMicros: 3, OutputMicros: 4, Source: ledger.SourceSet}
+	if _, err := d.PutPrices(ctx, []ledger.Price{theirs}, true); err != nil {
+		t.Fatal(err)
+	}
+	copied := []ledger.Price{
+		{Model: "gpt-shared", InputMicros: 1, OutputMicros: 2, Source: ledger.SourceSet, Updated: t0.Add(-time.Hour)},
+		{Model: "gpt-new", InputMicros: 5, OutputMicros: 6, CachedInputMicros: ledger.Known(1), Source: "prices.json", Updated: t0.Add(-2 * time.Hour)},
+	}
+	for i, want := range []int{1, 0} {
+		if n, err := imp.ImportPrices(ctx, copied); err != nil || n != want {
+			t.Errorf("ImportPrices, time %d = %d, %v; want %d", i+1, n, err, want)
+		}
+	}
+	gotPrices, err := d.Prices(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := gotPrices["gpt-shared"]; g.InputMicros != 3 || g.OutputMicros != 4 {
+		t.Errorf("the target's own price after ImportPrices = %+v, want it kept (3, 4)", g)
+	}
+	if g, w := gotPrices["gpt-new"], copied[1]; g.InputMicros != w.InputMicros || g.OutputMicros != w.OutputMicros || g.CachedInputMicros != w.CachedInputMicros ||
+		g.Source != w.Source || !g.Updated.Equal(w.Updated) {
+		t.Errorf("a copied price = %+v, want %+v", g, w)
+	}
+
 	recs, err := capability[ledger.Importer](t, s).LearnedRecords(ctx)
 	if err != nil || len(recs) != 1 {
 		t.Fatalf("LearnedRecords = %+v, %v; want one", recs, err)

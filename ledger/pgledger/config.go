@@ -167,6 +167,34 @@ func (s *Store) ImportClientTokens(ctx context.Context, toks []ledger.ClientToke
 	return added, err
 }
 
+// ImportPrices writes the prices whose model has none stored yet, as they
+// are (source and update time), and returns how many it added.
+func (s *Store) ImportPrices(ctx context.Context, ps []ledger.Price) (int, error) {
+	for _, p := range ps {
+		if err := p.Validate(); err != nil {
+			return 0, err
+		}
+	}
+	added := 0
+	err := s.change(ctx, "import prices", true, func(ctx context.Context, tx pgx.Tx) error {
+		added = 0
+		for _, p := range ps {
+			var updated any = s.nowArg()
+			if !p.Updated.IsZero() {
+				updated = p.Updated.UnixMilli()
+			}
+			tag, err := tx.Exec(ctx, `INSERT INTO prices (model, input_micros, cached_input_micros, output_micros, source, updated_ms) VALUES ($1, $2, $3, $4, $5, COALESCE($6::bigint, `+msNow+`))
+ON CONFLICT (model) DO NOTHING`, p.Model, p.InputMicros, arg(p.CachedInputMicros), p.OutputMicros, p.Source, updated)
+			if err != nil {
+				return err
+			}
+			added += int(tag.RowsAffected())
+		}
+		return nil
+	})
+	return added, err
+}
+
 // RevokeClientToken deletes the token stored under label; ErrNotFound when
 // there is none.
 func (s *Store) RevokeClientToken(ctx context.Context, label string) error {
