@@ -54,7 +54,7 @@ var specRules = []spectest.Rule{
 	spectest.R("Available keys retain configured order.", []string{"TestAvailableKeepsConfiguredOrder"}, ""),
 	spectest.R("NanoGPT retains its existing active-key preference and validation TTL (probe bypass, request counts: not applicable).", []string{"TestPreferActive", "TestInvalidAdviceUsesFallbacks"}, ""),
 	spectest.R("Filtering several configured keys down to one does not skip validation.", nil, "decisions: TestFilteringToOneKeyDoesNotSkipValidation"),
-	spectest.R("During scoped selection, catalog probes carry no model quota evidence: only genuine auth rejection can cool every model from that probe.", []string{"TestCatalogProbeCarriesNoModelQuotaEvidence"}, ""),
+	spectest.R("During scoped selection, catalog probes carry no model quota evidence: only genuine auth rejection can cool every model from that probe.", []string{"TestCatalogProbeCarriesNoModelQuotaEvidence"}, "decisions: TestCatalogAuthRejectionIsRecordedInThePool"),
 	spectest.R("Unscoped validation keeps its legacy rejection rules.", []string{"TestUnscopedCatalogKeepsLegacyRejectionRules"}, ""),
 	spectest.R("Raw and unified NanoGPT pools remain isolated.", []string{"TestPoolsIsolated"}, ""),
 	spectest.R("CredentialPool.available returns the eligible list.", []string{"TestAvailableKeepsConfiguredOrder", "TestAvailableCallersGetSame429Decision"}, ""),
