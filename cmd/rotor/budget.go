@@ -73,8 +73,8 @@ of the same name atomically, so cron jobs can run the same command daily.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.Int64Var(&opts.requests, "requests", 0, "limit the number of requests")
-	fl.Int64Var(&opts.tokens, "tokens", 0, "limit the total tokens")
+	int64Var(fl, &opts.requests, "requests", 0, "limit the number of requests")
+	int64Var(fl, &opts.tokens, "tokens", 0, "limit the total tokens")
 	fl.StringVar(&opts.cost, "cost", "", "limit the cost in USD (up to 6 decimals)")
 	fl.StringVar(&opts.window, "window", "", "window: a duration (30m, 24h, 7d) or hour, day, week, month (UTC)")
 	fl.StringVar(&opts.name, "name", "", "budget name (default KIND-WINDOW)")

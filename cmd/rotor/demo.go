@@ -95,7 +95,7 @@ end, or with --keep DIR a new folder DIR that stays for a look afterwards
 			return err
 		},
 	}
-	cmd.Flags().IntVar(&opts.Requests, "requests", 12, "decisions to send (1 to 1000)")
+	intVar(cmd.Flags(), &opts.Requests, "requests", 12, "decisions to send (1 to 1000)")
 	cmd.Flags().StringVar(&opts.Keep, "keep", "", "run in this new folder and leave it behind (refused if it exists)")
 	return cmd
 }

@@ -62,7 +62,7 @@ bridge keeps working across restarts of the fake provider.`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.Listen, "listen", "127.0.0.1:8789", "loopback address to serve on (127.0.0.1:0 picks a free port)")
-	cmd.Flags().IntVar(&opts.Keys, "keys", 2, fmt.Sprintf("how many API keys the fake knows (1 to %d)", maxFakeKeys))
+	intVar(cmd.Flags(), &opts.Keys, "keys", 2, fmt.Sprintf("how many API keys the fake knows (1 to %d)", maxFakeKeys))
 	return cmd
 }
 

@@ -112,6 +112,12 @@ func parseTime(s string, now time.Time) (time.Time, error) {
 		return now, nil
 	}
 	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		// Rows are stored to the millisecond: a bound inside one is
+		// moved up to the next, so that [from, to) holds exactly the
+		// rows written at or after from and before to.
+		if ms := t.Truncate(time.Millisecond); !ms.Equal(t) {
+			t = ms.Add(time.Millisecond)
+		}
 		return t, nil
 	}
 	if t, err := time.Parse("2006-01-02", s); err == nil {
@@ -327,9 +333,9 @@ whose usage is already known is refused.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.Int64Var(&input, "input", 0, "input tokens, cached included")
-	fl.Int64Var(&output, "output", 0, "output tokens")
-	fl.Int64Var(&cached, "cached", 0, "cached input tokens (part of --input)")
+	int64Var(fl, &input, "input", 0, "input tokens, cached included")
+	int64Var(fl, &output, "output", 0, "output tokens")
+	int64Var(fl, &cached, "cached", 0, "cached input tokens (part of --input)")
 	return cmd
 }
 

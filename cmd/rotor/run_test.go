@@ -275,8 +275,8 @@ func TestStatusRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, line := range strings.Split(out.String(), "\n") {
-			if strings.Contains(line, "spend") && (!strings.Contains(line, " 1.25 ") || !strings.Contains(line, " 5 ") || strings.Contains(line, "000")) {
-				t.Errorf("cost budget row %q, want 1.25 used of 5 (USD)", line)
+			if strings.Contains(line, "spend") && (!strings.Contains(line, " $1.25 ") || !strings.Contains(line, " $5 ") || strings.Contains(line, "000")) {
+				t.Errorf("cost budget row %q, want $1.25 used of $5, as budget list prints them", line)
 			}
 			if strings.Contains(line, "daily") && (!strings.Contains(line, " 3 ") || !strings.Contains(line, " 10 ")) {
 				t.Errorf("requests budget row %q, want 3 used of 10", line)

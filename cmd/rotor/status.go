@@ -128,7 +128,7 @@ func statusRun(ctx context.Context, opts *statusOptions) error {
 		// table prints them in USD, as budget list's does.
 		amount := intCell
 		if b.Kind == string(budgets.KindCost) {
-			amount = func(v int64) cell { return textCell(budgets.FormatCost(v)) }
+			amount = func(v int64) cell { return textCell(budgets.Budget{Kind: budgets.KindCost, Limit: v}.FormatLimit()) } // "$1.5", as budget list prints it
 		}
 		used := unknownCell // null: usage of unknown cost in its window, as budget list says
 		if b.Used != nil && b.State != string(budgets.StateFailClosed) {

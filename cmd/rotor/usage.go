@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -157,4 +159,40 @@ func newCmdHelp() *cobra.Command {
 			return cmd.Help()
 		},
 	}
+}
+
+// decimalInt is an integer flag read in base 10 only. pflag's own int
+// flags parse with strconv base 0, so "0100" is 64 (octal), "0x10" is 16
+// and "1_000" is 1000: a zero-padded or pasted count became another
+// limit or another settled usage, silently.
+type decimalInt[T int | int64] struct{ p *T }
+
+func (v decimalInt[T]) String() string { return strconv.FormatInt(int64(*v.p), 10) }
+func (v decimalInt[T]) Type() string   { return "int" }
+func (v decimalInt[T]) Set(s string) error {
+	bits := 64
+	if _, ok := any(*v.p).(int); ok {
+		bits = strconv.IntSize
+	}
+	n, err := strconv.ParseInt(s, 10, bits)
+	if err != nil {
+		if errors.Is(err, strconv.ErrRange) {
+			return errors.New("out of range")
+		}
+		return errors.New("want a whole number in decimal digits, such as 2000000")
+	}
+	*v.p = T(n)
+	return nil
+}
+
+// intVar and int64Var add a decimalInt flag, as pflag's IntVar and
+// Int64Var would add theirs.
+func intVar(fs *pflag.FlagSet, p *int, name string, value int, usage string) {
+	*p = value
+	fs.Var(decimalInt[int]{p}, name, usage)
+}
+
+func int64Var(fs *pflag.FlagSet, p *int64, name string, value int64, usage string) {
+	*p = value
+	fs.Var(decimalInt[int64]{p}, name, usage)
 }

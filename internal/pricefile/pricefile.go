@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // MaxMicros bounds a price: $1,000,000 per 1M tokens, in micro-USD per 1M
@@ -62,9 +63,13 @@ func Micros(r *big.Rat, scale int64) (int64, bool) {
 }
 
 // ValidModel reports whether model can name a model at all: not empty, at
-// most 256 bytes, without spaces or control characters.
+// most 256 bytes of UTF-8, of printing characters only: no spaces, control
+// or format characters (a zero-width space, a byte-order mark, a bidi
+// override), which would make a price that looks like a model's and never
+// matches it.
 func ValidModel(model string) bool {
-	return model != "" && len(model) <= 256 && strings.IndexFunc(model, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) < 0
+	return model != "" && len(model) <= 256 && utf8.ValidString(model) &&
+		strings.IndexFunc(model, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsGraphic(r) }) < 0
 }
 
 // CallerPrefix returns the prefix a caller writes before a model ("api/"
