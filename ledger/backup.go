@@ -52,7 +52,7 @@ func (s *Store) Backup(ctx context.Context, path string) error {
 	// hashes), never one that was there: VACUUM INTO fills an empty file.
 	tmp, err := os.CreateTemp(filepath.Dir(abs), "."+filepath.Base(abs)+".*.partial")
 	if err != nil {
-		return fmt.Errorf("backup %s: %w", path, err)
+		return fmt.Errorf("backup %s: %w", path, noFolder(err, filepath.Dir(abs)))
 	}
 	partial := tmp.Name()
 	defer os.Remove(partial) // after the link, only the name goes

@@ -65,6 +65,10 @@ func (s *Store) Location() string { return s.path }
 // migrated by a bridge on its own (DESIGN, "A team ledger on PostgreSQL").
 var ErrSchemaTooOld = errors.New("database schema is older than this rotor: run rotor ledger migrate")
 
+// ErrNoFolder: a ledger file or a backup cannot be made because its folder
+// does not exist; rotor does not create it.
+var ErrNoFolder = errors.New("its folder does not exist")
+
 // Importer takes what `rotor ledger copy` moves from one ledger into
 // another. Every method is idempotent: copying twice adds nothing.
 type Importer interface {

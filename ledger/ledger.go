@@ -191,6 +191,17 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	return s, nil
 }
 
+// noFolder says which folder is missing when err is a file that could not
+// be made in it for want of the folder; else it returns err.
+func noFolder(err error, dir string) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		if _, serr := os.Stat(dir); errors.Is(serr, fs.ErrNotExist) {
+			return fmt.Errorf("%w: %s (create it first)", ErrNoFolder, dir)
+		}
+	}
+	return err
+}
+
 // create makes the ledger file at path when there is none, and reports
 // whether it did. The file appears at path only once SQLite has written its
 // header (it is made aside and hard-linked in), so that another process
@@ -202,7 +213,7 @@ func create(path string) (bool, error) {
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".new-*")
 	if err != nil {
-		return false, fmt.Errorf("create ledger %s: %w", path, err)
+		return false, fmt.Errorf("create ledger %s: %w", path, noFolder(err, filepath.Dir(path)))
 	}
 	name := tmp.Name()
 	tmp.Close()

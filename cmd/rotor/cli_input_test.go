@@ -2,8 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -138,5 +142,32 @@ func TestRangeBoundsFinerThanAMillisecond(t *testing.T) {
 	}
 	if got := rows("2026-11-20T09:00:00Z", "2026-11-20T09:00:13.0071Z"); got != "req-00" {
 		t.Errorf("--to 09:00:13.0071: rows %q, want req-00 (at 09:00:13.007, before --to)", got)
+	}
+}
+
+// A ledger, a backup or a copy's target in a folder that does not exist
+// is the user's to fix (exit 2), and the message names the folder rather
+// than a temporary file's name; nothing is made.
+func TestLedgerFileInAMissingFolderIsAUsageError(t *testing.T) {
+	home := t.TempDir()
+	missing := filepath.Join(t.TempDir(), "no-such-folder")
+	f, out, errOut := testFactory(t)
+	if code := runCmd(t, f, out, errOut, "--home", home, "budget", "add", "--requests", "5", "--window", "day"); code != 0 {
+		t.Fatalf("a ledger to back up and copy: exit %d: %s", code, errOut)
+	}
+	f.Close()
+	for _, args := range [][]string{
+		{"--db", filepath.Join(missing, "rotor.db"), "budget", "add", "--tokens", "5", "--window", "day"},
+		{"ledger", "backup", filepath.Join(missing, "backup.db")},
+		{"ledger", "copy", "--to", filepath.Join(missing, "copy.db")},
+	} {
+		f, out, errOut := testFactory(t) // each opens its ledger anew
+		args = append([]string{"--home", home}, args...)
+		if code := runCmd(t, f, out, errOut, args...); code != ExitUsage || !strings.Contains(errOut.String(), "folder does not exist: "+missing) {
+			t.Errorf("%q: exit %d, stderr %q; want exit %d naming %s", args, code, errOut, ExitUsage, missing)
+		}
+		if _, err := os.Stat(missing); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%q made %s", args, missing)
+		}
 	}
 }

@@ -50,7 +50,8 @@ func exitCode(err error) int {
 		return ExitOK
 	case errors.As(err, &se):
 		return se.Code
-	case errors.As(err, &ue), errors.As(err, &fe), errors.Is(err, ledger.ErrSchemaTooOld), errors.Is(err, dburl.ErrURL):
+	case errors.As(err, &ue), errors.As(err, &fe), errors.Is(err, ledger.ErrSchemaTooOld), errors.Is(err, dburl.ErrURL),
+		errors.Is(err, ledger.ErrNoFolder):
 		return ExitUsage
 	case errors.Is(err, ledger.ErrSchemaTooNew):
 		return ExitError
