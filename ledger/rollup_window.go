@@ -198,22 +198,14 @@ func (v *view) cachedTotals(f, t int64) (Totals, error) {
 	if err != nil {
 		return Totals{}, err
 	}
-	// An entry covers every row from f on, so it may only stand for the
-	// window when no row lies after now (a clock ahead in another process).
-	var future int
-	if err := v.q.QueryRowContext(v.ctx, qFutureRows, t).Scan(&future); err != nil {
-		return Totals{}, &dbError{err}
+	// An entry covers every row from f on, as the window does (rows
+	// stamped after now included: view.through).
+	if len(v.wc.entries) >= maxCachedWindows {
+		v.wc.entries = append(v.wc.entries[:0], v.wc.entries[1:]...)
 	}
-	if future == 0 {
-		if len(v.wc.entries) >= maxCachedWindows {
-			v.wc.entries = append(v.wc.entries[:0], v.wc.entries[1:]...)
-		}
-		v.wc.entries = append(v.wc.entries, &cachedWindow{from: f, totals: sum})
-	}
+	v.wc.entries = append(v.wc.entries, &cachedWindow{from: f, totals: sum})
 	return sum, nil
 }
-
-const qFutureRows = `SELECT EXISTS (SELECT 1 FROM usage WHERE ts_ms >= ?)`
 
 // The window queries read usage values through sqlReadable and sum them
 // with sqlSum, so that no row can make a window fail.

@@ -138,11 +138,26 @@ func (v *view) prepare() error {
 	return nil
 }
 
-func (v *view) Totals(w Window) (Totals, error) {
+// through returns w's bounds in ms; a window that ends now (To = now+1ms,
+// as every budget's does) also holds the rows stamped after now: a clock
+// stepped back, or another process's clock ahead, must not hide usage
+// already written from a budget.
+func (v *view) through(w Window) (int64, int64) {
 	f, t := w.ms()
+	if t == v.now.UnixMilli()+1 {
+		t = endOfTime
+	}
+	return f, t
+}
+
+// endOfTime is past every row's time (ms).
+const endOfTime = int64(1) << 60
+
+func (v *view) Totals(w Window) (Totals, error) {
+	f, t := v.through(w)
 	// A window starting in pruned time is not slid by the cache: the rows
 	// that leave it are gone, only the rollups count them (prune.go).
-	if v.wc != nil && t == v.now.UnixMilli()+1 && f >= v.prunedTo() {
+	if v.wc != nil && t == endOfTime && f >= v.prunedTo() {
 		return v.cachedTotals(f, t)
 	}
 	return v.exactTotals(f, t)
@@ -155,7 +170,7 @@ func (v *view) Reach(w Window, m Measure, need int64) (time.Time, bool, error) {
 	if err := v.prepare(); err != nil {
 		return time.Time{}, false, err
 	}
-	f, t := w.ms()
+	f, t := v.through(w)
 	cum := int64(0)
 	for _, s := range v.segs(f, t) {
 		at, ok, err := v.reachIn(s, m, need, &cum)
@@ -170,7 +185,7 @@ func (v *view) NewestUnknownCost(w Window) (time.Time, bool, error) {
 	if err := v.prepare(); err != nil {
 		return time.Time{}, false, err
 	}
-	f, t := w.ms()
+	f, t := v.through(w)
 	segs := v.segs(f, t)
 	for i := len(segs) - 1; i >= 0; i-- {
 		at, ok, err := v.newestUnknownIn(segs[i])
@@ -195,7 +210,7 @@ func (v *view) inFlightArgs() []any {
 }
 
 func (v *view) InFlight(w Window, upTo int64) (int64, error) {
-	f, t := w.ms()
+	f, t := v.through(w)
 	now := v.now.UnixMilli()
 	f = max(f, now-MaxInFlight.Milliseconds())
 	if f >= t || upTo <= 0 {
