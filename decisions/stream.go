@@ -103,7 +103,10 @@ func (rt *Route) streamAnswer(ctx context.Context, caller context.Context, k *Ki
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", out.header.Get("Content-Type"))
-	h.Set("Cache-Control", "no-cache")
+	// no-store, as every answer (httpx.SecurityHeaders): it is no weaker
+	// than no-cache for an event stream, and keeps the completion out of
+	// any cache.
+	h.Set("Cache-Control", "no-store")
 	h.Set("X-Rotor-Credential", wk.lastCred)
 	h.Set("X-Rotor-Attempts", strconv.Itoa(wk.sent))
 	// Streams are not bound by the server's write timeout: each write
