@@ -257,6 +257,10 @@ func (b *Bridge) handleReload(w http.ResponseWriter, r *http.Request, tok secret
 	_ = json.NewEncoder(w).Encode(out)
 }
 
+// errRuntimeRefusedToken is a standalone runtime's 401: the bridge's
+// runtime token is not the runtime's.
+var errRuntimeRefusedToken = errors.New("the runtime refused the runtime token")
+
 // proxy forwards to a standalone runtime with the runtime's token.
 func (b *Bridge) proxy() http.Handler {
 	target := b.cfg.RuntimeURL
@@ -283,6 +287,14 @@ func (b *Bridge) proxy() http.Handler {
 		// not to stderr past it.
 		ErrorLog: slog.NewLogLogger(b.cfg.Logger.Handler(), slog.LevelWarn),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if errors.Is(err, errRuntimeRefusedToken) {
+				// Nothing ran: the runtime refused before reading the body.
+				b.cfg.Logger.Warn("the runtime refused the bridge's runtime token; ROTOR_RUNTIME_TOKEN or runtime.token_file must match the runtime's",
+					"request_id", httpx.RequestID(r.Context()), "runtime", target.Redacted())
+				httpx.AccessInfoFrom(r.Context()).Code = httpx.CodeRuntimeUnavailable
+				httpx.WriteError(w, httpx.NewError(httpx.CodeRuntimeUnavailable))
+				return
+			}
 			if errors.Is(context.Cause(r.Context()), httpx.ErrServerShutdown) {
 				// The bridge's stop cut the request after its grace, as
 				// the in-process route answers it; the runtime may have
@@ -312,6 +324,13 @@ func (b *Bridge) proxy() http.Handler {
 			httpx.WriteError(w, e)
 		},
 		ModifyResponse: func(resp *http.Response) error {
+			if resp.StatusCode == http.StatusUnauthorized {
+				// Only the runtime's guard answers 401 (a provider's 401
+				// rejects a credential, never passes through): it refused
+				// the runtime token, not the caller's client token, which
+				// the bridge already accepted.
+				return errRuntimeRefusedToken
+			}
 			// What the runtime learned about the request, for the
 			// bridge's access line; never for the caller.
 			if v := resp.Header.Get(httpx.AccessHeader); v != "" {
