@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rotorhq/rotor/gateway"
 	"github.com/rotorhq/rotor/internal/names"
 	"github.com/rotorhq/rotor/internal/tokenfile"
 	"github.com/rotorhq/rotor/ledger"
@@ -42,6 +43,9 @@ func newCmdTokenCreate(f *Factory, runF func(*tokenCreateOptions) error) *cobra.
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !names.Valid(opts.Label) {
 				return usageErrorf("--label %q: use "+names.Rule, opts.Label)
+			}
+			if opts.Label == gateway.DirectClient {
+				return usageErrorf("--label %q is the label of calls made straight to a standalone runtime with its runtime token: choose another", opts.Label)
 			}
 			if runF != nil {
 				return runF(opts)

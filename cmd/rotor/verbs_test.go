@@ -16,6 +16,7 @@ import (
 
 	"github.com/rotorhq/rotor/budgets"
 	"github.com/rotorhq/rotor/config"
+	"github.com/rotorhq/rotor/gateway"
 	"github.com/rotorhq/rotor/internal/clock"
 )
 
@@ -289,6 +290,9 @@ var runFTests = map[string]func(t *testing.T){
 			t.Errorf("token create's Ledger does not create the ledger: %v", err)
 		}
 		refused(t, f, newCmdTokenCreate, "--label", "--label", "a b")
+		// The label of calls made straight to a standalone runtime: a
+		// token of that label would make its rows indistinguishable.
+		refused(t, f, newCmdTokenCreate, "--label", "--label", gateway.DirectClient)
 	},
 	"bridge token list": func(t *testing.T) {
 		f, _, _ := testFactory(t)
