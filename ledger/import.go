@@ -6,6 +6,7 @@ package ledger
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 )
@@ -153,48 +154,40 @@ ON CONFLICT (id) DO NOTHING`, r.ID, r.State, max(r.Revision, 1), r.CreatedAt.Uni
 // ImportClientTokens writes the tokens whose label is not stored yet, as
 // they are (hash, creation and last use), and returns how many it added.
 func (s *Store) ImportClientTokens(ctx context.Context, toks []ClientToken) (int, error) {
-	added := 0
-	err := s.execConfig(ctx, func(ctx context.Context, q execQuerier) error {
-		added = 0
-		for _, t := range toks {
-			res, err := q.ExecContext(ctx, `INSERT INTO client_tokens (label, hash, created_ms, last_used_ms) VALUES (?, ?, ?, ?)
+	return s.importNew(ctx, "tokens", len(toks), func(ctx context.Context, q execQuerier, i int) (sql.Result, error) {
+		t := toks[i]
+		return q.ExecContext(ctx, `INSERT INTO client_tokens (label, hash, created_ms, last_used_ms) VALUES (?, ?, ?, ?)
 ON CONFLICT (label) DO NOTHING`, t.Label, t.Hash[:], t.CreatedAt.UnixMilli(), t.LastUsedMS())
-			if err != nil {
-				return err
-			}
-			if n, _ := res.RowsAffected(); n > 0 {
-				added++
-			}
-		}
-		if added == 0 {
-			return nil
-		}
-		return bumpConfig(ctx, q)
 	})
-	if err != nil {
-		return 0, fmt.Errorf("import tokens: %w", err)
-	}
-	return added, nil
 }
 
 // ImportPrices writes the prices whose model has none stored yet, as they
 // are (source and update time), and returns how many it added.
 func (s *Store) ImportPrices(ctx context.Context, ps []Price) (int, error) {
-	for _, p := range ps {
-		if err := p.Validate(); err != nil {
-			return 0, err
-		}
+	if err := ValidatePrices(ps); err != nil {
+		return 0, err
 	}
 	now := s.clk.Now()
+	return s.importNew(ctx, "prices", len(ps), func(ctx context.Context, q execQuerier, i int) (sql.Result, error) {
+		p := ps[i]
+		if p.Updated.IsZero() {
+			p.Updated = now
+		}
+		return q.ExecContext(ctx, `INSERT INTO prices (model, input_micros, cached_input_micros, output_micros, source, updated_ms) VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (model) DO NOTHING`, p.Model, p.InputMicros, p.CachedInputMicros.arg(), p.OutputMicros, p.Source, p.Updated.UnixMilli())
+	})
+}
+
+// importNew runs insert for items 0 to n-1 in one configuration
+// transaction, each an insert that does nothing where the item is stored
+// already, and returns how many it added; the configuration's generation
+// moves only when one was.
+func (s *Store) importNew(ctx context.Context, what string, n int, insert func(ctx context.Context, q execQuerier, i int) (sql.Result, error)) (int, error) {
 	added := 0
 	err := s.execConfig(ctx, func(ctx context.Context, q execQuerier) error {
 		added = 0
-		for _, p := range ps {
-			if p.Updated.IsZero() {
-				p.Updated = now
-			}
-			res, err := q.ExecContext(ctx, `INSERT INTO prices (model, input_micros, cached_input_micros, output_micros, source, updated_ms) VALUES (?, ?, ?, ?, ?, ?)
-ON CONFLICT (model) DO NOTHING`, p.Model, p.InputMicros, p.CachedInputMicros.arg(), p.OutputMicros, p.Source, p.Updated.UnixMilli())
+		for i := range n {
+			res, err := insert(ctx, q, i)
 			if err != nil {
 				return err
 			}
@@ -208,7 +201,7 @@ ON CONFLICT (model) DO NOTHING`, p.Model, p.InputMicros, p.CachedInputMicros.arg
 		return bumpConfig(ctx, q)
 	})
 	if err != nil {
-		return 0, fmt.Errorf("import prices: %w", err)
+		return 0, fmt.Errorf("import %s: %w", what, err)
 	}
 	return added, nil
 }

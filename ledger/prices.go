@@ -35,6 +35,16 @@ type Price struct {
 // pricefile.MaxMicros, the bound `rotor pricing` reads prices under.
 const MaxPriceMicros = pricefile.MaxMicros
 
+// ValidatePrices returns the first price's error that Validate finds.
+func ValidatePrices(ps []Price) error {
+	for _, p := range ps {
+		if err := p.Validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Validate checks a price's fields.
 func (p Price) Validate() error {
 	if p.Model == "" {
@@ -139,10 +149,8 @@ ON CONFLICT (model) DO UPDATE SET input_micros = excluded.input_micros, cached_i
 // runtime takes them at its next admission.
 func (s *Store) PutPrices(ctx context.Context, ps []Price, replace bool) (int, error) {
 	now := s.clk.Now()
-	for _, p := range ps {
-		if err := p.Validate(); err != nil {
-			return 0, err
-		}
+	if err := ValidatePrices(ps); err != nil {
+		return 0, err
 	}
 	wrote := 0
 	err := s.execConfig(ctx, func(ctx context.Context, q execQuerier) error {

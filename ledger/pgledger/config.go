@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/rotorhq/rotor/ledger"
 )
@@ -151,12 +152,35 @@ func (s *Store) AddClientToken(ctx context.Context, label string, hash [32]byte,
 // ImportClientTokens writes the tokens whose label is not stored yet, as
 // they are (hash, creation and last use), and returns how many it added.
 func (s *Store) ImportClientTokens(ctx context.Context, toks []ledger.ClientToken) (int, error) {
+	return s.importNew(ctx, "import tokens", len(toks), func(ctx context.Context, tx pgx.Tx, i int) (pgconn.CommandTag, error) {
+		t := toks[i]
+		return tx.Exec(ctx, `INSERT INTO client_tokens (label, hash, created_ms, last_used_ms) VALUES ($1, $2, $3, $4) ON CONFLICT (label) DO NOTHING`,
+			t.Label, t.Hash[:], t.CreatedAt.UnixMilli(), t.LastUsedMS())
+	})
+}
+
+// ImportPrices writes the prices whose model has none stored yet, as they
+// are (source and update time), and returns how many it added.
+func (s *Store) ImportPrices(ctx context.Context, ps []ledger.Price) (int, error) {
+	if err := ledger.ValidatePrices(ps); err != nil {
+		return 0, err
+	}
+	return s.importNew(ctx, "import prices", len(ps), func(ctx context.Context, tx pgx.Tx, i int) (pgconn.CommandTag, error) {
+		p := ps[i]
+		return tx.Exec(ctx, `INSERT INTO prices (model, input_micros, cached_input_micros, output_micros, source, updated_ms) VALUES ($1, $2, $3, $4, $5, COALESCE($6::bigint, `+msNow+`))
+ON CONFLICT (model) DO NOTHING`, p.Model, p.InputMicros, arg(p.CachedInputMicros), p.OutputMicros, p.Source, s.updatedArg(p))
+	})
+}
+
+// importNew runs insert for items 0 to n-1 in one change, each an insert
+// that does nothing where the item is stored already, and returns how
+// many it added.
+func (s *Store) importNew(ctx context.Context, what string, n int, insert func(ctx context.Context, tx pgx.Tx, i int) (pgconn.CommandTag, error)) (int, error) {
 	added := 0
-	err := s.change(ctx, "import tokens", true, func(ctx context.Context, tx pgx.Tx) error {
+	err := s.change(ctx, what, true, func(ctx context.Context, tx pgx.Tx) error {
 		added = 0
-		for _, t := range toks {
-			tag, err := tx.Exec(ctx, `INSERT INTO client_tokens (label, hash, created_ms, last_used_ms) VALUES ($1, $2, $3, $4) ON CONFLICT (label) DO NOTHING`,
-				t.Label, t.Hash[:], t.CreatedAt.UnixMilli(), t.LastUsedMS())
+		for i := range n {
+			tag, err := insert(ctx, tx, i)
 			if err != nil {
 				return err
 			}
@@ -167,32 +191,13 @@ func (s *Store) ImportClientTokens(ctx context.Context, toks []ledger.ClientToke
 	return added, err
 }
 
-// ImportPrices writes the prices whose model has none stored yet, as they
-// are (source and update time), and returns how many it added.
-func (s *Store) ImportPrices(ctx context.Context, ps []ledger.Price) (int, error) {
-	for _, p := range ps {
-		if err := p.Validate(); err != nil {
-			return 0, err
-		}
+// updatedArg is a price's update time as stored, or the database's now
+// (COALESCE) when it has none.
+func (s *Store) updatedArg(p ledger.Price) any {
+	if p.Updated.IsZero() {
+		return s.nowArg()
 	}
-	added := 0
-	err := s.change(ctx, "import prices", true, func(ctx context.Context, tx pgx.Tx) error {
-		added = 0
-		for _, p := range ps {
-			var updated any = s.nowArg()
-			if !p.Updated.IsZero() {
-				updated = p.Updated.UnixMilli()
-			}
-			tag, err := tx.Exec(ctx, `INSERT INTO prices (model, input_micros, cached_input_micros, output_micros, source, updated_ms) VALUES ($1, $2, $3, $4, $5, COALESCE($6::bigint, `+msNow+`))
-ON CONFLICT (model) DO NOTHING`, p.Model, p.InputMicros, arg(p.CachedInputMicros), p.OutputMicros, p.Source, updated)
-			if err != nil {
-				return err
-			}
-			added += int(tag.RowsAffected())
-		}
-		return nil
-	})
-	return added, err
+	return p.Updated.UnixMilli()
 }
 
 // RevokeClientToken deletes the token stored under label; ErrNotFound when
@@ -347,26 +352,20 @@ func (s *Store) Prices(ctx context.Context) (map[string]ledger.Price, error) {
 // wrote. A price whose stored source is SourceSet is kept (not counted)
 // unless replace, or unless the new price is itself SourceSet.
 func (s *Store) PutPrices(ctx context.Context, ps []ledger.Price, replace bool) (int, error) {
-	for _, p := range ps {
-		if err := p.Validate(); err != nil {
-			return 0, err
-		}
+	if err := ledger.ValidatePrices(ps); err != nil {
+		return 0, err
 	}
 	wrote := 0
 	err := s.change(ctx, "put prices", true, func(ctx context.Context, tx pgx.Tx) error {
 		wrote = 0
 		for _, p := range ps {
-			var updated any = s.nowArg()
-			if !p.Updated.IsZero() {
-				updated = p.Updated.UnixMilli()
-			}
 			q := `INSERT INTO prices AS p (model, input_micros, cached_input_micros, output_micros, source, updated_ms) VALUES ($1, $2, $3, $4, $5, COALESCE($6::bigint, ` + msNow + `))
 ON CONFLICT (model) DO UPDATE SET input_micros = excluded.input_micros, cached_input_micros = excluded.cached_input_micros,
   output_micros = excluded.output_micros, source = excluded.source, updated_ms = excluded.updated_ms`
 			if !replace && p.Source != ledger.SourceSet {
 				q += ` WHERE p.source <> '` + ledger.SourceSet + `'`
 			}
-			tag, err := tx.Exec(ctx, q, p.Model, p.InputMicros, arg(p.CachedInputMicros), p.OutputMicros, p.Source, updated)
+			tag, err := tx.Exec(ctx, q, p.Model, p.InputMicros, arg(p.CachedInputMicros), p.OutputMicros, p.Source, s.updatedArg(p))
 			if err != nil {
 				return err
 			}
