@@ -1,11 +1,8 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"io/fs"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,32 +82,8 @@ func TestPricingSetRefusesInvisibleModelCharacters(t *testing.T) {
 // budget list prints them"), not a bare 1.5 beside request and token
 // counts.
 func TestStatusTablePrintsCostAsBudgetList(t *testing.T) {
-	const token = "status-test-token-0123456789abcdef0123456789"
-	doc := `{"version":"t","time":"2026-11-30T12:00:00Z","pools":[],"budgets":[` +
-		`{"name":"spend","kind":"cost","window":"day","limit":1500000,"used":15,"remaining":1499985,"unknown_rows":0,"state":"ok"},` +
-		`{"name":"daily","kind":"requests","window":"day","limit":10,"used":3,"remaining":7,"unknown_rows":0,"state":"ok"}]}`
-	client := func() *http.Client {
-		return &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			rec := httptest.NewRecorder()
-			rec.Write([]byte(doc))
-			return rec.Result(), nil
-		})}
-	}
-	f, out, _ := fakeFactory(t, nil, map[string]string{"ROTOR_TOKEN": token})
-	opts := &statusOptions{IO: f.IO, Config: f.Config, Home: f.Home, LookupEnv: f.LookupEnv, HTTPClient: client, URL: "http://bridge.invalid", Format: FormatTable}
-	if err := statusRun(context.Background(), opts); err != nil {
-		t.Fatal(err)
-	}
+	spend, daily := statusBudgetRows(t, `{"name":"spend","kind":"cost","window":"day","limit":1500000,"used":15,"remaining":1499985,"unknown_rows":0,"state":"ok"}`)
 	st := budgets.Status{Budget: budgets.Budget{Kind: budgets.KindCost, Limit: 1_500_000}, Used: 15}
-	var spend, daily string
-	for _, l := range strings.Split(out.String(), "\n") {
-		switch {
-		case strings.Contains(l, "spend"):
-			spend = l
-		case strings.Contains(l, "daily"):
-			daily = l
-		}
-	}
 	for _, want := range []string{" " + st.FormatUsed() + " ", " " + st.FormatLimit() + " "} {
 		if !strings.Contains(spend, want) {
 			t.Errorf("cost budget row %q: want %q, as budget list prints it", spend, want)
