@@ -169,6 +169,9 @@ type Learner struct {
 	// refused, and climbs their latest climbs, for the others to skip;
 	// checks their pending checks of a fall, for the others to split.
 	rises, climbs, checks siblingEvents
+	// forgotAt is when the memories above last dropped what no episode
+	// can use any more (ms).
+	forgotAt atomic.Int64
 
 	warned [numFailures]atomic.Bool
 	stats  counters
@@ -435,6 +438,7 @@ func (l *Learner) decide(st *state, o observation, id string) decision {
 // adaptObserve applies the adapt evidence of o in apply mode with adapt on.
 func (l *Learner) adaptObserve(st, before *state, o observation, eff effect, id string) {
 	if l.adapt && l.mode == ModeApply {
+		l.forgetOld(o.at)
 		st.adaptObserve(before, o, eff)
 		if hi, ok := st.fell(before); ok {
 			l.noteFall(o.group, o.at, hi, before.anchor, id)
@@ -753,11 +757,7 @@ func (l *Learner) noteFall(g uint64, at, hi, from int64, id string) {
 	if f := l.falls[g]; f != nil && at <= f.at {
 		return
 	}
-	for k, f := range l.falls {
-		if at-f.at >= fallTTL { // offered no more: drop it, with its identities
-			delete(l.falls, k)
-		}
-	}
+	l.dropOldFalls(at)
 	if _, ok := l.falls[g]; !ok && len(l.falls) >= StoreCapacity {
 		for k, f := range l.falls {
 			if at-f.at >= fallTTL {
@@ -769,6 +769,37 @@ func (l *Learner) noteFall(g uint64, at, hi, from int64, id string) {
 		}
 	}
 	l.falls[g] = &fall{at: at, hi: hi, from: from, took: []string{id}}
+}
+
+// dropOldFalls drops the falls offered no more at at, with their
+// identities; fallMu is held.
+func (l *Learner) dropOldFalls(at int64) {
+	for k, f := range l.falls {
+		if at-f.at >= fallTTL {
+			delete(l.falls, k)
+		}
+	}
+}
+
+// forgetEvery is how often the memories drop what no episode can use.
+const forgetEvery = 60_000
+
+// forgetOld drops, at most once a minute, the falls and sibling events no
+// episode can use any more at at, with the credential identities they
+// hold: each memory also drops its own when it notes a new one, but a
+// kind noted no more (no climb for a week) would keep its last ones
+// past the state they came from.
+func (l *Learner) forgetOld(at int64) {
+	last := l.forgotAt.Load()
+	if at-last < forgetEvery || !l.forgotAt.CompareAndSwap(last, at) {
+		return
+	}
+	l.fallMu.Lock()
+	l.dropOldFalls(at)
+	l.fallMu.Unlock()
+	l.rises.drop(at, riseWindow)
+	l.climbs.drop(at, climbWindow)
+	l.checks.drop(at, riseWindow)
 }
 
 // fallFor returns a sibling's recent fall that id has not tried, and when
@@ -835,16 +866,7 @@ func (se *siblingEvents) note(g uint64, r rise, window int64) {
 	if se.m == nil {
 		se.m = map[uint64][]rise{}
 	}
-	// An event no episode can still use (every episode ends within
-	// maxBoundMS of its first throttle) is dropped, with its identity,
-	// so that none outlives the state it came from.
-	for k, old := range se.m {
-		if old = slices.DeleteFunc(old, func(x rise) bool { return r.at-x.at >= window+maxBoundMS }); len(old) == 0 {
-			delete(se.m, k)
-		} else {
-			se.m[k] = old
-		}
-	}
+	se.dropLocked(r.at, window)
 	rs, ok := se.m[g]
 	if !ok && len(se.m) >= StoreCapacity {
 		for k, old := range se.m {
@@ -859,6 +881,26 @@ func (se *siblingEvents) note(g uint64, r rise, window int64) {
 	rs = slices.DeleteFunc(rs, func(x rise) bool { return x.id == r.id })
 	rs = slices.Insert(rs, 0, r)
 	se.m[g] = rs[:min(len(rs), siblingKeep)]
+}
+
+// drop drops the events no episode can use any more at at.
+func (se *siblingEvents) drop(at, window int64) {
+	se.mu.Lock()
+	defer se.mu.Unlock()
+	se.dropLocked(at, window)
+}
+
+// dropLocked drops, with its identity, every event no episode can still
+// use at at (every episode ends within maxBoundMS of its first throttle),
+// so that none outlives the state it came from; mu is held.
+func (se *siblingEvents) dropLocked(at, window int64) {
+	for k, old := range se.m {
+		if old = slices.DeleteFunc(old, func(x rise) bool { return at-x.at >= window+maxBoundMS }); len(old) == 0 {
+			delete(se.m, k)
+		} else {
+			se.m[k] = old
+		}
+	}
 }
 
 // forget drops id's event from its group.

@@ -50,7 +50,7 @@ func TestSiblingMemoriesExpire(t *testing.T) {
 		t.Fatal("a's learned state outlived seven days")
 	}
 	h.ev = pool.LearnEvent{Provider: "api", Model: "decide-mini", Identity: identity("key-c", "api", "decide-mini", "")}
-	h.drive(at, 2, steadyReset(100*sec))
+	h.drive(at, 1, steadyReset(100*sec))
 	if n := count(); n > 0 {
 		t.Errorf("%d sibling memories (with credential identities) outlive the seven-day expiry of the state they came from", n)
 	}
