@@ -137,15 +137,15 @@ func (s *state) observe(o observation) effect {
 	}
 	if o.throttle {
 		if s.anchor == 0 {
-			if s.last != 0 && t < s.last+burstMS {
-				return effNone // a straggler of the episode just ended
+			if s.last != 0 && t < s.last+burstMS && (o.sent == 0 || o.sent < s.last) {
+				return effNone // a straggler of the episode just ended: sent before its recovery
 			}
 			s.openEpisode(o)
 			return effAnchor
 		}
 		s.raiseHint(o)
-		if t < s.until {
-			return effNone // admitted before the cooldown ran out
+		if t < s.until && (o.sent == 0 || o.sent < s.last || t < s.last+burstMS) {
+			return effNone // admitted before the cooldown ran out, not sent after the latest throttle
 		}
 		e := t - s.anchor
 		if e >= maxBoundMS {
@@ -161,8 +161,8 @@ func (s *state) observe(o observation) effect {
 		s.bump()
 		return effEvidence
 	}
-	if t < s.until {
-		return effNone // admitted before the cooldown ran out: not a recovery
+	if t < s.until && (o.sent == 0 || o.sent < s.last) {
+		return effNone // admitted before the cooldown ran out, not sent after the latest throttle: not a recovery
 	}
 	if o.sent != 0 && o.sent < s.anchor {
 		return effNone // sent before the episode began, in flight through it: it never waited
