@@ -91,6 +91,11 @@ func unknown(path string, e entry) error {
 	return fieldErr(join(path, e.key), "unknown key (line %d)", e.line)
 }
 
+// malformedSpecValue stands for a spec setting's value that is no single
+// value (a YAML list or mapping): no mode, boolean, number, backend or JSON
+// policy parses it.
+const malformedSpecValue = "\x00"
+
 func scalar(n *yaml.Node, field string) (string, error) {
 	if n.Kind != yaml.ScalarNode {
 		return "", fieldErr(field, "want a single value (line %d)", n.Line)
@@ -181,10 +186,14 @@ func decodeSection[T any](fields []field[T], n *yaml.Node, path, section string,
 		case f != nil && f.refuse != "":
 			err = fieldErr(name, f.refuse, e.line)
 		case f != nil && f.raw != nil:
-			var s string
-			if s, err = scalar(e.val, name); err == nil {
-				*f.raw(dst) = &s
+			// A spec setting: a list or mapping where it wants one value is
+			// malformed, which ResolveSpec (or the policy parser) warns
+			// about and which disables its feature; never a fatal error.
+			s := malformedSpecValue
+			if e.val.Kind == yaml.ScalarNode {
+				s, _ = scalar(e.val, name)
 			}
+			*f.raw(dst) = &s
 		case f != nil:
 			err = decodeValue(e.val, name, f.ptr(dst), f.clean)
 		case isSection(fields, key):
