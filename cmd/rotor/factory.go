@@ -344,7 +344,10 @@ func (f *Factory) loadConfig() (*config.Config, error) {
 	// warning.
 	if lc := &c.LearnedCooldown; lc.Mode != "off" {
 		if _, err := learned.ParsePolicy(lc.PolicyJSON); err != nil {
-			warn(config.EnvLearnedPolicy, config.SpecSource(f.LookupEnv, config.EnvLearnedPolicy))
+			// ParsePolicy's errors name the entry and field, never a value.
+			src := config.SpecSource(f.LookupEnv, config.EnvLearnedPolicy)
+			f.malformed = append(f.malformed, src)
+			log.Warn("malformed setting ignored; its feature is disabled", "setting", src, "reason", err.Error())
 			lc.Mode = "off"
 		}
 	}
