@@ -28,7 +28,7 @@ var specRules = []spectest.Rule{
 	// Configuration.
 	spectest.R("The default is disabled: LEARNED_COOLDOWN_MODE=off, LEARNED_COOLDOWN_POLICY_JSON='{}'.", []string{"TestDefaultModeIsOff"}, ""),
 	spectest.R("Empty values use these defaults.", []string{"TestEmptyValuesUseDefaults", "TestEmptyPolicyValuesUseDefault"}, ""),
-	spectest.R("A malformed mode or policy disables tuning and logs one warning without the supplied value.", []string{"TestMalformedModeOrPolicyDisablesTuningWithOneWarning", "TestPolicyErrorsNeverQuoteValues"}, ""),
+	spectest.R("A malformed mode or policy disables tuning and logs one warning without the supplied value.", []string{"TestMalformedModeOrPolicyDisablesTuningWithOneWarning", "TestPolicyErrorsNeverQuoteValues"}, "config: TestNonScalarSpecSettingIsMalformedNotFatal; cmd/rotor: TestMalformedPolicyWarningNamesTheEntry"),
 	spectest.R("Modes are off, shadow and apply.", []string{"TestModesAreOffShadowApply"}, ""),
 	spectest.R("Policies contain only a buckets array, with at most 128 entries and 32 KiB of JSON.", []string{"TestPolicyContainsOnlyBucketsArray", "TestPolicyAtMost128Entries", "TestPolicyAtMost32KiB", "TestSpecFigures"}, ""),
 	spectest.R("Each entry requires exactly provider, model and quota_bucket.", []string{"TestPolicyEntryRequiresExactlyProviderModelQuotaBucket"}, ""),
@@ -46,8 +46,8 @@ var specRules = []spectest.Rule{
 
 	// Evidence and bounds.
 	spectest.R("The interval starts at 1-3,600 seconds.", []string{"TestIntervalStartsAt1To3600Seconds"}, ""),
-	spectest.R("A later natural throttle in the same credential/model/quota bucket raises its lower bound from the failed wait.", []string{"TestLaterThrottleRaisesLowerBoundFromFailedWait"}, ""),
-	spectest.R("A genuine successful request after a throttle lowers its upper bound from the elapsed wait.", []string{"TestSuccessAfterThrottleLowersUpperBoundFromElapsedWait", "TestInFlightSuccessIsNotARecovery", "TestSuccessSentBeforeTheThrottleIsNotARecovery"}, ""),
+	spectest.R("A later natural throttle in the same credential/model/quota bucket raises its lower bound from the failed wait.", []string{"TestLaterThrottleRaisesLowerBoundFromFailedWait", "TestThrottleSentAfterRecoveryOpensAnEpisode", "TestThrottleSentAfterTheThrottleIsARefusedWait"}, ""),
+	spectest.R("A genuine successful request after a throttle lowers its upper bound from the elapsed wait.", []string{"TestSuccessAfterThrottleLowersUpperBoundFromElapsedWait", "TestInFlightSuccessIsNotARecovery", "TestSuccessSentBeforeTheThrottleIsNotARecovery", "TestSuccessSentAfterTheThrottleIsARecovery"}, "pool: TestFirstKeyFallbackRecoveryIsLearned"),
 	spectest.R("Success without a preceding throttle provides no recovery sample.", []string{"TestSuccessWithoutPrecedingThrottleProvidesNoSample"}, ""),
 	spectest.R("Authentication rejection, caller errors, cancellation, transport errors and catalog validation probes provide no learning evidence.", []string{"TestNonLearningOutcomesProvideNoEvidence"}, "pool: TestLearnerConsultedOnlyForInference (catalog probes never reach the learner)"),
 	spectest.R("Three consistent directional observations allow a midpoint trial.", []string{"TestThreeConsistentObservationsAllowMidpointTrial", "TestSpecFigures"}, ""),
