@@ -56,6 +56,9 @@ func (s *Store) Backup(ctx context.Context, path string) error {
 	}
 	partial := tmp.Name()
 	defer os.Remove(partial) // after the link, only the name goes
+	// A VACUUM INTO that fails (a full disk) can leave the copy's rollback
+	// journal beside it: it goes with the copy.
+	defer os.Remove(partial + "-journal")
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("backup %s: %w", path, err)
 	}

@@ -154,7 +154,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		for _, side := range []string{path + "-wal", path + "-shm"} {
 			if f, err := os.OpenFile(side, os.O_RDWR, 0); err == nil {
 				f.Close()
-			} else if errors.Is(err, fs.ErrPermission) {
+			} else if errors.Is(err, fs.ErrPermission) && !giveDBMode(path, side) {
 				return nil, fmt.Errorf("open ledger %s: %s is read-only for this user, but SQLite must write it beside the database: give it the database file's owner and mode", path, side)
 			}
 		}
@@ -189,6 +189,24 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	s.w = w
 	s.watch = &watcher{s: s}
 	return s, nil
+}
+
+// giveDBMode gives a side file of ours the database file's mode: SQLite
+// made it with the mode the database had then, so a read-only open of a
+// 0400 ledger leaves a 0400 -wal and -shm that would refuse every open
+// once the ledger is writable again. It reports whether side is now
+// writable; a side file of another user stays as it is.
+func giveDBMode(path, side string) bool {
+	fi, err := os.Stat(path)
+	if err != nil || os.Chmod(side, fi.Mode().Perm()) != nil {
+		return false
+	}
+	f, err := os.OpenFile(side, os.O_RDWR, 0)
+	if err != nil {
+		return false
+	}
+	f.Close()
+	return true
 }
 
 // noFolder says which folder is missing when err is a file that could not
