@@ -26,9 +26,18 @@ func TestReadOnlyReportLeavesNoUnwritableSideFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for p := filepath.Dir(dir); p != "/"; p = filepath.Dir(p) { // let nobody reach the home
-		fi, _ := os.Stat(p)
-		os.Chmod(p, fi.Mode().Perm()|0o011)
+	// Let nobody reach the home: the test's own folders below the system's
+	// temporary folder get o+x; that folder and those above it are never
+	// changed (a chmod of /tmp would drop its sticky bit).
+	top := filepath.Clean(os.TempDir())
+	for p := filepath.Dir(dir); p != top && strings.HasPrefix(p, top+string(filepath.Separator)); p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, fi.Mode().Perm()|0o011); err != nil {
+			t.Fatal(err)
+		}
 	}
 	os.Remove(e.db() + "-wal")
 	os.Remove(e.db() + "-shm")
