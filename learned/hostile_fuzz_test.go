@@ -14,9 +14,7 @@ import (
 // every wait within 1 s (at an episode's first throttle) .. the cap and
 // above trusted advice, and must write back only states that stay valid.
 func FuzzHostileRecord(f *testing.F) {
-	good := state{lo: 61_000, hi: 180_500, conf: 3, steps: 4, credit: 64, budgetAt: 1}
-	good.push(span{60_000, 120_000})
-	good.push(span{100_000, 150_000})
+	good := writtenState()
 	b := good.encode()
 	f.Add(b[:len(b)-4], []byte{0, 30, 1, 60, 2, 10})
 	f.Fuzz(func(t *testing.T, body []byte, ops []byte) {

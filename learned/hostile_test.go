@@ -22,9 +22,7 @@ import (
 // next recovery panics (the pool recovers it, and the identity stops
 // learning); without the credit check the refusal budget exceeds its cap.
 func TestDecodeRefusesOutOfRangeAdaptFields(t *testing.T) {
-	base := state{lo: 61_000, hi: 180_500, conf: 3, steps: 4, credit: 64, budgetAt: 1}
-	base.push(span{60_000, 120_000})
-	base.push(span{100_000, 150_000})
+	base := writtenState()
 	if _, err := decodeState(base.encode()); err != nil {
 		t.Fatalf("base state refused: %v", err)
 	}
@@ -153,4 +151,13 @@ func TestPoolHostileRecordRestsUnderASecond(t *testing.T) {
 	if d, ok := p.NextRelease(scope, nil); ok && d < time.Second {
 		t.Fatalf("after a throttle without advice the credential cools %v; the existing cooldown is 60 s and no rest is under 1 s", d)
 	}
+}
+
+// writtenState is a state as rotor writes one with adapt on: interval
+// evidence, confidence, steps, credit and two spans in its ring.
+func writtenState() state {
+	s := state{lo: 61_000, hi: 180_500, conf: 3, steps: 4, credit: 64, budgetAt: 1}
+	s.push(span{60_000, 120_000})
+	s.push(span{100_000, 150_000})
+	return s
 }
