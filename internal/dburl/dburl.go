@@ -101,12 +101,14 @@ func Check(target string) (string, error) {
 		}
 		target = ls + ":" + rest
 		if _, err := url.Parse(target); err != nil {
-			// url.Error repeats the URL, password and all: keep its reason.
-			var ue *url.Error
-			if errors.As(err, &ue) {
-				err = ue.Err
-			}
-			return "", checkErr(ErrURL, "%q does not parse as a URL: %v", masked, err)
+			// url.Error repeats the URL, password and all, and its reason
+			// quotes the piece it choked on ("invalid port \":S3cr\" after
+			// host"), a password's start when it holds a / ? or # not
+			// percent-encoded: name no piece of it.
+			return "", checkErr(ErrURL, "%q does not parse as a URL: percent-encode any of @ : / ? # %% [ ] in its user name or password", masked)
+		}
+		if !sameUserInfo(rest[2:]) {
+			return "", checkErr(ErrURL, "%q has an @ the PostgreSQL driver reads otherwise: percent-encode an @ in the user name or password as %%40", masked)
 		}
 		return target, nil
 	}
@@ -115,6 +117,24 @@ func Check(target string) (string, error) {
 			masked)
 	}
 	return target, nil
+}
+
+// sameUserInfo reports whether the PostgreSQL driver finds a URL's user
+// info (p: what follows "//") where net/url does, and so where Mask and
+// Passwords look for its password. pgx, as libpq, ends it at the first @
+// before the first /; net/url at the last @ before the first /, ? or #.
+// Read apart, the driver takes a shorter password and a host made of the
+// password's tail, which its connection errors print past every mask.
+// The two agree when that stretch holds one @ at most, before any ? or #.
+func sameUserInfo(p string) bool {
+	if i := strings.IndexByte(p, '/'); i >= 0 {
+		p = p[:i]
+	}
+	at := strings.IndexByte(p, '@')
+	if at < 0 {
+		return true
+	}
+	return strings.Count(p, "@") == 1 && !strings.ContainsAny(p[:at], "?#")
 }
 
 // libpqKeywords are the keywords of a libpq connection string (and pgx's

@@ -242,3 +242,56 @@ func FuzzMask(f *testing.F) {
 		}
 	})
 }
+
+// A password holding a character a URL reserves (/ ? # or a bad %
+// escape), not percent-encoded, makes the URL unparsable; Check's error
+// quotes no part of it (url.Parse's reason does: `invalid port ":S3cr"
+// after host`).
+func TestCheckErrorQuotesNoPartOfThePassword(t *testing.T) {
+	for _, in := range []string{
+		"postgres://alice:S3cr/etPW@db.example:5432/rotor",
+		"postgres://alice:S3cr?etPW@db.example:5432/rotor",
+		"postgres://alice:S3cr#etPW@db.example/rotor",
+		"postgresql://alice:S3cr%zzPW@db.example/rotor",
+	} {
+		_, err := Check(in)
+		if !errors.Is(err, ErrURL) {
+			t.Fatalf("Check(%q) = %v, want ErrURL", in, err)
+		}
+		for _, part := range []string{"S3cr", "etPW", "zzPW", "%zz"} {
+			if strings.Contains(err.Error(), part) {
+				t.Errorf("Check(%q) error quotes part of the password (%q): %v", in, part, err)
+			}
+		}
+	}
+}
+
+// pgx ends a URL's user info at the first @ before the first /, as libpq
+// does; net/url, which Mask and Passwords use, at the last @. A password
+// holding an @ not percent-encoded is read by the driver as a shorter
+// password and a host made of the password's tail, which its connection
+// error prints ("lookup etPW@127.0.0.1: no such host") past every mask:
+// Check refuses such a URL, and takes the same password encoded.
+func TestCheckRefusesUserInfoTheDriverReadsOtherwise(t *testing.T) {
+	for _, in := range []string{
+		"postgres://postgres:S3cr@etPW@127.0.0.1:5432/test",
+		"postgres://postgres:S3cr@etPW@127.0.0.1",
+		"postgres://127.0.0.1?password=S3cr@etPW",
+	} {
+		if got, err := Check(in); !errors.Is(err, ErrURL) {
+			t.Errorf("Check(%q) = %q, %v; want ErrURL", in, got, err)
+		} else if strings.Contains(err.Error(), "S3cr") || strings.Contains(err.Error(), "etPW") {
+			t.Errorf("Check(%q) leaks the password: %v", in, err)
+		}
+	}
+	for _, in := range []string{
+		"postgres://postgres:S3cr%40etPW@127.0.0.1:5432/test",
+		"postgres://127.0.0.1/test?password=S3cr@etPW",
+		"postgres://alice@db/rotor?application_name=a@b",
+		"postgres://alice:pw@[::1]:5432/rotor",
+	} {
+		if _, err := Check(in); err != nil {
+			t.Errorf("Check(%q): %v", in, err)
+		}
+	}
+}
