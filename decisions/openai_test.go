@@ -256,6 +256,21 @@ func TestOpenAIUsageDetailsRead(t *testing.T) {
 	}
 }
 
+// Some OpenAI-compatible servers answer embeddings with prompt_tokens
+// only: input is known and output a known 0, so the row's total is known
+// too (a tokens budget counts it), as chat and Responses rows derive it.
+func TestOpenAIEmbeddingsTotalFromInputAlone(t *testing.T) {
+	h, u := newOpenAIHarness(t, opts{})
+	u.script(keyA, KindEmbeddings.Path, upReply{status: 200, header: map[string]string{"Content-Type": "application/json"},
+		body: `{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.1]}],"model":"gpt-test","usage":{"prompt_tokens":6}}`})
+	r := h.do(context.Background(), KindEmbeddings.Path, `{"model":"api/gpt-test","input":"hi"}`)
+	wantStatus(t, r, 200, "")
+	row := h.row(r.header.Get("X-Request-ID"))
+	if row.InputTokens != ledger.Known(6) || row.OutputTokens != ledger.Known(0) || row.TotalTokens != ledger.Known(6) {
+		t.Errorf("row input %+v output %+v total %+v, want 6, 0, 6", row.InputTokens, row.OutputTokens, row.TotalTokens)
+	}
+}
+
 func TestOpenAIRoutesFailOverOnTheSameClasses(t *testing.T) {
 	h, u := newOpenAIHarness(t, opts{})
 	u.script(keyA, KindChat.Path, upReply{status: 401, body: `{"error":{"message":"bad key","type":"invalid_request_error","code":"invalid_api_key"}}`})

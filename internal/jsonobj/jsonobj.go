@@ -287,12 +287,18 @@ func ChatUsageObject(obj []byte) Usage { return chatUsage.read(obj) }
 // ReadEmbeddingsUsage reads an embeddings answer's usage: prompt_tokens and
 // total_tokens in chat's names. An embedding generates nothing, so output
 // is a known 0 once the input is known: else every embeddings row would
-// hold unknown tokens and cost, and close every cost budget.
+// hold unknown tokens and cost, and close every cost budget. The total,
+// when the answer leaves it out, is then the input, as read derives it
+// for the other routes: else no tokens budget would count the row.
 func ReadEmbeddingsUsage(body []byte) Usage {
 	u := chatUsage.read(topUsage(body))
 	if u.Input != nil && u.Output == nil {
 		zero := int64(0)
 		u.Output = &zero
+		if u.Total == nil {
+			t := *u.Input
+			u.Total = &t
+		}
 	}
 	return u
 }
