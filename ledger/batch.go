@@ -210,7 +210,7 @@ func (b *batch) price(s *Settlement, r openRow) error {
 			p = &q
 		}
 	}
-	s.CostMicros = CostOf(p, s.InputTokens, s.CachedInputTokens, s.OutputTokens)
+	s.CostMicros = s.Cost(p)
 	return nil
 }
 

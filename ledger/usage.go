@@ -92,11 +92,19 @@ type Settlement struct {
 	// computes the cost from the price taken at admission (see costOf).
 	CostMicros Count
 	Latency    time.Duration
+
+	// cachedAbove: the provider reported more cached tokens than any
+	// readable input (ForgetUnreadable then made the count unknown).
+	cachedAbove bool
 }
 
 // ForgetUnreadable makes each usage value outside 0..MaxUsage unknown, and
-// reports whether it changed any.
+// reports whether it changed any. A cached count above MaxUsage is above
+// the input, whatever it is, so the row's cost is unknown too (Cost).
 func (s *Settlement) ForgetUnreadable() bool {
+	if s.CachedInputTokens.Known && s.CachedInputTokens.V > MaxUsage {
+		s.cachedAbove = true
+	}
 	changed := false
 	for _, c := range []*Count{&s.InputTokens, &s.OutputTokens, &s.TotalTokens, &s.CachedInputTokens, &s.ReasoningTokens, &s.CostMicros} {
 		r := c.readable()
@@ -182,4 +190,13 @@ func settlementDelta(s Settlement) delta {
 		d.errors = 1
 	}
 	return d
+}
+
+// Cost is the settled row's cost under price p (CostOf): unknown, too,
+// when the provider reported a cached count above every readable input.
+func (s *Settlement) Cost(p *Price) Count {
+	if s.cachedAbove {
+		return Count{}
+	}
+	return CostOf(p, s.InputTokens, s.CachedInputTokens, s.OutputTokens)
 }

@@ -77,7 +77,7 @@ func testOpenReservationUnknown(t *testing.T, e Engine) {
 func testNullUsage(t *testing.T, e Engine) {
 	d, l := fresh(t, e)
 	setPrice(t, l, gptPrice)
-	for _, id := range []string{"502", "absurd", "refused", "decisions", "ok"} {
+	for _, id := range []string{"502", "absurd", "refused", "decisions", "ok", "cached-above"} {
 		op := opChat
 		if id == "decisions" {
 			op = opDecisions
@@ -90,13 +90,19 @@ func testNullUsage(t *testing.T, e Engine) {
 	settle(t, l, ledger.Settlement{RequestID: "refused", Model: "gpt", Status: 400, ErrorCode: "invalid_request", Refused: true})
 	settle(t, l, usage("decisions", "gpt", 30, 20))
 	settle(t, l, usage("ok", "gpt", 30, 20))
+	// A cached count above 10^12 is above any input: unknown, and so is
+	// the cost (cached above input), never priced as no cached tokens.
+	above := usage("cached-above", "gpt", 30, 20)
+	above.CachedInputTokens = ledger.Known(ledger.MaxUsage + 1)
+	settle(t, l, above)
 	unknown, zero := ledger.Count{}, ledger.Known(0)
 	want := map[string][4]ledger.Count{ // input, output, total, cost
-		"502":       {unknown, unknown, unknown, unknown},
-		"absurd":    {unknown, unknown, unknown, unknown},
-		"refused":   {zero, zero, zero, zero},
-		"decisions": {ledger.Known(30), ledger.Known(20), ledger.Known(50), unknown},
-		"ok":        {ledger.Known(30), ledger.Known(20), ledger.Known(50), ledger.Known(70)},
+		"502":          {unknown, unknown, unknown, unknown},
+		"absurd":       {unknown, unknown, unknown, unknown},
+		"refused":      {zero, zero, zero, zero},
+		"decisions":    {ledger.Known(30), ledger.Known(20), ledger.Known(50), unknown},
+		"ok":           {ledger.Known(30), ledger.Known(20), ledger.Known(50), ledger.Known(70)},
+		"cached-above": {ledger.Known(30), ledger.Known(20), ledger.Known(50), unknown},
 	}
 	got := rowByID(t, l)
 	for _, id := range sortedKeys(want) {
@@ -108,9 +114,12 @@ func testNullUsage(t *testing.T, e Engine) {
 	if r := got["absurd"]; r.ReasoningTokens.Known {
 		t.Errorf("absurd: reasoning tokens %+v, want unknown", r.ReasoningTokens)
 	}
+	if r := got["cached-above"]; r.CachedInputTokens.Known {
+		t.Errorf("cached-above: cached tokens %+v, want unknown", r.CachedInputTokens)
+	}
 	w := ledger.Window{From: t0, To: t0.Add(time.Millisecond)}
-	if tot := totals(t, l, w); tot != (ledger.Totals{Requests: 5, Tokens: 100, TokensUnknown: 2, CostMicros: 70, CostUnknown: 3}) {
-		t.Errorf("totals = %+v, want 5 requests, 100 known tokens + 2 rows unknown, 70 known micro-USD + 3 rows unknown", tot)
+	if tot := totals(t, l, w); tot != (ledger.Totals{Requests: 6, Tokens: 150, TokensUnknown: 2, CostMicros: 70, CostUnknown: 4}) {
+		t.Errorf("totals = %+v, want 6 requests, 150 known tokens + 2 rows unknown, 70 known micro-USD + 4 rows unknown", tot)
 	}
 }
 

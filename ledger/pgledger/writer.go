@@ -764,7 +764,7 @@ func (b *batch) price(s *ledger.Settlement, r openRow, own bool) {
 			p = &q
 		}
 	}
-	s.CostMicros = ledger.CostOf(p, s.InputTokens, s.CachedInputTokens, s.OutputTokens)
+	s.CostMicros = s.Cost(p)
 }
 
 func (b *batch) release(i int, id string) error {
