@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -372,6 +373,12 @@ func (c *Config) validatePools() error {
 				// "env NAME is not set" in logs and answers.
 				return fieldErr(f+".api_key_env", "looks like a key itself (24 or more characters mixing lowercase letters and digits): it names the variable that holds the key, such as PROVIDER_KEY_A")
 			}
+			if cr.APIKeyFile != "" && !strings.ContainsAny(cr.APIKeyFile, `/\.`) && holdsKey(cr.APIKeyFile) {
+				// A key pasted in place of the path: a missing file is
+				// echoed as "file PATH is missing" by config check, the
+				// bridge's log and every 503 no_credentials answer.
+				return fieldErr(f+".api_key_file", "looks like a key itself (no folder or extension, and a run of 20 or more letters and digits mixing lowercase letters and digits): it names the file that holds the key, such as keys/team-a")
+			}
 			if cr.Region == "" {
 				return fieldErr(f+".region", "must not be empty")
 			}
@@ -394,15 +401,22 @@ func (c *Config) validatePools() error {
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// keyShaped reports whether a variable name looks like a key pasted in its
-// place: long, with lowercase letters and digits mixed, as random keys are
-// and variable names (PROVIDER_KEY_A, openai_key_2) are not.
-func keyShaped(name string) bool {
-	if len(name) < 24 {
-		return false
-	}
+// holdsKey reports whether name holds a run of 20 or more letters and
+// digits, with at least 4 lowercase letters and 4 digits: a key's body
+// (sk-proj-..., gsk_..., hex), not a file name's words and dates
+// (openai-key-2026-12-06).
+func holdsKey(name string) bool {
+	return slices.ContainsFunc(strings.FieldsFunc(name, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+	}), func(run string) bool {
+		return len(run) >= 20 && mixed(run)
+	})
+}
+
+// mixed reports whether s holds at least 4 lowercase letters and 4 digits.
+func mixed(s string) bool {
 	var lower, digits int
-	for _, r := range name {
+	for _, r := range s {
 		switch {
 		case r >= 'a' && r <= 'z':
 			lower++
@@ -411,6 +425,13 @@ func keyShaped(name string) bool {
 		}
 	}
 	return lower >= 4 && digits >= 4
+}
+
+// keyShaped reports whether a variable name looks like a key pasted in its
+// place: long, with lowercase letters and digits mixed, as random keys are
+// and variable names (PROVIDER_KEY_A, openai_key_2) are not.
+func keyShaped(name string) bool {
+	return len(name) >= 24 && mixed(name)
 }
 
 // PoolNames returns the configured pool names in sorted order.

@@ -449,7 +449,7 @@ func checkValidate(t *testing.T, tests []validateCase) {
 	}
 }
 
-// A key pasted into a URL or in place of a variable name is refused
+// A key pasted into a URL or in place of a variable or file name is refused
 // without being echoed: the error reaches the terminal, the bridge log and
 // a reload's error body (README, Security: keys never reach a log line or
 // an error body). Each error still names the field.
@@ -484,6 +484,11 @@ func TestURLAndEnvNameErrorsDoNotEchoTheValue(t *testing.T) {
 		{"api_key_env is a hex key", "pools.api.credentials[0].api_key_env", func(c *Config) {
 			c.Pools = cred(Credential{BaseURL: "https://api.example", APIKeyEnv: "aSECRET9f3c1e0b7d2a4f6e8c0b1d3f5a7e9c2b4"})
 		}},
+		// A missing key file is echoed as "file PATH is missing" by config
+		// check, the bridge's log and every 503 no_credentials answer.
+		{"api_key_file is the key", "pools.api.credentials[0].api_key_file", func(c *Config) {
+			c.Pools = cred(Credential{BaseURL: "https://api.example", APIKeyFile: "sk-proj-SECRET0123456789abcdefXYZ"})
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -498,5 +503,17 @@ func TestURLAndEnvNameErrorsDoNotEchoTheValue(t *testing.T) {
 				t.Errorf("error echoes the value: %v", err)
 			}
 		})
+	}
+}
+
+// A key file's name of words and dates, or one with a folder or an
+// extension, is a file name, never taken for a key.
+func TestKeyFileNamesAreNotKeys(t *testing.T) {
+	for _, name := range []string{"openai-key-2026-12-06-prod", "team-a", "keys/sk-proj-Abc123dEf456gHi789jKl012mNo", "abc0123456789defghij0123.key", "PROVIDERKEYTEAMA20261206"} {
+		c := Default()
+		c.Pools = map[string]Pool{PoolAPI: {AuthRest: time.Minute, Credentials: []Credential{{Name: "a", Enabled: true, Region: "us", BaseURL: "https://api.example", APIKeyFile: name}}}}
+		if err := c.Validate(); err != nil {
+			t.Errorf("api_key_file %q: %v, want accepted", name, err)
+		}
 	}
 }
