@@ -112,6 +112,12 @@ func TestParseFileErrorsNameTheKey(t *testing.T) {
 		{"bad sync", "ledger: {synchronous: sometimes}", "ledger.synchronous"},
 		{"not a mapping", "runtime: 5", "runtime"},
 		{"bad bool", "pools: {api: {prefer_active: maybe}}", "pools.api.prefer_active"},
+		// Aliases are refused by name, not as a wrong type: a walker that
+		// followed them would let a small file expand without bound.
+		{"alias value", "pools:\n  api:\n    credentials:\n      - {name: a, base_url: &u 'http://x', api_key_env: K}\n      - {name: b, base_url: *u, api_key_env: K}", "pools.api.credentials[1].base_url"},
+		{"alias list", "pools:\n  api:\n    credentials:\n      - {name: a, base_url: 'http://x', api_key_env: K, visibility: {allow: &g ['a*']}}\n      - {name: b, base_url: 'http://x', api_key_env: L, visibility: {allow: *g}}", "pools.api.credentials[1].visibility.allow"},
+		{"alias section", "runtime: &r {deadline: 5s}\nbridge: *r", "bridge"},
+		{"alias spec setting", "model_cooldown: {max_seconds: &m 60}\nlearned_cooldown: {mode: *m}", "learned_cooldown.mode"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -132,7 +138,28 @@ func TestParseFileErrorsNameTheKey(t *testing.T) {
 			if strings.Contains(err.Error(), "sk-secret") {
 				t.Errorf("error echoes the inline key: %v", err)
 			}
+			if strings.HasPrefix(tt.name, "alias") && !strings.Contains(err.Error(), "alias") {
+				t.Errorf("error %v does not say the value is an alias", err)
+			}
 		})
+	}
+}
+
+// A file of comments alone (every line commented out) is the defaults, as
+// an empty one is.
+func TestParseFileCommentsOnlyIsTheDefaults(t *testing.T) {
+	for _, file := range []string{"", "\n  \n", "{}\n", "# every setting commented out\n  # catalog_ttl: 5m\n\n"} {
+		c, err := ParseFile([]byte(file))
+		if err != nil {
+			t.Errorf("ParseFile(%q): %v, want the defaults", file, err)
+			continue
+		}
+		if !reflect.DeepEqual(c, Default()) {
+			t.Errorf("ParseFile(%q) = %+v, want the defaults", file, c)
+		}
+	}
+	if Blank([]byte("# a comment\ncatalog_ttl: 5m # and another\n")) {
+		t.Error("a file with a setting is blank")
 	}
 }
 

@@ -24,7 +24,7 @@ func ParseFile(data []byte) (Config, error) {
 	if len(data) > MaxFileSize {
 		return c, fieldErr("(file)", "larger than %d bytes", MaxFileSize)
 	}
-	if len(bytes.TrimSpace(data)) == 0 {
+	if Blank(data) {
 		return c, nil
 	}
 	var doc yaml.Node
@@ -40,6 +40,18 @@ func ParseFile(data []byte) (Config, error) {
 	return c, nil
 }
 
+// Blank reports whether data holds no YAML at all: only white space and
+// comments (a file whose every line is commented out), which means the
+// defaults, as an empty file does.
+func Blank(data []byte) bool {
+	for line := range bytes.Lines(data) {
+		if l := bytes.TrimSpace(line); len(l) != 0 && l[0] != '#' {
+			return false
+		}
+	}
+	return true
+}
+
 func cleanYAMLError(err error) error {
 	return errors.New(strings.TrimPrefix(err.Error(), "yaml: "))
 }
@@ -50,7 +62,21 @@ type entry struct {
 	line int
 }
 
+// alias refuses a YAML alias (*name) where field wants a value: rotor's
+// walker reads the schema node by node, and following aliases there would
+// let a small file expand without bound (a list of aliases to a long
+// list), which yaml's own decoder guards against and this walker does not.
+func alias(n *yaml.Node, field string) error {
+	if n.Kind != yaml.AliasNode {
+		return nil
+	}
+	return fieldErr(field, "is the YAML alias *%s (line %d): rotor reads no aliases, write the value out", n.Value, n.Line)
+}
+
 func mapping(n *yaml.Node, path string) ([]entry, error) {
+	if err := alias(n, orFile(path)); err != nil {
+		return nil, err
+	}
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return nil, nil
 	}
@@ -97,6 +123,9 @@ func unknown(path string, e entry) error {
 const malformedSpecValue = "\x00"
 
 func scalar(n *yaml.Node, field string) (string, error) {
+	if err := alias(n, field); err != nil {
+		return "", err
+	}
 	if n.Kind != yaml.ScalarNode {
 		return "", fieldErr(field, "want a single value (line %d)", n.Line)
 	}
@@ -142,6 +171,9 @@ func strValue(n *yaml.Node, field string, p *string) error {
 }
 
 func strList(n *yaml.Node, field string) ([]string, error) {
+	if err := alias(n, field); err != nil {
+		return nil, err
+	}
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return nil, nil
 	}
@@ -190,6 +222,9 @@ func decodeSection[T any](fields []field[T], n *yaml.Node, path, section string,
 			// malformed, which ResolveSpec (or the policy parser) warns
 			// about and which disables its feature; never a fatal error.
 			s := malformedSpecValue
+			if err = alias(e.val, name); err != nil {
+				break
+			}
 			if e.val.Kind == yaml.ScalarNode {
 				s, _ = scalar(e.val, name)
 			}
@@ -302,6 +337,9 @@ func buckets(n *yaml.Node, field string) (map[string][]string, error) {
 }
 
 func credentials(n *yaml.Node, field string) ([]Credential, error) {
+	if err := alias(n, field); err != nil {
+		return nil, err
+	}
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return nil, nil
 	}

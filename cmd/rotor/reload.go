@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -474,8 +473,10 @@ func (f *Factory) freshConfig() (*config.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read the configuration: %w", err)
 	}
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, fmt.Errorf("read the configuration: %s is empty (caught mid-save?): write a new file and rename it over the old one", path)
+	if config.Blank(data) {
+		// Only comments counts too: a save that truncates first, caught
+		// after the starter's opening comments.
+		return nil, fmt.Errorf("read the configuration: %s is empty or only comments (caught mid-save?): write a new file and rename it over the old one", path)
 	}
 	return f.loadConfig()
 }

@@ -215,6 +215,11 @@ func TestReloadWithoutTheFileKeepsTheRunningConfiguration(t *testing.T) {
 		// place), caught before it wrote: read as the defaults, it
 		// removed every credential.
 		{"empty mid-save", func(p string) error { return os.WriteFile(p, []byte("\n"), 0o600) }},
+		// The same save caught after the starter file's opening comments:
+		// a file of comments alone parses as the defaults.
+		{"comments only mid-save", func(p string) error {
+			return os.WriteFile(p, []byte("# rotor configuration\n# written by rotor init\n"), 0o600)
+		}},
 	} {
 		x := newReloadFixture(t, cred{name: "team-a"})
 		before := x.rl.current()
