@@ -21,7 +21,10 @@ type configCheckOptions struct {
 	Home       func() (string, error)
 	ConfigPath func() (string, bool, error)
 	LookupEnv  func(string) (string, bool)
-	Format     string
+	// RuntimeToken finds the token a bridge sends to a standalone runtime
+	// (bridge.runtime_url), as bridge start does, creating nothing.
+	RuntimeToken func(*config.Config) error
+	Format       string
 }
 
 func newCmdConfig(f *Factory) *cobra.Command {
@@ -34,7 +37,8 @@ func newCmdConfig(f *Factory) *cobra.Command {
 }
 
 func newCmdConfigCheck(f *Factory, runF func(*configCheckOptions) error) *cobra.Command {
-	opts := &configCheckOptions{IO: f.IO, DBPath: f.DBPath, Config: f.Config, Malformed: f.Malformed, Home: f.Home, ConfigPath: f.ConfigPath, LookupEnv: f.LookupEnv}
+	opts := &configCheckOptions{IO: f.IO, DBPath: f.DBPath, Config: f.Config, Malformed: f.Malformed, Home: f.Home, ConfigPath: f.ConfigPath, LookupEnv: f.LookupEnv,
+		RuntimeToken: func(cfg *config.Config) error { _, _, err := runtimeToken(f, cfg, false); return err }}
 	cmd := &cobra.Command{
 		Use:   "check",
 		Short: "Validate the configuration and report each credential's key source",
@@ -95,6 +99,12 @@ func configCheckRun(opts *configCheckOptions) error {
 	}
 	if len(unusable) > 0 {
 		return usageErrorf("%s: %d enabled credential(s) cannot be used (set the key, or enabled: false):\n  %s", path, len(unusable), strings.Join(unusable, "\n  "))
+	}
+	if cfg.Bridge.RuntimeURL != "" && opts.RuntimeToken != nil {
+		// bridge start refuses to start without the runtime's token.
+		if err := opts.RuntimeToken(cfg); err != nil {
+			return err
+		}
 	}
 	if malformed := opts.Malformed(); len(malformed) > 0 {
 		// The warnings above named each setting once; the value is never shown.

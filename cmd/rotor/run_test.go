@@ -356,3 +356,34 @@ func TestStatusRun(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// config check validates "exactly as rotor bridge start would": a bridge
+// in front of a standalone runtime (bridge.runtime_url) with no runtime
+// token exits 2 at start, so config check does too, naming the token,
+// where it said "config ok"; with the token it is ok.
+func TestConfigCheckAgreesWithBridgeStartOnTheRuntimeToken(t *testing.T) {
+	t.Setenv("ROTOR_RUNTIME_TOKEN", "")
+	home := filepath.Join(t.TempDir(), "home")
+	t.Setenv("ROTOR_HOME", home)
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "rotor.yaml"), []byte("bridge:\n  runtime_url: http://127.0.0.1:1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start, _, startErr := testFactory(t)
+	if code := run(context.Background(), start, []string{"bridge", "start", "--listen", "127.0.0.1:0"}); code != ExitUsage {
+		t.Fatalf("bridge start: exit %d, stderr %q; want 2", code, startErr)
+	}
+	check, _, checkErr := testFactory(t)
+	if code := run(context.Background(), check, []string{"config", "check"}); code != ExitUsage ||
+		!strings.Contains(checkErr.String(), "runtime.token") || strings.Contains(checkErr.String(), "config ok") {
+		t.Errorf("config check: exit %d, stderr %q; bridge start exits 2 (%q): want the same, naming the runtime token",
+			code, checkErr, strings.TrimSpace(startErr.String()))
+	}
+	t.Setenv("ROTOR_RUNTIME_TOKEN", strings.Repeat("r", 32))
+	ok, _, okErr := testFactory(t)
+	if code := run(context.Background(), ok, []string{"config", "check"}); code != 0 || !strings.Contains(okErr.String(), "config ok") {
+		t.Errorf("config check with the runtime token: exit %d, stderr %q; want config ok", code, okErr)
+	}
+}
