@@ -27,6 +27,7 @@ const (
 	catalogOK       catalogOutcome = iota
 	catalogRejected                // 401 or 403: credential rejected
 	catalogFailed                  // anything else: not eligible for this request
+	catalogQuota                   // 429 permanent quota: credential rejected
 )
 
 // catalogs caches each credential's catalog for catalog_ttl and shares
@@ -146,6 +147,15 @@ func (c *catalogs) fetchOnce(ctx context.Context, cr *credential) (*catalogResul
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		return nil, catalogRejected, resp.StatusCode
+	case resp.StatusCode == http.StatusTooManyRequests:
+		// A permanent quota (insufficient_quota and similar) rejects the
+		// credential as it would at inference; any other 429 is a
+		// catalog that could not be fetched.
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, MaxErrorBody))
+		if classify(resp.StatusCode, parseProviderError(b), "", "") == outcomeQuota {
+			return nil, catalogQuota, resp.StatusCode
+		}
+		return nil, catalogFailed, resp.StatusCode
 	case resp.StatusCode != http.StatusOK:
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		return nil, catalogFailed, resp.StatusCode
@@ -221,5 +231,5 @@ func (u *unsupported) has(k capKey) bool {
 }
 
 func (o catalogOutcome) String() string {
-	return [...]string{"ok", "rejected", "failed"}[o]
+	return [...]string{"ok", "rejected", "failed", "quota"}[o]
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -147,6 +148,28 @@ func TestEveryCredentialRejectedAuthGives503PoolUnavailable(t *testing.T) {
 		h.fp.SetDefault(h.keys["team-a"], "", fp.Unauthorized())
 		h.fp.SetDefault(h.keys["team-b"], "", fp.InsufficientQuota())
 		wantStatus(t, h.post(decision("api/decide-mini")), 503, "decisions_pool_unavailable")
+	})
+	// A catalog probe refused for permanent quota rejects the credential
+	// as inference would, never counted as a catalog that could not be
+	// fetched (502 catalog_unavailable).
+	t.Run("permanent quota at catalog discovery", func(t *testing.T) {
+		for _, tt := range []struct {
+			name   string
+			a      fp.Step
+			status int
+			code   string
+		}{
+			{"with 401", fp.Unauthorized(), 503, "decisions_pool_unavailable"},
+			{"pool-wide", fp.InsufficientQuota(), 429, "insufficient_quota"},
+		} {
+			h := newHarness(t, opts{})
+			h.fp.SetCatalogDefault(h.keys["team-a"], tt.a)
+			h.fp.SetCatalogDefault(h.keys["team-b"], fp.InsufficientQuota())
+			wantStatus(t, h.post(decision("api/decide-mini")), tt.status, tt.code)
+			if n := h.fp.Hits(fp.PathDecisions); n != 0 {
+				t.Errorf("%s: %d decisions sent by rejected credentials", tt.name, n)
+			}
+		}
 	})
 }
 
@@ -554,6 +577,8 @@ func TestUnclassified429PassesOnTheProvidersWait(t *testing.T) {
 		{"Retry-After", map[string]string{"Retry-After": "7"}, "7", "7000"},
 		{"retry-after-ms first", map[string]string{"Retry-After": "9", "retry-after-ms": "1500"}, "2", "1500"},
 		{"no advice", nil, "", ""},
+		// Advice of 0 still advises a wait: Retry-After at least 1.
+		{"zero advice", map[string]string{"Retry-After": "0"}, "1", "1"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			h, u := newOpenAIHarness(t, opts{})
@@ -588,4 +613,27 @@ func TestUnclassified429PassesOnTheProvidersWait(t *testing.T) {
 			}
 		})
 	}
+}
+
+// DESIGN ("HTTP"): a credential whose provider could not be reached was
+// not rejected, and a retry may succeed: a 401 on one credential beside a
+// dial failure on the other (its catalog fresh) is 502 upstream_error,
+// never 503 decisions_pool_unavailable, which tells a client not to retry.
+func TestAuthRejectionBesideAnUnreachableProviderIsNot503(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/models" {
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte(`{"data":[{"id":"decide-mini"}]}`))
+			return
+		}
+		http.Error(w, "not expected", http.StatusTeapot)
+	}))
+	creds := defaultCreds()
+	creds[1].baseURL = srv.URL
+	creds[1].models = []string{"decide-mini"}
+	h := newHarness(t, opts{creds: creds})
+	wantStatus(t, h.post(decision("api/decide-mini")), 200, "") // both catalogs now fresh
+	srv.Close()                                                 // team-b's provider cannot be reached
+	h.fp.SetDefault(h.keys["team-a"], "", fp.Unauthorized())
+	wantStatus(t, h.post(decision("api/decide-mini")), 502, "upstream_error")
 }

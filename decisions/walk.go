@@ -148,6 +148,10 @@ func (wk *walk) discover(ctx context.Context) {
 				if status == http.StatusUnauthorized {
 					wk.rt.cooldown(wk.ps.name, "auth")
 				}
+			case catalogQuota:
+				// Rejected as at inference; a catalog probe carries no
+				// quota evidence for the pool.
+				wk.reject(c.Name, failoverQuota)
 			case catalogFailed:
 				if _, fresh := wk.rt.catalogs.fresh(c.Name); !fresh {
 					wk.fail(c.Name)
