@@ -637,3 +637,51 @@ func TestAuthRejectionBesideAnUnreachableProviderIsNot503(t *testing.T) {
 	h.fp.SetDefault(h.keys["team-a"], "", fp.Unauthorized())
 	wantStatus(t, h.post(decision("api/decide-mini")), 502, "upstream_error")
 }
+
+// A provider that answers rate_limit_exceeded advising a millisecond
+// again and again got a call every millisecond until the deadline (60 s:
+// tens of thousands of calls for one request). Each credential takes at
+// most maxThrottles temporary 429s in one request; then, with nothing
+// else left, the caller gets 429 with the cooldown, as when it outlasts
+// the deadline.
+func TestRepeatedRateLimitsEndIn429NotAStorm(t *testing.T) {
+	body := `{"error":{"message":"slow down","type":"requests","param":null,"code":"rate_limit_exceeded"}}`
+	tiny := fp.Status(429, body, http.Header{"Retry-After-Ms": {"1"}, "Content-Type": {"application/json"}})
+	for _, n := range []int{1, 2} {
+		h := newHarness(t, opts{creds: defaultCreds()[:n], modelCooldown: true})
+		for _, k := range h.keys {
+			h.fp.SetDefault(k, "", tiny)
+		}
+		done := make(chan reply, 1)
+		go func() { done <- h.post(decision("api/decide-mini")) }()
+		// Let every wait for a release run out until the request ends;
+		// a storm shows as calls past the cap.
+		var r reply
+	wait:
+		for {
+			select {
+			case r = <-done:
+				break wait
+			default:
+			}
+			if calls := h.fp.Hits(fp.PathDecisions); calls > 10*maxThrottles*n {
+				h.clk.Advance(time.Hour) // end the storm the test found
+				t.Fatalf("%d credentials: %d provider calls and still going", n, calls)
+			}
+			if h.clk.Timers() > 0 {
+				h.clk.Advance(time.Millisecond)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		wantStatus(t, r, 429, "model_cooldown")
+		if got := r.header.Get("Retry-After"); got != "1" {
+			t.Errorf("%d credentials: Retry-After %q, want 1", n, got)
+		}
+		if calls := h.fp.Hits(fp.PathDecisions); calls != maxThrottles*n {
+			t.Errorf("%d credentials: %d provider calls, want %d", n, calls, maxThrottles*n)
+		}
+		if rows := h.rows(); len(rows) != 1 || rows[0].Attempts != maxThrottles*n {
+			t.Errorf("%d credentials: rows %+v, want one row with %d attempts", n, rows, maxThrottles*n)
+		}
+	}
+}

@@ -50,7 +50,12 @@ type walk struct {
 	rejectedAuth, rejectedQuota map[string]bool
 	// failed are credentials that cannot serve this request for other
 	// reasons: catalog fetch failed, unsupported endpoint, nothing sent.
-	failed        map[string]bool
+	failed map[string]bool
+	// throttled counts each credential's temporary 429s in this request;
+	// at maxThrottles it is left out (capped) and the request, with
+	// nothing else left, answers 429 with the cooldown.
+	throttled     map[string]int
+	capped        []string
 	catalogFailed int
 	unreachable   bool
 	sent          int
@@ -69,6 +74,13 @@ type walk struct {
 	deadline time.Time
 }
 
+// maxThrottles is how many temporary rate limits (429
+// rate_limit_exceeded) one request takes from one credential before it
+// leaves that credential out. Each wait for a release is as long as the
+// provider advised, and a provider advising a millisecond again and again
+// would otherwise get a call every millisecond until the deadline.
+const maxThrottles = 3
+
 const (
 	failoverAuth        = "auth"
 	failoverQuota       = "quota"
@@ -83,9 +95,14 @@ const (
 // cached as unsupported, and not rejected or failed in this request.
 // warmOnly limits them to credentials whose catalog was fresh.
 func (wk *walk) candidates() (names []string, undiscovered int) {
+	wk.capped = wk.capped[:0]
 	for _, c := range wk.ps.creds {
 		if c.Region != wk.region || wk.rejectedAuth[c.Name] || wk.rejectedQuota[c.Name] || wk.failed[c.Name] ||
 			(wk.pinned != "" && c.Name != wk.pinned) {
+			continue
+		}
+		if wk.throttled[c.Name] >= maxThrottles {
+			wk.capped = append(wk.capped, c.Name)
 			continue
 		}
 		cat, fresh := wk.rt.catalogs.fresh(c.Name)
@@ -198,6 +215,19 @@ func (wk *walk) fail(name string) {
 // whose provider could not be reached was not rejected, and a retry may
 // succeed (DESIGN, "HTTP").
 func (wk *walk) exhausted() error {
+	if len(wk.capped) > 0 {
+		// Rate limited maxThrottles times: 429 with the cooldown left
+		// (a release already due advises the least wait).
+		scoped := wk.ps.pool.ModelCooldownEnabled() && wk.scope != (pool.Scope{})
+		_, err := wk.ps.pool.Select(wk.scope, wk.capped)
+		if ce, ok := errors.AsType[*pool.CooldownExhaustedError](err); ok {
+			return &pool.CooldownExhaustedError{Scoped: ce.Scoped, RetryAfter: ce.RetryAfter}
+		}
+		if _, ok := errors.AsType[*pool.CapacityError](err); ok {
+			return err
+		}
+		return &pool.CooldownExhaustedError{Scoped: scoped, RetryAfter: time.Millisecond}
+	}
 	transient := wk.catalogFailed > 0 || wk.unreachable
 	switch {
 	case len(wk.rejectedAuth) > 0 && !transient:
@@ -499,6 +529,10 @@ func (wk *walk) send(ctx context.Context, c *credential) (out *answer, next bool
 	case outcomeRateLimited:
 		// Confirmed temporary: the cooldown is shared through the pool;
 		// selection moves on or waits.
+		if wk.throttled == nil {
+			wk.throttled = map[string]int{}
+		}
+		wk.throttled[c.Name]++
 		rt.failover(wk.ps.name, failoverRateLimited)
 		return nil, true, nil
 	case outcomeAuth:
