@@ -295,7 +295,7 @@ func ReadEmbeddingsUsage(body []byte) Usage {
 	if u.Input != nil && u.Output == nil {
 		zero := int64(0)
 		u.Output = &zero
-		if u.Total == nil {
+		if u.Total == nil || *u.Total < *u.Input {
 			t := *u.Input
 			u.Total = &t
 		}
@@ -343,7 +343,10 @@ func (n usageNames) read(raw []byte) Usage {
 		}
 		return true
 	})
-	if u.Total == nil && u.Input != nil && u.Output != nil {
+	if u.Input != nil && u.Output != nil && (u.Total == nil || *u.Total < *u.Input+*u.Output) {
+		// Missing, unreadable or below its parts (a total_tokens of 0
+		// beside real counts would make every tokens budget count
+		// nothing): the sum of the parts.
 		t := *u.Input + *u.Output
 		u.Total = &t
 	}

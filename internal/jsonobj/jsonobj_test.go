@@ -19,6 +19,12 @@ func TestReadUsage(t *testing.T) {
 		{`{"usage":"none"}`, 0, 0, 0, false},
 		{`{"no":"usage"}`, 0, 0, 0, false},
 		{`{"usage":{"input_tokens":-1,"output_tokens":"x","total_tokens":1.5}}`, 0, 0, 0, false},
+		// A total below its parts is the parts' sum: a total_tokens of 0
+		// beside real counts would make tokens budgets count nothing.
+		{`{"usage":{"input_tokens":12,"output_tokens":3,"total_tokens":0}}`, 12, 3, 15, true},
+		{`{"usage":{"input_tokens":12,"output_tokens":3,"total_tokens":14}}`, 12, 3, 15, true},
+		{`{"usage":{"input_tokens":12,"output_tokens":3,"total_tokens":-1}}`, 12, 3, 15, true},
+		{`{"usage":{"input_tokens":12,"output_tokens":3,"total_tokens":20}}`, 12, 3, 20, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.body, func(t *testing.T) {
@@ -111,7 +117,7 @@ func FuzzReadUsage(f *testing.F) {
 			return &v
 		}
 		want := Usage{Input: count("input_tokens"), Output: count("output_tokens"), Total: count("total_tokens")}
-		if want.Total == nil && want.Input != nil && want.Output != nil {
+		if want.Input != nil && want.Output != nil && (want.Total == nil || *want.Total < *want.Input+*want.Output) {
 			tt := *want.Input + *want.Output
 			want.Total = &tt
 		}
