@@ -39,3 +39,33 @@ func TestUpstreamCallsCountedByCredentialAndOutcome(t *testing.T) {
 		t.Errorf("upstream calls %q, want %q", m.calls, want)
 	}
 }
+
+// refusals records the route's Refused reasons.
+type refusals struct {
+	upstreamCalls
+	reasons []string
+}
+
+func (r *refusals) Refused(reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reasons = append(r.reasons, reason)
+}
+
+// A refusal is counted under the code its answer carries
+// (rotor_refusals_total): a body without a model, or with a number for
+// it, answers invalid_model_prefix and was counted as invalid_json.
+func TestRefusalsCountedUnderTheAnswersCode(t *testing.T) {
+	m := &refusals{}
+	h := newHarness(t, opts{metrics: m})
+	wantStatus(t, h.post(`{"input":"no model"}`), 400, "invalid_model_prefix")
+	wantStatus(t, h.post(`{"model":7}`), 400, "invalid_model_prefix")
+	wantStatus(t, h.post(`{"model":"api/decide-mini","model":"x"}`), 400, "invalid_json")
+	wantStatus(t, h.post(`{"model":"api/decide\u0000mini"}`), 404, "model_not_available")
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	want := []string{"invalid_model_prefix", "invalid_model_prefix", "invalid_json", "model_not_available"}
+	if !slices.Equal(m.reasons, want) {
+		t.Errorf("refusals %q, want %q", m.reasons, want)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/rotorhq/rotor/budgets"
 	"github.com/rotorhq/rotor/internal/clock"
@@ -382,11 +383,13 @@ func (rt *Route) serve(ctx context.Context, k *Kind, w http.ResponseWriter, r *h
 	defer body.Release()
 	req, err := jsonobj.ParseRequest(body.b)
 	if err != nil {
-		rt.refused("invalid_json")
 		switch {
 		case errors.Is(err, jsonobj.ErrNoModel), errors.Is(err, jsonobj.ErrModelNotString):
+			rt.refused(httpx.CodeInvalidModelPrefix)
 			return httpx.NewError(httpx.CodeInvalidModelPrefix).WithParam("model").WithMessage("%v; select api/<model> or zdr/<model>", err)
-		case errors.Is(err, jsonobj.ErrDuplicateModel):
+		}
+		rt.refused(httpx.CodeInvalidJSON)
+		if errors.Is(err, jsonobj.ErrDuplicateModel) {
 			return httpx.NewError(httpx.CodeInvalidJSON).WithParam("model").WithMessage("%v", err)
 		}
 		return httpx.NewError(httpx.CodeInvalidJSON)
@@ -406,6 +409,14 @@ func (rt *Route) serve(ctx context.Context, k *Kind, w http.ResponseWriter, r *h
 		rt.refused("invalid_model_prefix")
 		return httpx.NewError(httpx.CodeInvalidModelPrefix).WithParam("model").
 			WithMessage("model must be api/<model> or zdr/<model>; bare models, PSP routes and speed-tier aliases are not routed")
+	}
+	if strings.ContainsFunc(upstream, unicode.IsControl) {
+		// No provider lists such a model, and PostgreSQL refuses a NUL
+		// in text: refused before admission, as on SQLite it was after.
+		// (Unquote leaves no invalid UTF-8: the decoder replaces it.)
+		rt.refused(httpx.CodeModelNotAvailable)
+		return httpx.NewError(httpx.CodeModelNotAvailable).WithParam("model").
+			WithMessage("model holds a control character; no provider lists it")
 	}
 	info.Pool, info.Model = prefix, upstream
 	if ps == nil || len(ps.creds) == 0 {

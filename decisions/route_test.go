@@ -48,6 +48,21 @@ func TestBareModelsRejectedBeforeDiscoveryOrInference(t *testing.T) {
 	h.wantUntouched()
 }
 
+// A model holding a NUL or another control character is listed by no
+// provider: 404 model_not_available before admission, no row
+// (PostgreSQL refused a NUL in the reservation, where SQLite stored it).
+func TestModelWithControlCharactersRefusedBeforeAdmission(t *testing.T) {
+	h := newHarness(t, opts{})
+	for _, body := range []string{`{"model":"api/decide\u0000mini"}`, `{"model":"api/decide-mini\n"}`, `{"model":"api/decide\u001bmini"}`} {
+		r := h.post(body)
+		wantStatus(t, r, 404, "model_not_available")
+		if r.err.Param == nil || *r.err.Param != "model" {
+			t.Errorf("%q: param = %v, want model", body, r.err.Param)
+		}
+	}
+	h.wantUntouched()
+}
+
 func TestInvalidJSONIs400BeforeAnything(t *testing.T) {
 	h := newHarness(t, opts{})
 	for _, body := range []string{"", "{", "[]", `"api/decide-mini"`, `{"model":"api/decide-mini"} trailing`, "null"} {
