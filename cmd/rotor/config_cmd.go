@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"strings"
 
@@ -9,6 +10,8 @@ import (
 
 	"github.com/rotorhq/rotor/config"
 	"github.com/rotorhq/rotor/internal/dburl"
+	"github.com/rotorhq/rotor/internal/httpx"
+	"github.com/rotorhq/rotor/internal/tokenfile"
 )
 
 type configCheckOptions struct {
@@ -100,6 +103,13 @@ func configCheckRun(opts *configCheckOptions) error {
 	if len(unusable) > 0 {
 		return usageErrorf("%s: %d enabled credential(s) cannot be used (set the key, or enabled: false):\n  %s", path, len(unusable), strings.Join(unusable, "\n  "))
 	}
+	if _, err := os.Stat(home); err == nil {
+		// bridge start refuses a home others can enter (its tokens and
+		// keys live there).
+		if err := tokenfile.CheckDir(home); err != nil {
+			return tokenErr("bridge start would refuse to start", err)
+		}
+	}
 	if cfg.Bridge.RuntimeURL != "" && opts.RuntimeToken != nil {
 		// bridge start refuses to start without the runtime's token.
 		if err := opts.RuntimeToken(cfg); err != nil {
@@ -116,6 +126,9 @@ func configCheckRun(opts *configCheckOptions) error {
 		path = "no " + path + ", defaults" // a typo in --home shows here
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "config ok: %s (model cooldown %s, learned cooldown %s)\n", path, onOff(cfg.ModelCooldown.Enabled), cfg.LearnedCooldown.Mode)
+	if host, _, err := net.SplitHostPort(cfg.Bridge.Listen); err == nil && !httpx.LoopbackHost(host) {
+		fmt.Fprintf(opts.IO.ErrOut, "bridge.listen %s is not a loopback address: bridge start refuses it without --allow-non-loopback\n", cfg.Bridge.Listen)
+	}
 	if servesNothing(cfg, "bridge") {
 		fmt.Fprintln(opts.IO.ErrOut, "no enabled credential: a bridge on this config answers every request 503 no_credentials; add one under pools: (rotor fake-provider prints a section to try)")
 	}

@@ -387,3 +387,35 @@ func TestConfigCheckAgreesWithBridgeStartOnTheRuntimeToken(t *testing.T) {
 		t.Errorf("config check with the runtime token: exit %d, stderr %q; want config ok", code, okErr)
 	}
 }
+
+// config check agrees with bridge start on the home folder too: one that
+// others can enter exits 2, naming the chmod; a bridge.listen off loopback
+// is named (bridge start refuses it without --allow-non-loopback, a flag
+// config check does not take).
+func TestConfigCheckAgreesWithBridgeStartOnTheHome(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	t.Setenv("ROTOR_HOME", home)
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "rotor.yaml"), []byte("bridge:\n  listen: 0.0.0.0:8787\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	check, _, checkErr := testFactory(t)
+	if code := run(context.Background(), check, []string{"config", "check"}); code != 0 ||
+		!strings.Contains(checkErr.String(), "bridge.listen 0.0.0.0:8787 is not a loopback address") {
+		t.Errorf("config check: exit %d, stderr %q; want 0 naming the non-loopback bridge.listen", code, checkErr)
+	}
+	if err := os.Chmod(home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	start, _, startErr := testFactory(t)
+	if code := run(context.Background(), start, []string{"bridge", "start", "--listen", "127.0.0.1:0"}); code != ExitUsage {
+		t.Fatalf("bridge start: exit %d, stderr %q; want 2", code, startErr)
+	}
+	again, _, againErr := testFactory(t)
+	if code := run(context.Background(), again, []string{"config", "check"}); code != ExitUsage ||
+		!strings.Contains(againErr.String(), "chmod 700") || strings.Contains(againErr.String(), "config ok") {
+		t.Errorf("config check: exit %d, stderr %q; bridge start exits 2 (%q): want the same", code, againErr, strings.TrimSpace(startErr.String()))
+	}
+}

@@ -33,8 +33,8 @@ type Guard struct {
 	Open map[string]bool
 }
 
-// loopbackHost reports whether h (no port) is a loopback name or address.
-func loopbackHost(h string) bool {
+// LoopbackHost reports whether h (no port) is a loopback name or address.
+func LoopbackHost(h string) bool {
 	h = strings.ToLower(strings.TrimSuffix(h, "."))
 	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
 		return true
@@ -57,7 +57,7 @@ func (g *Guard) ValidHost(host string) bool {
 	if port, err := strconv.Atoi(p); err != nil || port != g.Port {
 		return false
 	}
-	if loopbackHost(h) {
+	if LoopbackHost(h) {
 		return true
 	}
 	h = strings.Trim(h, "[]")

@@ -227,7 +227,7 @@ func ListenLoopback(addr string, allowNonLoopback bool) (net.Listener, error) {
 	if err != nil {
 		return nil, &ListenError{Addr: addr, Err: err}
 	}
-	if !allowNonLoopback && !loopbackHost(host) {
+	if !allowNonLoopback && !LoopbackHost(host) {
 		return nil, &ListenError{Addr: addr, Err: errors.New("not a loopback address; rotor listens on loopback only"), Usage: true, NonLoopback: true}
 	}
 	ln, err := net.Listen("tcp", addr)
