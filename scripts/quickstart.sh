@@ -126,6 +126,17 @@ kill "$fake_pid"
 rc=0
 wait "$fake_pid" || rc=$?
 fake_pid=
+# The bridge is no child of this shell (bridge-up.sh started it): wait for
+# it to finish its drain and close the ledger before the exit trap removes
+# its folder.
+deadline=$((SECONDS + 20))
+while kill -0 "$bridge_pid" 2>/dev/null; do
+  if [ "$SECONDS" -ge "$deadline" ]; then
+    echo "quickstart: the bridge (pid $bridge_pid) did not stop within 20s of SIGTERM" >&2
+    exit 1
+  fi
+  sleep 0.1
+done
 if [ "$rc" -ne 0 ]; then
   echo "quickstart: rotor fake-provider exited $rc on SIGTERM, want 0" >&2
   exit 1
