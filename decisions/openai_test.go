@@ -547,6 +547,8 @@ func TestClassifyUpstreamAnswer(t *testing.T) {
 		{"quota type only", 429, pe("", "insufficient_quota", "", ""), outcomeQuota},
 		{"quota type with other code", 429, pe("other", "insufficient_quota", "", ""), outcomePassThrough},
 		{"rate limited", 429, pe("rate_limit_exceeded", "requests", "", ""), outcomeRateLimited},
+		{"rate limited type only", 429, pe("", "rate_limit_exceeded", "", ""), outcomeRateLimited},
+		{"rate limited type with other code", 429, pe("other", "rate_limit_exceeded", "", ""), outcomePassThrough},
 		{"unclassified 429", 429, providerError{}, outcomePassThrough},
 		{"401", 401, providerError{}, outcomeAuth},
 		{"403", 403, pe("", "", "", ""), outcomeAuth},

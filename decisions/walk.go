@@ -362,7 +362,9 @@ func classify(status int, pe providerError, model, path string) outcome {
 		switch {
 		case permanentQuotaCodes[pe.Code] || (pe.Code == "" && permanentQuotaCodes[pe.Type]):
 			return outcomeQuota
-		case pe.Code == "rate_limit_exceeded":
+		case pe.Code == "rate_limit_exceeded" || (pe.Code == "" && pe.Type == "rate_limit_exceeded"):
+			// Read as a permanent quota is: the code, or the type when
+			// there is no code.
 			return outcomeRateLimited
 		}
 		// An unclassified 429 is not replayed.
