@@ -9,6 +9,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/itchyny/gojq"
 	"github.com/olekukonko/tablewriter"
@@ -324,7 +325,7 @@ func (r records) write(w io.Writer, format string) error {
 		for _, row := range r.Rows {
 			line := make([]string, len(row))
 			for j, c := range row {
-				line[j] = c.Text
+				line[j] = visible(c.Text)
 			}
 			if err := t.Append(line); err != nil {
 				return err
@@ -332,6 +333,21 @@ func (r records) write(w io.Writer, format string) error {
 		}
 		return t.Render()
 	}
+}
+
+// visible returns s as a terminal may show it: unchanged when it is valid
+// UTF-8 of printable characters, else with its control and other
+// non-printable characters (escape sequences, carriage returns, newlines,
+// tabs, bidi overrides) and invalid bytes written as Go escapes, so that a
+// value (a price file's name, a row copied in from another ledger) never
+// moves the cursor, retitles the terminal or starts a table line of its
+// own. Machine formats (json, csv) keep the value as it is.
+func visible(s string) string {
+	if utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool { return !strconv.IsPrint(r) }) {
+		return s
+	}
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
 }
 
 // writeCSV prints recs as csv, with the header row when header is set (a

@@ -262,7 +262,7 @@ func pricingImportRun(ctx context.Context, opts *pricingImportOptions) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(opts.IO.Out, "imported %d prices from %s; skipped %d entries", wrote, source, skipped)
+	fmt.Fprintf(opts.IO.Out, "imported %d prices from %s; skipped %d entries", wrote, visible(source), skipped)
 	if kept := len(prices) - wrote; kept > 0 {
 		fmt.Fprintf(opts.IO.Out, " and kept %d prices set by hand (--replace overwrites them)", kept)
 	}
