@@ -92,7 +92,7 @@ type bridgeTarget struct {
 // refused is the error of a token the bridge answered 401: the user must
 // change the token, exit 2, naming where it came from.
 func (b *bridgeTarget) refused(body []byte) error {
-	return usageErrorf("bridge at %s refused the token from %s (401 invalid_token): %s", b.url, b.tokenFrom, strings.TrimSpace(string(body)))
+	return usageErrorf("bridge at %s refused the token from %s (401 invalid_token): %s", b.url, b.tokenFrom, serverSays(body))
 }
 
 // findBridge finds the bridge to ask, as rotor status and rotor bridge

@@ -335,6 +335,18 @@ func (r records) write(w io.Writer, format string) error {
 	}
 }
 
+// serverSays is a server's answer body for an error message: visible, and
+// at most 512 bytes of it (a --url naming a web server would otherwise
+// print its whole page, escape sequences and all).
+func serverSays(body []byte) string {
+	const max = 512
+	s := strings.TrimSpace(string(body))
+	if len(s) > max {
+		s = strings.ToValidUTF8(s[:max], "") + " …"
+	}
+	return visible(s)
+}
+
 // visible returns s as a terminal may show it: unchanged when it is valid
 // UTF-8 of printable characters, else with its control and other
 // non-printable characters (escape sequences, carriage returns, newlines,

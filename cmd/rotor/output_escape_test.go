@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -66,5 +68,28 @@ func TestTableCellsEscapeControlCharacters(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), `\x1b]0;title\ab`) || !strings.Contains(b.String(), "gpt-4o·mini") {
 		t.Errorf("table does not show the escape visibly, or changed a printable value:\n%s", b.String())
+	}
+}
+
+// A server's answer quoted in an error (rotor status or bridge reload
+// against a --url that is no bridge) prints visibly and bounded: a web
+// server's page or a hostile one's escape sequences reach the terminal as
+// at most 512 bytes of text.
+func TestServerAnswerInAnErrorIsVisibleAndBounded(t *testing.T) {
+	page := "\x1b[2J\x1b[Hboom\r\n" + strings.Repeat("<p>page</p>", 10_000)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, page, http.StatusInternalServerError)
+	}))
+	defer srv.Close()
+	for _, args := range [][]string{{"status", "--url", srv.URL}, {"bridge", "reload", "--url", srv.URL}} {
+		f, _, errOut := testFactory(t)
+		t.Setenv("ROTOR_TOKEN", "status-test-token-0123456789abcdef0123456789")
+		if code := run(context.Background(), f, args); code == 0 {
+			t.Errorf("%v: exit 0 against a server answering 500", args)
+		}
+		got := errOut.String()
+		if c := controlBytes(got); c != "" || len(got) > 2048 || !strings.Contains(got, `\x1b[2J\x1b[Hboom`) {
+			t.Errorf("%v: stderr (%d bytes) holds control bytes %q or is not the visible, bounded answer:\n%.600s", args, len(got), c, got)
+		}
 	}
 }

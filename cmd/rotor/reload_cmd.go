@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -119,9 +117,9 @@ func reloadRefused(status int, body []byte, u string) error {
 		} `json:"error"`
 	}
 	_ = json.Unmarshal(body, &e)
-	msg := e.Error.Message
+	msg := serverSays([]byte(e.Error.Message))
 	if msg == "" {
-		msg = strings.TrimSpace(string(bytes.ToValidUTF8(body, nil)))
+		msg = serverSays(body)
 	}
 	switch e.Error.Code {
 	case "config_invalid", "restart_required", "admin_only":

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -86,7 +85,7 @@ func statusRun(ctx context.Context, opts *statusOptions) error {
 		return b.refused(body)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("bridge at %s answered %d: %s", u, resp.StatusCode, strings.TrimSpace(string(body)))
+		return fmt.Errorf("bridge at %s answered %d: %s", u, resp.StatusCode, serverSays(body))
 	}
 	if isJSONFormat(opts.Format) {
 		return writeJSON(opts.IO.Out, opts.Format, body)
