@@ -132,7 +132,15 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, o ServeOptions)
 		settle, cancelSettle := context.WithTimeout(context.Background(), o.Settle)
 		defer cancelSettle()
 		if srv.Shutdown(settle) != nil {
+			// Close fails the writes of handlers blocked on a caller that
+			// stopped reading; only then do they write their rows. Wait
+			// for them (Settle again, 2s at least), so that the caller
+			// does not close the ledger under them (a cut stream left
+			// unsettled).
 			srv.Close()
+			for end := time.Now().Add(max(o.Settle, 2*time.Second)); running.Load() > 0 && time.Now().Before(end); {
+				time.Sleep(5 * time.Millisecond)
+			}
 		}
 		return fmt.Errorf("shutdown: requests still running after %s were cut off", o.Drain)
 	}

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -77,5 +78,63 @@ func TestServeDrainIgnoresConnectionsWithoutARequest(t *testing.T) {
 	})
 	if err == nil || !strings.Contains(err.Error(), "cut off") {
 		t.Errorf("drain with a request in its handler: %v, want the cut reported", err)
+	}
+}
+
+// A handler cut at shutdown while it writes to a caller that stopped
+// reading learns of it only when Close ends the connection; it then
+// writes its ledger row. Serve waits for it (Settle again, 2s at least) before
+// it returns and the caller closes the ledger: a cut stream's row was left
+// unsettled when the process won the race.
+func TestServeWaitsForHandlersCutOnAStalledCaller(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writing, writeFailed, proceed := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var finished atomic.Bool
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		chunk := make([]byte, 64<<10)
+		for i := 0; ; i++ {
+			if i == 1 {
+				close(writing)
+			}
+			if _, err := w.Write(chunk); err != nil {
+				break
+			}
+			w.(http.Flusher).Flush()
+		}
+		close(writeFailed)
+		<-proceed // the row being written
+		finished.Store(true)
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	serveDone := make(chan error, 1)
+	go func() {
+		serveDone <- Serve(ctx, ln, h, ServeOptions{Drain: 50 * time.Millisecond, Settle: 50 * time.Millisecond, WriteTimeout: time.Minute})
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	<-writing // the caller reads nothing from here on
+	cancel()
+	<-writeFailed
+	// Without the wait Serve returns at once now; give it the chance.
+	select {
+	case err := <-serveDone:
+		t.Fatalf("Serve returned (%v) while a cut handler was still writing its row", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(proceed)
+	if err := <-serveDone; err == nil || !strings.Contains(err.Error(), "cut off") {
+		t.Errorf("Serve = %v, want the cut reported", err)
+	}
+	if !finished.Load() {
+		t.Error("Serve returned before the cut handler finished")
 	}
 }
