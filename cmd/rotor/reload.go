@@ -386,11 +386,26 @@ func diffGenerations(old, cur *generation) *reloadResult {
 	return res
 }
 
-// watchHangup reloads on each SIGHUP until stop is called: a hangup (an
-// SSH session closing, systemd's ExecReload) never stops a server.
-func watchHangup(rl *reloader) (stop func()) {
-	ch := make(chan os.Signal, 1)
+// catchHangup catches SIGHUP from a server's start on: one that arrives
+// before the server runs (an edit and a systemctl reload right after
+// start) waits in the channel and reloads once watchHangup runs, instead
+// of being dropped; never the default action, which terminates. release
+// ignores SIGHUP again and stops catching it: a SIGHUP while the server
+// finishes its stop (a reload racing a stop, a terminal closing) must not
+// kill it before it removed bridge.json and closed the ledger.
+func catchHangup() (ch chan os.Signal, release func()) {
+	ch = make(chan os.Signal, 1)
 	signal.Notify(ch, syscall.SIGHUP)
+	return ch, func() {
+		signal.Ignore(syscall.SIGHUP)
+		signal.Stop(ch)
+	}
+}
+
+// watchHangup reloads rl on each SIGHUP caught in ch (catchHangup) until
+// stop is called: a hangup (an SSH session closing, systemd's
+// ExecReload) never stops a server.
+func watchHangup(rl *reloader, ch <-chan os.Signal) (stop func()) {
 	quit := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -405,12 +420,6 @@ func watchHangup(rl *reloader) (stop func()) {
 		}
 	}()
 	return func() {
-		// Ignored, not handed back to the default action (terminate):
-		// a SIGHUP while the server finishes its stop (a reload racing a
-		// stop, a terminal closing) must not kill it before it removed
-		// bridge.json and closed the ledger.
-		signal.Ignore(syscall.SIGHUP)
-		signal.Stop(ch)
 		close(quit)
 		<-done
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -433,5 +434,35 @@ func TestMetricsMatchTheLedgerAfterMixedTraffic(t *testing.T) {
 		if _, ok := want[k]; !ok && v != 0 {
 			t.Errorf("%s: metrics %v, ledger nothing", k, v)
 		}
+	}
+}
+
+// A SIGHUP that comes while the server starts (an edit and a systemctl
+// reload right after start) waits for the watcher and reloads once the
+// server runs: it was ignored, and the edit never applied.
+func TestHangupDuringStartReloadsOnceServing(t *testing.T) {
+	x := newReloadFixture(t, cred{name: "team-a"})
+	before := x.rl.current().n
+	x.writeConfig("", cred{name: "team-a"}, cred{name: "team-b"})
+	ch := make(chan os.Signal, 1)
+	ch <- syscall.SIGHUP // caught by catchHangup before the watcher ran
+	stop := watchHangup(x.rl, ch)
+	defer stop()
+	deadline := time.Now().Add(30 * time.Second)
+	for x.rl.current().n == before {
+		if time.Now().After(deadline) {
+			t.Fatal("the SIGHUP caught before the watcher started was never applied")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, ok := x.rl.current().pools["api"]; !ok {
+		t.Fatal("no api pool after the reload")
+	}
+	names := []string{}
+	for _, c := range x.rl.current().pools["api"].Credentials() {
+		names = append(names, c.Name)
+	}
+	if !slices.Equal(names, []string{"team-a", "team-b"}) {
+		t.Errorf("credentials after the reload %v, want team-a and team-b", names)
 	}
 }

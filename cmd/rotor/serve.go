@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -191,9 +190,10 @@ func runtimeToken(f *Factory, cfg *config.Config, create bool) (secret.Value, st
 
 func runtimeStartRun(ctx context.Context, opts *startOptions) error {
 	f := opts.f
-	// SIGHUP reloads once the server runs (watchHangup); until then it
-	// is ignored, never the default action, which terminates.
-	signal.Ignore(syscall.SIGHUP)
+	// SIGHUP reloads once the server runs (watchHangup); one that comes
+	// before waits for it, never the default action, which terminates.
+	hup, release := catchHangup()
+	defer release()
 	cfg, err := f.Config()
 	if err != nil {
 		return err
@@ -218,7 +218,7 @@ func runtimeStartRun(ctx context.Context, opts *startOptions) error {
 	if err != nil {
 		return err
 	}
-	defer watchHangup(w.reload)()
+	defer watchHangup(w.reload, hup)()
 	return serveUntilDone(ctx, f, cfg, w.reload, "runtime", ln, w.handler)
 }
 
@@ -312,9 +312,10 @@ func ensureBridgeToken(ctx context.Context, f *Factory) error {
 
 func bridgeStartRun(ctx context.Context, opts *startOptions) error {
 	f := opts.f
-	// SIGHUP reloads once the server runs (watchHangup); until then it
-	// is ignored, never the default action, which terminates.
-	signal.Ignore(syscall.SIGHUP)
+	// SIGHUP reloads once the server runs (watchHangup); one that comes
+	// before waits for it, never the default action, which terminates.
+	hup, release := catchHangup()
+	defer release()
 	cfg, err := f.Config()
 	if err != nil {
 		return err
@@ -359,7 +360,7 @@ func bridgeStartRun(ctx context.Context, opts *startOptions) error {
 		return err
 	}
 	defer removeRecord()
-	defer watchHangup(w.reload)()
+	defer watchHangup(w.reload, hup)()
 	return serveUntilDone(ctx, f, cfg, w.reload, "bridge", ln, w.handler, "runtime", runtimeMode(cfg))
 }
 
