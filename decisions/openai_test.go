@@ -50,8 +50,9 @@ type upReply struct {
 	every time.Duration
 	// release, when set, holds the end of a complete event stream (the
 	// chunked encoding's last chunk) until it is closed or the request is
-	// cancelled.
+	// cancelled; tail is written once it is closed.
 	release chan struct{}
+	tail    string
 }
 
 type upRequest struct {
@@ -132,6 +133,7 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 		if rep.release != nil {
 			select {
 			case <-rep.release:
+				_, _ = io.WriteString(w, rep.tail)
 			case <-r.Context().Done():
 				if rep.gone != nil {
 					close(rep.gone)

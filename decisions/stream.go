@@ -178,14 +178,14 @@ func (rt *Route) streamAnswer(ctx context.Context, caller context.Context, k *Ki
 				}
 			}
 		}
-		if held {
-			terminal = append([]byte(nil), ev.Raw...)
-			break
-		}
-		if !pass && ev.Carry > 0 {
+		if (held || !pass) && ev.Carry > 0 {
 			// The "\n" ending the event before stays with it.
 			gather = append(gather, ev.Raw[:ev.Carry]...)
 			pending = true
+		}
+		if held {
+			terminal = append([]byte(nil), ev.Raw[ev.Carry:]...)
+			break
 		}
 		if pass {
 			if len(gather)+len(ev.Raw) > maxGather && !send() {
@@ -270,7 +270,16 @@ func (rt *Route) streamAnswer(ctx context.Context, caller context.Context, k *Ki
 			_ = rc.Flush()
 		}
 		if !body.eof {
-			rt.finishBody(out)
+			rt.finishBody(out, func() {
+				// The "\n" of a "\r\n" split after the terminal event
+				// is still the caller's.
+				if sc.EndLF() {
+					_ = rc.SetWriteDeadline(time.Now().Add(window))
+					if _, err := w.Write([]byte{'\n'}); err == nil {
+						_ = rc.Flush()
+					}
+				}
+			})
 		}
 	}
 }
@@ -302,8 +311,9 @@ var errDrainWait = errors.New("provider stream did not end after its terminal ev
 // handshake before its first byte). A provider that sends more than
 // maxDrain bytes, or does not end the stream within drainWait, loses the
 // connection instead.
-func (rt *Route) finishBody(out *answer) {
+func (rt *Route) finishBody(out *answer, first func()) {
 	stop := clock.AfterFunc(rt.cfg.Clock, drainWait, func() { out.cancel(errDrainWait) })
+	first()
 	_, _ = io.CopyN(io.Discard, out.stream, maxDrain)
 	stop()
 }

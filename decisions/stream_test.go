@@ -478,3 +478,64 @@ func TestDroppedUsageChunkKeepsTheSplitCRLF(t *testing.T) {
 		t.Errorf("row %+v, want the usage chunk's 12 and 4 tokens", row)
 	}
 }
+
+// A provider ending lines with "\r\n" whose terminal event's last "\r\n"
+// is split across reads between "\r" and "\n": the terminal event goes
+// out held at its "\r", and the "\n" that arrives after it still reaches
+// the caller, whose stream stays byte for byte the provider's (a reader
+// that splits lines on "\n" would otherwise be left with a last line that
+// never ends).
+func TestHeldTerminalKeepsItsSplitCRLF(t *testing.T) {
+	for _, c := range []struct {
+		kind        *Kind
+		body        string
+		first, last string
+	}{
+		{KindChat, `{"model":"api/gpt-test","stream":true,"messages":[]}`,
+			"data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"he\"}}],\"usage\":null}\r\n\r\n",
+			"data: [DONE]\r\n\r"},
+		{KindResponses, `{"model":"api/gpt-test","stream":true,"input":"x"}`,
+			"event: response.created\r\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_s\"}}\r\n\r\n",
+			"event: response.completed\r\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_s\",\"usage\":{\"input_tokens\":8,\"output_tokens\":3,\"total_tokens\":11}}}\r\n\r"},
+	} {
+		t.Run(c.kind.Path, func(t *testing.T) {
+			h, u := newOpenAIHarness(t, opts{})
+			release := make(chan struct{})
+			u.script(keyA, c.kind.Path, upReply{status: 200, events: []string{c.first, c.last}, release: release, tail: "\n"})
+			resp := h.open(context.Background(), c.kind.Path, c.body)
+			defer resp.Body.Close()
+			head := make([]byte, len(c.first)+len(c.last))
+			if _, err := io.ReadFull(resp.Body, head); err != nil || string(head) != c.first+c.last {
+				t.Fatalf("caller read %q, %v; want %q", head, err, c.first+c.last)
+			}
+			close(release) // the provider sends the "\n" and ends its stream
+			rest, err := io.ReadAll(resp.Body)
+			if err != nil || string(rest) != "\n" {
+				t.Errorf("after the terminal event the caller read %q, %v; want the provider's \"\\n\"", rest, err)
+			}
+		})
+	}
+}
+
+// The "\n" ending the event before the terminal one, split from its "\r"
+// and arriving with the terminal event, belongs to that event: it reaches
+// the caller at once, not held back with the terminal event until the row
+// commits, nor lost with it when the row cannot commit (a reader that
+// splits lines on "\n" would never see the event before end).
+func TestHeldTerminalDoesNotHoldTheSplitCRLFBeforeIt(t *testing.T) {
+	h, u := newOpenAIHarness(t, opts{wrapLedger: func(l Ledger) Ledger { return settleFails{l} }})
+	release := make(chan struct{})
+	stopHead := "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":null}\r\n\r"
+	u.script(keyA, KindChat.Path, upReply{status: 200, events: []string{stopHead}, release: release, tail: "\ndata: [DONE]\r\n\r\n"})
+	resp := h.open(context.Background(), KindChat.Path, `{"model":"api/gpt-test","stream":true,"stream_options":{"include_usage":true},"messages":[]}`)
+	defer resp.Body.Close()
+	head := make([]byte, len(stopHead))
+	if _, err := io.ReadFull(resp.Body, head); err != nil || string(head) != stopHead {
+		t.Fatalf("caller read %q, %v; want %q", head, err, stopHead)
+	}
+	close(release)                   // the provider sends the "\n", [DONE] and ends its stream
+	rest, _ := io.ReadAll(resp.Body) // the row does not commit: the stream breaks off
+	if string(rest) != "\n" {
+		t.Errorf("after the stop chunk the caller read %q; want the \"\\n\" that ends it", rest)
+	}
+}

@@ -253,6 +253,25 @@ func (s *Scanner) line() (start, end int, err error) {
 	}
 }
 
+// EndLF finishes the event Next returned last when it ended in a "\r"
+// whose next byte had not arrived: it waits for that byte and, when it is
+// the "\n" of a "\r\n", takes it and reports true. A proxy that stops
+// after a stream's terminal event passes that "\n" on, so that the stream
+// it forwarded ends as the provider's did. Otherwise it reads nothing and
+// reports false.
+func (s *Scanner) EndLF() bool {
+	if s.err != nil || !s.skipLF {
+		return false
+	}
+	b, err := s.br.Peek(1)
+	if err != nil || b[0] != '\n' {
+		return false
+	}
+	s.skipLF = false
+	_, _ = s.br.Discard(1)
+	return true
+}
+
 // EventReady reports whether the bytes already read from the stream hold a
 // complete next event (a comment line before any field line, or a block
 // ended by a blank line), so that Next returns it without waiting on the
