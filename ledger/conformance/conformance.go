@@ -129,6 +129,7 @@ func Run(t *testing.T, e Engine) {
 		{"LearnedRecordsRevisionsAndExpiry", testLearned},
 		{"LearnedCapacityRefusesNewRecordsKeepsUpdates", testLearnedCapacity},
 		{"ImportLearnedKeepsCapacityAndRetention", testImportLearnedBounds},
+		{"LearnedConcurrentPutsNoLostUpdateNoOverflow", testLearnedConcurrentPuts},
 		// Migrations.
 		{"EmptyDatabaseMigratesToCurrentSchema", testMigrateEmpty},
 		{"ConcurrentMigrationsAgree", testConcurrentMigrate},

@@ -3,6 +3,7 @@ package conformance
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -219,5 +220,81 @@ func testImportLearnedBounds(t *testing.T, e Engine) {
 	}
 	if r, ok, _ := l.GetLearned(ctx, "long", t0); ok && !r.ExpiresAt.Equal(t0.Add(time.Hour)) {
 		t.Errorf("long expires at %v, want its creation plus the retention, %v", r.ExpiresAt, t0.Add(time.Hour))
+	}
+}
+
+// Learned-state puts from processes (or machines) racing on one ledger:
+// of puts that expect the same revision exactly one is stored, the others
+// refused as stale (no lost update), and records created at once never
+// pass the capacity.
+func testLearnedConcurrentPuts(t *testing.T, e Engine) {
+	d, l := fresh(t, e)
+	handles := []ledger.Ledger{l}
+	for range 3 {
+		handles = append(handles, d.open())
+	}
+	const racers = 8
+	race := func(put func(i int, h ledger.Ledger) error) (ok int, errs []error) {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range racers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				err := put(i, handles[i%len(handles)])
+				mu.Lock()
+				defer mu.Unlock()
+				if err == nil {
+					ok++
+				} else {
+					errs = append(errs, err)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		return ok, errs
+	}
+	if _, err := l.PutLearned(ctx, "x", []byte("s"), 0, t0, 100, week); err != nil {
+		t.Fatal(err)
+	}
+	for rev := int64(1); rev <= 5; rev++ {
+		ok, errs := race(func(i int, h ledger.Ledger) error {
+			_, err := h.PutLearned(ctx, "x", []byte{byte(i)}, rev, t0, 100, week)
+			return err
+		})
+		if ok != 1 {
+			t.Fatalf("%d puts expecting revision %d stored, want exactly 1 (a lost update)", ok, rev)
+		}
+		for _, err := range errs {
+			if !errors.Is(err, ledger.ErrStaleRevision) {
+				t.Errorf("a losing put = %v, want ErrStaleRevision", err)
+			}
+		}
+		if r, found, err := l.GetLearned(ctx, "x", t0); err != nil || !found || r.Revision != rev+1 {
+			t.Fatalf("after the race on revision %d: %+v, %v, %v; want revision %d", rev, r, found, err, rev+1)
+		}
+	}
+	const capacity = 4
+	for round := range 5 {
+		race(func(i int, h ledger.Ledger) error {
+			_, err := h.PutLearned(ctx, fmt.Sprintf("r%d-%d", round, i), []byte("s"), 0, t0, capacity, week)
+			return err
+		})
+	}
+	live := 0
+	for round := range 5 {
+		for i := range racers {
+			if _, found, err := l.GetLearned(ctx, fmt.Sprintf("r%d-%d", round, i), t0); err != nil {
+				t.Fatal(err)
+			} else if found {
+				live++
+			}
+		}
+	}
+	if live+1 > capacity { // +1: "x"
+		t.Errorf("%d live records after racing creations, capacity %d", live+1, capacity)
 	}
 }
