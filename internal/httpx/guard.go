@@ -1,11 +1,14 @@
 package httpx
 
 import (
+	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/rotorhq/rotor/internal/secret"
 )
@@ -103,6 +106,20 @@ func SecurityHeaders(h http.Header) {
 func (g *Guard) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		SecurityHeaders(w.Header())
+		if r.ContentLength != 0 && strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
+			body := &readSeen{ReadCloser: r.Body}
+			r.Body = body
+			defer func() {
+				if !body.seen.Load() {
+					// Answered without reading the body: no 100 Continue
+					// went out, so the client does not send it, and the
+					// answer says Connection: close. net/http would still
+					// wait for that body after the answer (to reuse the
+					// connection) until the read timeout; close now.
+					_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+				}
+			}()
+		}
 		if len(r.TransferEncoding) > 0 {
 			// net/http serves a request that carries both Content-Length
 			// and Transfer-Encoding by the latter and silently drops the
@@ -168,6 +185,17 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(WithCaller(r.Context(), Caller{Label: label})))
 	})
+}
+
+// readSeen records whether a request body was ever read.
+type readSeen struct {
+	io.ReadCloser
+	seen atomic.Bool
+}
+
+func (b *readSeen) Read(p []byte) (int, error) {
+	b.seen.Store(true)
+	return b.ReadCloser.Read(p)
 }
 
 // Bearer reads "Authorization: Bearer <token>". Only that exact scheme and

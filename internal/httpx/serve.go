@@ -102,6 +102,9 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, o ServeOptions)
 		MaxHeaderBytes:    o.MaxHeaderBytes,
 		ErrorLog:          log.New(slogWriter{o.Logger}, "", 0),
 		BaseContext:       func(net.Listener) context.Context { return base },
+		// "OPTIONS *" reaches the handler (the guard) too, not net/http's
+		// own empty 200.
+		DisableGeneralOptionsHandler: true,
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
