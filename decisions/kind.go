@@ -2,6 +2,7 @@ package decisions
 
 import (
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/rotorhq/rotor/internal/httpx"
@@ -101,12 +102,20 @@ func (rt *Route) OpenAI() http.Handler {
 		mux.Handle(k.Path, rt.Handler(k))
 	}
 	mux.Handle("/v1/models", httpx.OnlyMethod(http.MethodGet, http.HandlerFunc(rt.serveModels)))
-	mux.HandleFunc("/v1/responses/", func(w http.ResponseWriter, r *http.Request) {
+	stored := func(w http.ResponseWriter, r *http.Request) {
 		if !httpx.MethodAllowed(r.Method, http.MethodGet) && r.Method != http.MethodDelete {
 			httpx.MethodNotAllowed(w, names.OpenAIMethods(r.URL.Path))
 			return
 		}
 		httpx.WriteError(w, httpx.NewError(httpx.CodeNotFound).WithMessage("stored responses are not served by rotor"))
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/v1/responses/") {
+			// Any path under it, as sent (the mux would redirect
+			// "/v1/responses//x" to its cleaned form).
+			stored(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
 	})
-	return mux
 }

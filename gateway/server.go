@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/rotorhq/rotor/internal/clock"
 	"github.com/rotorhq/rotor/internal/httpx"
@@ -81,7 +82,25 @@ func notFound(w http.ResponseWriter, r *http.Request) {
 // logging of its own (the bridge does both). It trusts the caller the
 // bridge put in the request's context (httpx.WithCaller), so it must only
 // ever be reached through the bridge. Never serve it on a socket.
-func (s *Server) InProcess() http.Handler { return s.mux }
+func (s *Server) InProcess() http.Handler { return http.HandlerFunc(s.route) }
+
+// route serves a request by its path as sent, as the bridge does: a path
+// that is not one of the runtime's own byte for byte (a doubled slash, a
+// dot segment) is 404 not_found, never the mux's redirect to the cleaned
+// path nor its plain-text 404 (a CONNECT).
+func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	h, pattern := s.mux.Handler(r)
+	switch {
+	case r.Method == http.MethodConnect:
+		h = http.HandlerFunc(notFound)
+	case s.cfg.OpenAI != nil && pattern == "/v1/responses/" && strings.HasPrefix(r.URL.Path, pattern):
+		// The stored responses, under any path the bridge forwards.
+		h = s.cfg.OpenAI
+	case pattern != r.URL.Path:
+		h = http.HandlerFunc(notFound)
+	}
+	h.ServeHTTP(w, r)
+}
 
 // Handler is the runtime as a standalone server: request ids, the guard
 // with the runtime token, the access log.
@@ -98,7 +117,7 @@ func (s *Server) Handler() http.Handler {
 		// the runtime token get this far.
 		client := r.Header.Get(httpx.ClientHeader)
 		if !httpx.SafeLabel(client) {
-			s.mux.ServeHTTP(w, r.WithContext(httpx.WithCaller(r.Context(), httpx.Caller{Label: DirectClient})))
+			s.route(w, r.WithContext(httpx.WithCaller(r.Context(), httpx.Caller{Label: DirectClient})))
 			return
 		}
 		// A bridge: it gets what this request's access line says, for
@@ -117,7 +136,7 @@ func (s *Server) Handler() http.Handler {
 					panic(p)
 				}
 			}()
-			s.mux.ServeHTTP(aw, r.WithContext(ctx))
+			s.route(aw, r.WithContext(ctx))
 		}()
 		w.Header().Set(http.TrailerPrefix+httpx.AccessHeader, aw.info.Encode())
 	})
