@@ -50,7 +50,7 @@ func NewMetrics() *Metrics {
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}, []string{"server", "route"}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "rotor_refusals_total", Help: "Decisions requests refused before any provider call, by reason.",
+			Name: "rotor_refusals_total", Help: "Requests (Decisions and the OpenAI routes) refused before any provider call, by reason.",
 		}, []string{"reason"}),
 		failovers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rotor_failovers_total", Help: "Moves to another credential within a request, by pool and reason.",
