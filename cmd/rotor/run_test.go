@@ -357,20 +357,28 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
+// homeWithConfig makes ROTOR_HOME a fresh home (0700) holding rotor.yaml
+// with yaml, and returns it.
+func homeWithConfig(t *testing.T, yaml string) string {
+	t.Helper()
+	home := filepath.Join(t.TempDir(), "home")
+	t.Setenv("ROTOR_HOME", home)
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "rotor.yaml"), []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return home
+}
+
 // config check validates "exactly as rotor bridge start would": a bridge
 // in front of a standalone runtime (bridge.runtime_url) with no runtime
 // token exits 2 at start, so config check does too, naming the token,
 // where it said "config ok"; with the token it is ok.
 func TestConfigCheckAgreesWithBridgeStartOnTheRuntimeToken(t *testing.T) {
 	t.Setenv("ROTOR_RUNTIME_TOKEN", "")
-	home := filepath.Join(t.TempDir(), "home")
-	t.Setenv("ROTOR_HOME", home)
-	if err := os.MkdirAll(home, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(home, "rotor.yaml"), []byte("bridge:\n  runtime_url: http://127.0.0.1:1\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	homeWithConfig(t, "bridge:\n  runtime_url: http://127.0.0.1:1\n")
 	start, _, startErr := testFactory(t)
 	if code := run(context.Background(), start, []string{"bridge", "start", "--listen", "127.0.0.1:0"}); code != ExitUsage {
 		t.Fatalf("bridge start: exit %d, stderr %q; want 2", code, startErr)
@@ -393,14 +401,7 @@ func TestConfigCheckAgreesWithBridgeStartOnTheRuntimeToken(t *testing.T) {
 // is named (bridge start refuses it without --allow-non-loopback, a flag
 // config check does not take).
 func TestConfigCheckAgreesWithBridgeStartOnTheHome(t *testing.T) {
-	home := filepath.Join(t.TempDir(), "home")
-	t.Setenv("ROTOR_HOME", home)
-	if err := os.MkdirAll(home, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(home, "rotor.yaml"), []byte("bridge:\n  listen: 0.0.0.0:8787\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	home := homeWithConfig(t, "bridge:\n  listen: 0.0.0.0:8787\n")
 	check, _, checkErr := testFactory(t)
 	if code := run(context.Background(), check, []string{"config", "check"}); code != 0 ||
 		!strings.Contains(checkErr.String(), "bridge.listen 0.0.0.0:8787 is not a loopback address") {
