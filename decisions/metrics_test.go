@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	fp "github.com/rotorhq/rotor/internal/fakeprovider"
 )
@@ -67,5 +68,62 @@ func TestRefusalsCountedUnderTheAnswersCode(t *testing.T) {
 	want := []string{"invalid_model_prefix", "invalid_model_prefix", "invalid_json", "model_not_available"}
 	if !slices.Equal(m.reasons, want) {
 		t.Errorf("refusals %q, want %q", m.reasons, want)
+	}
+}
+
+// failovers records the route's Failover events.
+type failovers struct {
+	upstreamCalls
+	moves []string
+}
+
+func (f *failovers) Failover(pool, reason string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.moves = append(f.moves, pool+"/"+reason)
+}
+
+// rotor_failovers_total counts moves to another credential within a
+// request (README, Metrics): not a request that waits for the same
+// credential after its 429, nor the last rejection before the request
+// ends.
+func TestFailoversCountMovesToAnotherCredential(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		creds  []cred
+		script func(h *harness)
+		status int
+		wait   bool // the request waits out a 5 s cooldown
+		want   []string
+	}{
+		{"rate limited, then a sibling serves", defaultCreds(), func(h *harness) {
+			h.fp.Script(h.keys["team-a"], "decide-mini", fp.RateLimited("5"))
+		}, 200, false, []string{"api/rate_limited"}},
+		{"rate limited, then the same credential after the wait", defaultCreds()[:1], func(h *harness) {
+			h.fp.Script(h.keys["team-a"], "decide-mini", fp.RateLimited("5"))
+		}, 200, true, nil},
+		{"every credential rejected", defaultCreds(), func(h *harness) {
+			h.fp.Script(h.keys["team-a"], "decide-mini", fp.Unauthorized())
+			h.fp.Script(h.keys["team-b"], "decide-mini", fp.Unauthorized())
+		}, 503, false, []string{"api/auth"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := &failovers{}
+			h := newHarness(t, opts{creds: tt.creds, modelCooldown: true, metrics: m})
+			tt.script(h)
+			done := make(chan reply, 1)
+			go func() { done <- h.post(decision("api/decide-mini")) }()
+			if tt.wait {
+				h.waitTimers(1)
+				h.clk.Advance(5 * time.Second)
+			}
+			r := <-done
+			wantStatus(t, r, tt.status, "")
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			if !slices.Equal(m.moves, tt.want) {
+				t.Errorf("failovers %q, want %q", m.moves, tt.want)
+			}
+		})
 	}
 }

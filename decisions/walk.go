@@ -60,7 +60,12 @@ type walk struct {
 	unreachable   bool
 	sent          int
 	lastCred      string
-	body          []byte
+	// moving is why the last call let the request move on (a failover
+	// reason), from the credential movingFrom; it is counted once the
+	// next call goes to another credential, not when the request waits
+	// for the same one or ends.
+	moving, movingFrom string
+	body               []byte
 	// sentTo are the credentials this request sent to; fallbackUsed says
 	// the legacy first-key fallback was taken (once per request at most).
 	sentTo       map[string]bool
@@ -290,6 +295,10 @@ func (wk *walk) run(ctx context.Context) (*answer, error) {
 				return nil, &pool.CooldownExhaustedError{Scoped: ce.Scoped, RetryAfter: ce.RetryAfter}
 			}
 		}
+		if wk.moving != "" && cred.Name != wk.movingFrom {
+			rt.failover(wk.ps.name, wk.moving)
+		}
+		wk.moving = ""
 		c := wk.credential(cred.Name)
 		out, next, err := wk.send(ctx, c)
 		if !next {
@@ -447,7 +456,7 @@ func (wk *walk) send(ctx context.Context, c *credential) (out *answer, next bool
 			wk.fail(c.Name)
 			wk.unreachable = true
 			rt.upstream(wk.ps.name, c.Name, "unreachable")
-			rt.failover(wk.ps.name, failoverUnreachable)
+			wk.moving, wk.movingFrom = failoverUnreachable, c.Name
 			return nil, true, nil
 		}
 		if !reached.Load() && ctx.Err() != nil {
@@ -526,7 +535,7 @@ func (wk *walk) send(ctx context.Context, c *credential) (out *answer, next bool
 		return nil, false, httpx.NewError(httpx.CodeUpstreamRedirect)
 	case outcomeQuota:
 		wk.reject(c.Name, failoverQuota)
-		rt.failover(wk.ps.name, failoverQuota)
+		wk.moving, wk.movingFrom = failoverQuota, c.Name
 		return nil, true, nil
 	case outcomeRateLimited:
 		// Confirmed temporary: the cooldown is shared through the pool;
@@ -535,7 +544,7 @@ func (wk *walk) send(ctx context.Context, c *credential) (out *answer, next bool
 			wk.throttled = map[string]int{}
 		}
 		wk.throttled[c.Name]++
-		rt.failover(wk.ps.name, failoverRateLimited)
+		wk.moving, wk.movingFrom = failoverRateLimited, c.Name
 		return nil, true, nil
 	case outcomeAuth:
 		wk.ps.pool.Record(c.Name, pool.Observation{Scope: wk.scope, Sent: sent, Status: status})
@@ -543,13 +552,13 @@ func (wk *walk) send(ctx context.Context, c *credential) (out *answer, next bool
 			rt.cooldown(wk.ps.name, "auth")
 		}
 		wk.reject(c.Name, failoverAuth)
-		rt.failover(wk.ps.name, failoverAuth)
+		wk.moving, wk.movingFrom = failoverAuth, c.Name
 		return nil, true, nil
 	case outcomeUnsupported:
 		wk.ps.pool.Record(c.Name, pool.Observation{Scope: wk.scope, Sent: sent, Status: status, Outcome: pool.OutcomeCallerError})
 		rt.unsupported.add(capKey{c.identity(), wk.upstream, wk.kind.Path})
 		wk.fail(c.Name)
-		rt.failover(wk.ps.name, failoverUnsupported)
+		wk.moving, wk.movingFrom = failoverUnsupported, c.Name
 		return nil, true, nil
 	}
 	if status != http.StatusTooManyRequests {

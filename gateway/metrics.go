@@ -53,7 +53,7 @@ func NewMetrics() *Metrics {
 			Name: "rotor_refusals_total", Help: "Requests (Decisions and the OpenAI routes) refused before any provider call, by reason.",
 		}, []string{"reason"}),
 		failovers: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "rotor_failovers_total", Help: "Moves to another credential within a request, by pool and reason.",
+			Name: "rotor_failovers_total", Help: "Moves to another credential within a request, by pool and the reason the call before it let the request move on.",
 		}, []string{"pool", "reason"}),
 		cooldowns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rotor_cooldowns_total", Help: "Cooldown evidence recorded, by pool and class (throttle, auth).",
