@@ -183,7 +183,8 @@ func (c *catalogs) fetchOnce(ctx context.Context, cr *credential) (*catalogResul
 
 // unsupported remembers, for five minutes, that a credential's provider
 // answered a model's endpoint as unsupported (405, 501, or a 404 naming the
-// model or endpoint, or without a structured error).
+// model or endpoint, or without a structured error or one that says
+// nothing).
 type unsupported struct {
 	clk clock.Clock
 	ttl time.Duration

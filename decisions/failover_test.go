@@ -456,6 +456,9 @@ func TestNotFoundClassifiedByStructuredErrorFirst(t *testing.T) {
 		// Neither the model nor the path, but the word endpoint, in any case:
 		// the endpoint is what is missing, not the request's content.
 		{"no code, no param, saying endpoint", `{"message":"Endpoint not available for this account","type":"invalid_request_error","code":null,"param":null}`, true},
+		// An error object that says nothing is no structured error.
+		{"empty error object", `{}`, true},
+		{"error object of nulls and a type", `{"message":null,"type":"invalid_request_error","code":null,"param":null}`, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, opts{})

@@ -579,10 +579,11 @@ func (wk *walk) send(ctx context.Context, c *credential) (out *answer, next bool
 // (a missing input file), whatever the message names. Only an error with
 // neither code nor param is read by its message: naming the model or the
 // endpoint, it is unsupported. A 404 without a structured error is
-// unsupported.
+// unsupported, and so is one whose error object holds no message, code
+// or param ({"error":{}}): it carries nothing that says content.
 func unsupportedNotFound(pe providerError, model, path string) bool {
 	switch {
-	case !pe.structured:
+	case !pe.structured, pe.Message == "" && pe.Code == "" && pe.Param == "":
 		return true
 	case pe.Code == "model_not_found" || pe.Code == "unknown_url":
 		return true
