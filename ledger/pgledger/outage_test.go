@@ -230,3 +230,19 @@ func TestCloseAfterAHangDoesNotWait(t *testing.T) {
 		t.Errorf("Close gave up waiting without a log line; logs:\n%s", logs.String())
 	}
 }
+
+// An error the driver returns is printed with every password the URL
+// holds removed: the user's password and sslpassword (an encrypted client
+// key's passphrase, which pgx reads from the URL), as written and decoded.
+func TestScrubRemovesEveryPassword(t *testing.T) {
+	u := "postgres://alice:pa%40ss@db/rotor?sslkey=/k.pem&sslpassword=key%20phrase"
+	msg := scrub("failed: pa%40ss pa@ss key%20phrase key phrase", u)
+	for _, secret := range []string{"pa%40ss", "pa@ss", "key%20phrase", "key phrase"} {
+		if strings.Contains(msg, secret) {
+			t.Errorf("scrubbed message %q still holds %q", msg, secret)
+		}
+	}
+	if got := scrub("pa@ss", "postgres://alice:pa@ss@[::1"); strings.Contains(got, "pa@ss") {
+		t.Errorf("a URL that does not parse: %q", got)
+	}
+}

@@ -314,22 +314,14 @@ ORDER BY array_position(current_schemas(false), n.nspname) LIMIT 1`).Scan(&found
 	return nil, "", fmt.Errorf("open ledger %s: %s", masked, scrub(err.Error(), dbURL))
 }
 
-// scrub removes every password dbURL holds from msg.
+// scrub removes every password dbURL holds from msg: the password and
+// sslpassword, in a URL or a keyword/value string, as written and
+// decoded (dburl.Passwords).
 func scrub(msg, dbURL string) string {
-	u, err := url.Parse(dbURL)
-	if err != nil {
+	if _, err := url.Parse(dbURL); err != nil {
 		return "(error hidden: the URL does not parse)"
 	}
-	var pws []string
-	if p, ok := u.User.Password(); ok && p != "" {
-		pws = append(pws, p)
-	}
-	for k, vs := range u.Query() {
-		if strings.EqualFold(k, "password") {
-			pws = append(pws, vs...)
-		}
-	}
-	for _, p := range pws {
+	for _, p := range dburl.Passwords(dbURL) {
 		if p != "" {
 			msg = strings.ReplaceAll(msg, p, "xxxxx")
 		}
