@@ -88,6 +88,7 @@ func Run(t *testing.T, e Engine) {
 		// Unknown cost and tokens.
 		{"OpenReservationCountsAsUnknownNeverZero", testOpenReservationUnknown},
 		{"ReservationOlderThanMaxInFlightIsUnknownCost", testMaxInFlight},
+		{"AdmissionTakesAReservationOlderThanMaxInFlightForUnknownCost", testMaxInFlightAtAdmission},
 		{"UnreadableUsageIsUnknownNeverZero", testNullUsage},
 		{"CostBudgetFailsClosedOnUnknownCostUntilItLeaves", testCostFailClosed},
 		{"FailClosedFreesWhenTheUnknownRowLeavesNotTheRequestInFlight", testFailClosedFreesAtSkipsInFlight},
