@@ -110,6 +110,12 @@ import "math"
 //     the reset fell that far, the sibling's recovery releases it there.
 //     Alone, each credential made the same checks and then held the old
 //     wait, and all idled past a reset that fell between them together.
+//   - A round's lead looks for a fall: a credential whose episode begins
+//     with no sibling's begun within leadWindow before it weighs a fall
+//     below its evidence's lower bound more (leads, leadPiece; memory
+//     only: Learner.starts), where that bound is at least
+//     leadMinCooldowns existing cooldowns and the resets are not drawn
+//     anew, so that a fall it finds releases the round's others.
 //
 // Adapt adds no request: a retry is the next natural request, let through
 // earlier or later. Every other bound stays: trusted advice is a hard
@@ -164,7 +170,9 @@ const (
 	flagWatch
 	// flagCheck: the pending trial checks an exact hold's lower bound.
 	flagCheck
-	flagsAll = flagTrial | flagAtExisting | flagWatch | flagCheck
+	// flagLead: the episode leads a round of throttles (leads).
+	flagLead
+	flagsAll = flagTrial | flagAtExisting | flagWatch | flagCheck | flagLead
 )
 
 // adaptStreak is how many checks of an exact hold's lower bound must be
@@ -344,6 +352,12 @@ func (s *state) breaks() int {
 // adapt applies for the counted throttle o, or ok=false to use the
 // existing cooldown; it records the episode's plan and steps in s.
 func (s *state) adaptTarget(o observation) (target int64, trial, ok bool) {
+	return s.adaptTargetLead(o, false)
+}
+
+// adaptTargetLead is adaptTarget for an episode whose first throttle
+// leads a round of throttles in its sibling group if lead (leads).
+func (s *state) adaptTargetLead(o observation, lead bool) (target int64, trial, ok bool) {
 	if s.rn == 0 {
 		return 0, false, false // nothing proven yet: the existing cooldown's rhythm
 	}
@@ -354,6 +368,9 @@ func (s *state) adaptTarget(o observation) (target int64, trial, ok bool) {
 		s.steps, s.budgetAt = 0, o.at
 	}
 	s.aflags, s.lam = 0, 0
+	if lead && s.leads(o.existing) {
+		s.aflags |= flagLead
+	}
 	t, h := s.planFirst(o.existing)
 	if t >= h && h > o.existing && s.credit >= 16 && s.settled() {
 		// A plan that holds settled evidence longer than the existing
@@ -731,3 +748,48 @@ const splitMissMin = 8
 // retry alone. It is looser than riseMissMax: the first episode of a
 // spell is itself a miss.
 const climbMissMax = 64
+
+// A round's lead looks for a fall. At 0.2 requests/s nearly every
+// credential's first episode after the reset fell below half idled
+// through the old wait (a fall is found at the hold), its siblings with
+// it. The credential whose episode leads a round of throttles (no
+// sibling's episode began within leadWindow before it) weighs a fall more
+// (leadWeight, spread evenly from the existing cooldown up to the middle
+// of what lies between it and the evidence's lower bound), so its plan
+// looks there sooner, and a fall it finds releases its siblings (release,
+// trySibling). Only where the lower bound is at least leadMinCooldowns
+// existing cooldowns (a fall below half is then worth minutes of idle
+// time), the resets are not drawn anew (drawnAnew under leadAnew) and no
+// interval the ring holds lies below half that bound (a reset that falls
+// there was seen already, and the belief weighs it).
+const (
+	leadWindow       = 5 * 60_000
+	leadWeight       = 0.2
+	leadMinCooldowns = 5
+	leadAnew         = 0.7
+)
+
+// leads reports whether an episode that leads a round of throttles looks
+// for a fall (leadPiece).
+func (s *state) leads(existing int64) bool {
+	if s.rn == 0 || existing <= 0 {
+		return false
+	}
+	a, _ := s.common()
+	if a < leadMinCooldowns*existing || s.drawnAnew() >= leadAnew {
+		return false
+	}
+	for i := range int(s.rn) {
+		if s.at(i).hi < a/2 {
+			return false
+		}
+	}
+	return true
+}
+
+// leadPiece returns the weight a lead gives a fall below a, the
+// evidence's lower bound: leadWeight, spread evenly from the existing
+// cooldown up to halfway from it to a.
+func leadPiece(existing, a int64) piece {
+	return piece{existing, existing + (a-existing)/2, leadWeight}
+}

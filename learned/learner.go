@@ -169,6 +169,12 @@ type Learner struct {
 	// refused, and climbs their latest climbs, for the others to skip;
 	// checks their pending checks of a fall, for the others to split.
 	rises, climbs, checks siblingEvents
+	// starts holds, per sibling group, when credentials' latest episodes
+	// began, so that an episode knows whether it leads a round.
+	starts siblingEvents
+	// noLead turns a round's lead off, for tests that measure another
+	// sibling mechanism alone.
+	noLead bool
 	// forgotAt is when the memories above last dropped what no episode
 	// can use any more (ms).
 	forgotAt atomic.Int64
@@ -454,7 +460,11 @@ func (l *Learner) adaptObserve(st, before *state, o observation, eff effect, id 
 
 // decideAdapt is decide with learned_cooldown.adapt on (adapt.go).
 func (l *Learner) decideAdapt(st *state, o observation, id string) decision {
-	target, trial, ok := st.adaptTarget(o)
+	lead := false
+	if o.at == st.anchor && !l.noLead {
+		lead = l.leadsRound(o.group, o.at, id)
+	}
+	target, trial, ok := st.adaptTargetLead(o, lead)
 	if !ok {
 		return decision{}
 	}
@@ -487,6 +497,20 @@ func (l *Learner) decideAdapt(st *state, o observation, id string) decision {
 	d.trial = trial && (st.hintUntil == 0 || st.hintUntil-o.at < max(rem, minBoundMS))
 	st.until, st.decidedAt = o.at+d.ms, o.at
 	return d
+}
+
+// leadsRound reports whether id's episode, beginning at at, leads a round
+// of throttles in its group (no sibling's episode began within leadWindow
+// before it), and records its start.
+func (l *Learner) leadsRound(g uint64, at int64, id string) bool {
+	lead := true
+	for _, r := range l.starts.others(g, id) {
+		if r.anchor <= at && at-r.anchor < leadWindow {
+			lead = false
+		}
+	}
+	l.starts.note(g, rise{id: id, anchor: at, at: at}, leadWindow)
+	return lead
 }
 
 // noteCheck records the retry at target (ms after the episode's first
@@ -800,6 +824,7 @@ func (l *Learner) forgetOld(at int64) {
 	l.rises.drop(at, riseWindow)
 	l.climbs.drop(at, climbWindow)
 	l.checks.drop(at, riseWindow)
+	l.starts.drop(at, leadWindow)
 }
 
 // fallFor returns a sibling's recent fall that id has not tried, and when

@@ -27,7 +27,7 @@ func TestSiblingMemoriesExpire(t *testing.T) {
 			}
 		}
 		h.l.fallMu.Unlock()
-		for _, se := range []*siblingEvents{&h.l.rises, &h.l.climbs, &h.l.checks} {
+		for _, se := range []*siblingEvents{&h.l.rises, &h.l.climbs, &h.l.checks, &h.l.starts} {
 			se.mu.Lock()
 			for _, rs := range se.m {
 				for _, r := range rs {

@@ -96,6 +96,10 @@ func (s *state) belief(existing int64) ([]piece, int64, int) {
 	// of them or four times the longest evidence, in pieces that end on
 	// round waits.
 	ps = logUniform(ps, max(minBoundMS, existing/8), min(max(16*existing, 4*top), maxBoundMS), planRatio, max(p*q, planBroadMin), true)
+	if s.aflags&flagLead != 0 && a > existing {
+		// A round's lead looks for a fall (leads).
+		ps = append(ps, leadPiece(existing, a))
+	}
 	return ps, hold(a, r, existing), nev
 }
 
