@@ -222,22 +222,27 @@ func TestInProcessDecisionsUseCachedLookupAndCarryTokenHash(t *testing.T) {
 // runtime is reached.
 func eachRuntime(t *testing.T, check func(t *testing.T, srv *httptest.Server)) {
 	var hits atomic.Int64
-	reached := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) })
-	standalone := httptest.NewServer(reached)
+	eachRuntimeServing(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }), check)
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the runtime was reached %d times", n)
+	}
+}
+
+// eachRuntimeServing runs check, as a subtest, against a bridge in front
+// of runtime in process and one in front of runtime served standalone.
+func eachRuntimeServing(t *testing.T, runtime http.Handler, check func(t *testing.T, srv *httptest.Server)) {
+	standalone := httptest.NewServer(runtime)
 	t.Cleanup(standalone.Close)
 	u, _ := url.Parse(standalone.URL)
 	for _, rt := range []struct {
 		name string
 		h    http.Handler
 		u    *url.URL
-	}{{"in-process", reached, nil}, {"standalone", nil, u}} {
+	}{{"in-process", runtime, nil}, {"standalone", nil, u}} {
 		t.Run(rt.name, func(t *testing.T) {
 			_, srv, _ := setup(t, rt.h, rt.u)
 			check(t, srv)
 		})
-	}
-	if n := hits.Load(); n != 0 {
-		t.Errorf("the runtime was reached %d times", n)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"sync/atomic"
 	"testing"
 )
@@ -21,21 +20,13 @@ func TestBodyOfExactlyTheCapIsForwarded(t *testing.T) {
 			read.Store(-1)
 		}
 	})
-	standalone := httptest.NewServer(runtime)
-	t.Cleanup(standalone.Close)
-	u, _ := url.Parse(standalone.URL)
-	for _, rt := range []struct {
-		name string
-		h    http.Handler
-		u    *url.URL
-	}{{"in-process", runtime, nil}, {"standalone", nil, u}} {
-		_, srv, _ := setup(t, rt.h, rt.u)
+	eachRuntimeServing(t, runtime, func(t *testing.T, srv *httptest.Server) {
 		for _, cl := range []int64{MaxBody, -1} {
 			read.Store(0)
 			resp, body := callWithToken(t, "POST", srv.URL+"/v1/chat/completions", io.LimitReader(aFiller{}, MaxBody), cl)
 			if resp.StatusCode != 200 || read.Load() != MaxBody {
-				t.Errorf("%s, Content-Length %d: %d %s, runtime read %d bytes; want 200 and the whole body", rt.name, cl, resp.StatusCode, body, read.Load())
+				t.Errorf("Content-Length %d: %d %s, runtime read %d bytes; want 200 and the whole body", cl, resp.StatusCode, body, read.Load())
 			}
 		}
-	}
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -279,4 +280,21 @@ func (h *harness) wantUntouched() {
 	if n := len(h.rows()); n != 0 {
 		h.t.Errorf("%d ledger rows, want 0", n)
 	}
+}
+
+// serveDraining serves the harness's handler on a loopback listener of
+// its own through httpx.Serve, as rotor serves it (100 ms to drain, 10 s
+// to settle), until stop is called; served gets Serve's answer.
+func (h *harness) serveDraining() (addr string, stop func(), served <-chan error) {
+	h.t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- httpx.Serve(ctx, ln, h.srv.Config.Handler, httpx.ServeOptions{Drain: 100 * time.Millisecond, Settle: 10 * time.Second})
+	}()
+	return ln.Addr().String(), cancel, done
 }

@@ -3,11 +3,9 @@ package decisions
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	fp "github.com/rotorhq/rotor/internal/fakeprovider"
 	"github.com/rotorhq/rotor/internal/httpx"
@@ -21,22 +19,14 @@ import (
 func TestRequestCutAtShutdownIs503ServerShutdown(t *testing.T) {
 	h := newHarness(t, opts{})
 	h.fp.Script(h.keys["team-a"], "", fp.Stall())
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
+	addr, stop, served := h.serveDraining()
 	defer stop()
-	served := make(chan error, 1)
-	go func() {
-		served <- httpx.Serve(ctx, ln, h.srv.Config.Handler, httpx.ServeOptions{Drain: 100 * time.Millisecond, Settle: 10 * time.Second})
-	}()
 	h.fp.OnRequest(func(rec fp.Received) {
 		if rec.Path == fp.PathDecisions {
 			stop() // SIGTERM while the provider works: the request outlives the grace
 		}
 	})
-	resp, err := http.Post("http://"+ln.Addr().String()+"/v1/decisions", "application/json", strings.NewReader(decision("api/decide-mini")))
+	resp, err := http.Post("http://"+addr+"/v1/decisions", "application/json", strings.NewReader(decision("api/decide-mini")))
 	if err != nil {
 		t.Fatal(err)
 	}

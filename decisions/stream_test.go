@@ -4,14 +4,12 @@ import (
 	"bufio"
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/rotorhq/rotor/internal/httpx"
 	"github.com/rotorhq/rotor/ledger"
 )
 
@@ -277,17 +275,9 @@ func TestStreamCutAtShutdownRecordsServerShutdown(t *testing.T) {
 	h, u := newOpenAIHarness(t, opts{})
 	gone := make(chan struct{})
 	u.script(keyA, KindChat.Path, upReply{status: 200, events: chatEvents, stallAfter: 1, gone: gone})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
+	addr, stop, served := h.serveDraining()
 	defer stop()
-	served := make(chan error, 1)
-	go func() {
-		served <- httpx.Serve(ctx, ln, h.srv.Config.Handler, httpx.ServeOptions{Drain: 100 * time.Millisecond, Settle: 10 * time.Second})
-	}()
-	req, _ := http.NewRequest(http.MethodPost, "http://"+ln.Addr().String()+KindChat.Path, strings.NewReader(`{"model":"api/gpt-test","stream":true,"messages":[]}`))
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+KindChat.Path, strings.NewReader(`{"model":"api/gpt-test","stream":true,"messages":[]}`))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

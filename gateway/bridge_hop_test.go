@@ -37,12 +37,7 @@ func hopRig(t *testing.T, openAI http.Handler, writeTimeout time.Duration) *http
 // bridge (naming a client) or as a direct caller.
 func hopCall(t *testing.T, srv *httptest.Server, bridge bool) *http.Response {
 	t.Helper()
-	req, _ := http.NewRequest("POST", srv.URL+"/v1/chat/completions", strings.NewReader(`{"model":"api/m","stream":true}`))
-	req.Header.Set("Authorization", "Bearer "+runtimeToken)
-	if bridge {
-		req.Header.Set(httpx.ClientHeader, "ci")
-	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(hopRequest(srv, bridge))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,12 +68,7 @@ func TestRuntimeFlushesAStreamToABridge(t *testing.T) {
 		first, done := make(chan string, 1), make(chan struct{})
 		go func() {
 			defer close(done)
-			req, _ := http.NewRequest("POST", srv.URL+"/v1/chat/completions", strings.NewReader(`{"model":"api/m","stream":true}`))
-			req.Header.Set("Authorization", "Bearer "+runtimeToken)
-			if bridge {
-				req.Header.Set(httpx.ClientHeader, "ci")
-			}
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := http.DefaultClient.Do(hopRequest(srv, bridge))
 			if err != nil {
 				first <- err.Error()
 				return
@@ -177,4 +167,15 @@ func TestBrokenStreamEndsCleanlyToABridgeMarkedAborted(t *testing.T) {
 	if _, err := io.ReadAll(resp.Body); err == nil {
 		t.Errorf("to a direct caller: the broken stream ended cleanly")
 	}
+}
+
+// hopRequest is POST /v1/chat/completions with the runtime token, as a
+// bridge sends it (naming a client) or as a direct caller.
+func hopRequest(srv *httptest.Server, bridge bool) *http.Request {
+	req, _ := http.NewRequest("POST", srv.URL+"/v1/chat/completions", strings.NewReader(`{"model":"api/m","stream":true}`))
+	req.Header.Set("Authorization", "Bearer "+runtimeToken)
+	if bridge {
+		req.Header.Set(httpx.ClientHeader, "ci")
+	}
+	return req
 }
