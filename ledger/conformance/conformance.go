@@ -123,6 +123,7 @@ func Run(t *testing.T, e Engine) {
 		{"PruneEarlierThanTheLastChangesNothing", testPruneEarlierAfterLater},
 		{"PruneAdmissionWindowOverPrunedTimeIsExact", testPruneAdmissionWindowSlides},
 		{"PruneMidHourCutsAtItsHourAndKeepsEveryRead", testPruneMidHour},
+		{"PruneMinuteOfOnlyRequestsInFlightHoldsNoUnknownCost", testPruneInFlightMinute},
 		// ledger copy.
 		{"ImportCopiesRowsOnceAndCountsThem", testImport},
 		{"ImportPrunedUsageKeepsReadsOnceAndRefusesOverlap", testImportPruned},

@@ -650,3 +650,66 @@ func pruneMidHour(t *testing.T, e Engine, off time.Duration, k int) {
 		}
 	}
 }
+
+// A pruned minute whose rollup counts unknown cost only for requests
+// still in flight (prune keeps them; the rollups count them as unknown)
+// holds no row of unknown cost: NewestUnknownCost looks past it, and a
+// cost budget failing closed on an older settled row of unknown cost
+// frees when that row leaves, not an in-flight request's minute later.
+func testPruneInFlightMinute(t *testing.T, e Engine) {
+	d, l := fresh(t, e)
+	other := d.open()
+	setPrice(t, l, gptPrice)
+	h0 := t0.Truncate(time.Hour).Add(time.Hour)
+	// 10 min in: a stream cut, settled, of unknown cost.
+	d.clk.Set(h0.Add(10*time.Minute + 7*time.Second))
+	d.reserve(l, "cut", opChat, "gpt")
+	settle(t, l, ledger.Settlement{RequestID: "cut", Model: "gpt", Status: 200, ErrorCode: "upstream_stream_cut"})
+	// 20 min in: a request in flight for five hours, alone in its minute.
+	d.clk.Set(h0.Add(20*time.Minute + 5*time.Second))
+	open := ledger.Reservation{RequestID: "open", Operation: opChat, Pool: "api", Model: "gpt", Client: "ci", Expires: h0.Add(5 * time.Hour)}
+	if err := l.Reserve(ctx, open, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Past the hour a request settles, so that SQLite's fold passes it.
+	d.clk.Set(h0.Add(time.Hour + 2*time.Minute))
+	d.reserve(l, "known", opChat, "gpt")
+	settle(t, l, usage("known", "gpt", 1, 0))
+	res, err := capability[ledger.Pruner](t, l).Prune(ctx, ledger.PruneRequest{Before: h0.Add(time.Hour)})
+	if err != nil || !res.Until.Equal(h0.Add(time.Hour)) || res.Deleted != 1 || res.KeptUnsettled != 1 {
+		t.Fatalf("Prune = %+v, %v; want cut at %v, the cut row deleted, the open one kept", res, err, h0.Add(time.Hour))
+	}
+	addBudget(t, l, budgets.Budget{Name: "usd", Kind: budgets.KindCost, Limit: 5_000_000, Window: rolling(2 * time.Hour)})
+	// NewestUnknownCost answers in the cut row's minute (pruned: its
+	// last instant), never the open request's.
+	frees := h0.Add(11*time.Minute - time.Millisecond).Add(2 * time.Hour)
+	for name, h := range map[string]ledger.Ledger{"its own handle": l, "another handle": other} {
+		err := h.View(ctx, func(r ledger.WindowReader) error {
+			if at, ok, err := r.NewestUnknownCost(ledger.Window{From: h0.Add(15 * time.Minute), To: h0.Add(time.Hour)}); err != nil || ok {
+				t.Errorf("%s: NewestUnknownCost over the pruned minute of a request in flight = %v, %v, %v; want none", name, at, ok, err)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := status(t, h, "usd"); st.State != budgets.StateFailClosed || st.UnknownRows != 1 || !st.FreesAt.Equal(frees) {
+			t.Errorf("%s: status over pruned time beside a request in flight = %s, %d unknown, frees %v; want fail-closed on 1 row, freeing at %v (the cut row's minute leaves)",
+				name, st.State, st.UnknownRows, st.FreesAt, frees)
+		}
+	}
+	err = d.admit(l, budgets.NewAdmitter(), "refused", opChat, "gpt")
+	var pe *budgets.PolicyBlockedError
+	if !errors.As(err, &pe) || len(pe.Budgets) != 1 || !pe.Budgets[0].FreesAt.Equal(frees) {
+		t.Errorf("admission while failing closed = %v, want policy blocked by usd freeing at %v", err, frees)
+	}
+	// Once the cut row's minute left, the open request's minute does not
+	// fail the budget closed.
+	d.clk.Set(frees)
+	if st := status(t, l, "usd"); st.State != budgets.StateOK || st.UnknownRows != 0 {
+		t.Errorf("at %v, the cut row gone, the request still in flight: %s, %d unknown; want ok", frees, st.State, st.UnknownRows)
+	}
+	if err := d.admit(l, budgets.NewAdmitter(), "admitted", opChat, "gpt"); err != nil {
+		t.Errorf("admission once the unknown row left: %v", err)
+	}
+}
