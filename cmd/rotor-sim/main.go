@@ -37,6 +37,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	seeds := fs.Int("seeds", 1, "run seeds seed..seed+N-1 and print, instead of the full table, the mean table: per scenario and rate, adapt's mean and worst margin, cells lost, points lost, worst waste ratio")
 	failover := fs.Bool("failover", true, "a refused request fails over to an untried available credential, as the route does; false: one call per request, as issue 19 measured")
 	only := fs.String("scenarios", "", `run only these built-in scenarios, comma-separated names such as "bursty,noisy" ("none": only the -random schedules); default every one`)
+	noisyRange := fs.String("noisy", "", `also run a reset drawn anew for every exhaustion, as noisy's, uniform in this range of seconds, "400-800" (the scenario "noisy 400-800"): noisy at a scale the learner was not tuned on`)
 	chance := fs.Duration("chance", 0, "also run learned adapt with every cooldown rounded up to a multiple of this (100ms: a change that means nothing to it) and print, before the table, how far that moves each row's served share: how much of a margin is chance")
 	oracle := fs.Bool("oracle", false, "also run an oracle, a cooldown told the exact time left to each hidden reset (no idle, no refusal after the first), and print, before the table, its own mean table against fixed 60 s: the best any cooldown could do")
 	retries := fs.String("retries", "", `also run a policy told when to retry, "145,175,195,200": each episode's retries that many seconds after its first throttle, then fixed 60 s's; and print, before the table, its own mean table against fixed 60 s: told a reset's distribution (noisy: 100-200 s), what knowing that is worth`)
@@ -79,8 +80,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "rotor-sim: -scenarios: %v\n", err)
 			return 2
 		}
-		if len(scs) == 0 && *random == 0 {
-			fmt.Fprintln(stderr, "rotor-sim: -scenarios none runs nothing without -random N")
+		if len(scs) == 0 && *random == 0 && *noisyRange == "" {
+			fmt.Fprintln(stderr, "rotor-sim: -scenarios none runs nothing without -random N or -noisy")
 			return 2
 		}
 	}
@@ -91,6 +92,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		scs = []sim.Scenario{sc}
+	}
+	if *noisyRange != "" {
+		if *schedule != "" {
+			fmt.Fprintln(stderr, "rotor-sim: -noisy and -schedule exclude each other: -schedule runs only its own")
+			return 2
+		}
+		sc, err := sim.ParseNoisy(*noisyRange)
+		if err != nil {
+			fmt.Fprintf(stderr, "rotor-sim: -noisy: %v\n", err)
+			return 2
+		}
+		scs = append(scs, sc)
 	}
 	var told []time.Duration
 	if *retries != "" {

@@ -73,6 +73,12 @@ func TestRunFlags(t *testing.T) {
 		{[]string{"-retries", "200,100"}, 2},
 		{[]string{"-retries", "0"}, 2},
 		{[]string{"-retries", "soon"}, 2},
+		{[]string{"-noisy", "800-400"}, 2},
+		{[]string{"-noisy", "0-100"}, 2},
+		{[]string{"-noisy", "100-3601"}, 2},
+		{[]string{"-noisy", "100"}, 2},
+		{[]string{"-noisy", "1.5-9"}, 2},
+		{[]string{"-noisy", "100-200", "-schedule", "0:60"}, 2},
 	} {
 		var out, errOut bytes.Buffer
 		if got := run(c.args, &out, &errOut); got != c.code {
@@ -229,6 +235,7 @@ func TestRunScenarios(t *testing.T) {
 	}{
 		{[]string{"-scenarios", "step 300->60, noisy"}, []string{"| noisy | 1 req/s | fixed 60 s |", "| step 300->60 | 1 req/s | fixed 60 s |"}, []string{"| steady 30 |", "| bursty |", "| random"}},
 		{[]string{"-scenarios", "none", "-random", "1"}, []string{"| random 1 | 1 req/s | fixed 60 s |"}, []string{"| steady 30 |", "| noisy |"}},
+		{[]string{"-scenarios", "none", "-noisy", "400-800"}, []string{"| noisy 400-800 | 1 req/s | fixed 60 s |", "- noisy 400-800: R uniform in 400-800 s, drawn anew"}, []string{"| steady 30 |", "| noisy |"}},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(append([]string{"-span", "10m", "-rates", "1"}, c.args...), &out, &errOut); code != 0 {

@@ -69,9 +69,7 @@ func Scenarios() []Scenario {
 			}
 			return 45 * time.Second
 		}},
-		{"noisy", "R uniform in 100-200 s, drawn anew for every exhaustion", func(_, _ time.Duration, rng *rand.Rand) time.Duration {
-			return time.Duration(100_000+rng.IntN(100_001)) * time.Millisecond
-		}},
+		noisy("noisy", 100, 200),
 		{"step 300->60", "R = 300 s for the first half, then 60 s", func(e, span time.Duration, _ *rand.Rand) time.Duration {
 			if e < span/2 {
 				return 300 * time.Second
@@ -85,6 +83,31 @@ func Scenarios() []Scenario {
 			return 300 * time.Second
 		}},
 	}
+}
+
+// noisy is a reset uniform in lo-hi seconds, drawn anew for every
+// exhaustion.
+func noisy(name string, lo, hi int) Scenario {
+	return Scenario{name, fmt.Sprintf("R uniform in %d-%d s, drawn anew for every exhaustion", lo, hi), func(_, _ time.Duration, rng *rand.Rand) time.Duration {
+		return time.Duration(lo*1000+rng.IntN((hi-lo)*1000+1)) * time.Millisecond
+	}}
+}
+
+// ErrNoisy is ParseNoisy's error.
+var ErrNoisy = errors.New("invalid noisy range")
+
+// ParseNoisy reads "400-800": a scenario named "noisy 400-800" whose reset
+// is uniform in 400-800 s, drawn anew for every exhaustion, as noisy's is
+// in 100-200 s: a reset drawn anew at a scale the learner was not tuned
+// on. Bounds are whole seconds, 1 <= lo < hi <= 3600.
+func ParseNoisy(s string) (Scenario, error) {
+	a, b, ok := strings.Cut(s, "-")
+	lo, err1 := strconv.Atoi(a)
+	hi, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil || lo < 1 || hi <= lo || hi > maxSeconds {
+		return Scenario{}, fmt.Errorf("%w: %q is not LO-HI, whole seconds with 1 <= LO < HI <= %d", ErrNoisy, s, maxSeconds)
+	}
+	return noisy(fmt.Sprintf("noisy %d-%d", lo, hi), lo, hi), nil
 }
 
 // ErrSchedule is ParseSchedule's error.

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"math"
@@ -677,6 +678,37 @@ func TestRuns(t *testing.T) {
 	for _, name := range quotasim.ChangeNames {
 		if !strings.Contains(out.String(), "| "+name+" | 0 | 0.0 | 0.00 | 0 | 0.0 | 0.00 |\n") {
 			t.Errorf("WriteRuns lacks the empty row of the change %q (steady 150 s changes nothing):\n%s", name, out.String())
+		}
+	}
+}
+
+// -noisy 400-800: a reset drawn anew from the range, whole milliseconds,
+// both ends reachable in principle and the draws spread over it; a range
+// that is not whole seconds with 1 <= LO < HI <= 3600 is refused.
+func TestParseNoisy(t *testing.T) {
+	sc, err := ParseNoisy("400-800")
+	if err != nil || sc.Name != "noisy 400-800" {
+		t.Fatalf("ParseNoisy = %q, %v", sc.Name, err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var low, high int
+	for range 1000 {
+		r := sc.Reset(0, DefaultSpan, rng)
+		if r < 400*time.Second || r > 800*time.Second || r%time.Millisecond != 0 {
+			t.Fatalf("reset %v outside 400-800 s", r)
+		}
+		if r < 600*time.Second {
+			low++
+		} else {
+			high++
+		}
+	}
+	if low < 400 || high < 400 {
+		t.Errorf("draws below and above 600 s: %d, %d; want about half each", low, high)
+	}
+	for _, bad := range []string{"800-400", "0-10", "10-3601", "10", "a-b", "1.5-9", "10-10"} {
+		if _, err := ParseNoisy(bad); !errors.Is(err, ErrNoisy) {
+			t.Errorf("ParseNoisy(%q) = %v, want ErrNoisy", bad, err)
 		}
 	}
 }

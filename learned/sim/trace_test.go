@@ -70,8 +70,9 @@ func traced(pol Policy, all bool, out io.Writer) Policy {
 // whoever tunes the learner: SIM_TRACE="step 300->60" SIM_RATE=1
 // SIM_SPAN=2h go test ./learned/sim -run TestTrace -v ("random N", N
 // from 1, names the random schedule of seed N, which the trace's first lines
-// print; SIM_SEED=N runs seed N, as rotor-sim --seed does; SIM_ALL=1
-// traces every credential).
+// print; "noisy LO-HI" the scenario of rotor-sim --noisy LO-HI; SIM_SEED=N
+// runs seed N, as rotor-sim --seed does; SIM_ALL=1 traces every
+// credential).
 func TestTrace(t *testing.T) {
 	name := os.Getenv("SIM_TRACE")
 	if name == "" {
@@ -92,6 +93,9 @@ func TestTrace(t *testing.T) {
 	scs := Scenarios()
 	if n, err := strconv.ParseUint(strings.TrimPrefix(name, "random "), 10, 64); err == nil && n > 0 {
 		scs = append(scs, RandomSchedule(n, span))
+	}
+	if sc, err := ParseNoisy(strings.TrimPrefix(name, "noisy ")); err == nil {
+		scs = append(scs, sc)
 	}
 	for _, sc := range scs {
 		if sc.Name == name {
