@@ -56,18 +56,32 @@ const tok = "rtr_test-token-0123456789abcdefghijklmnopqrstuvwxyz"
 
 func setup(t *testing.T, runtime http.Handler, runtimeURL *url.URL) (*Bridge, *httptest.Server, *fakeTokens) {
 	t.Helper()
-	ft := &fakeTokens{labels: map[[32]byte]string{secret.New(tok).Hash(): "ci"}, touched: map[string]time.Time{}}
+	return setupConfig(t, Config{Runtime: runtime, RuntimeURL: runtimeURL})
+}
+
+// setupConfig serves a bridge of cfg on a loopback server. What cfg
+// leaves zero it fills: the tokens (tok, labelled ci), the port it
+// serves on, the runtime token, a touch interval of an hour.
+func setupConfig(t *testing.T, cfg Config) (*Bridge, *httptest.Server, *fakeTokens) {
+	t.Helper()
+	ft, _ := cfg.Tokens.(*fakeTokens)
+	if cfg.Tokens == nil {
+		ft = &fakeTokens{labels: map[[32]byte]string{secret.New(tok).Hash(): "ci"}, touched: map[string]time.Time{}}
+		cfg.Tokens = ft
+	}
 	var b *Bridge
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b.Handler().ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
-	u, _ := url.Parse(srv.URL)
-	port := 0
-	for _, c := range u.Port() {
-		port = port*10 + int(c-'0')
+	cfg.Port = srv.Listener.Addr().(*net.TCPAddr).Port
+	if cfg.RuntimeToken.IsZero() {
+		cfg.RuntimeToken = secret.New("runtime-token-0123456789abcdefghijkl")
 	}
-	b = New(Config{Runtime: runtime, RuntimeURL: runtimeURL, RuntimeToken: secret.New("runtime-token-0123456789abcdefghijkl"), Tokens: ft, Port: port, TouchEvery: time.Hour})
+	if cfg.TouchEvery == 0 {
+		cfg.TouchEvery = time.Hour
+	}
+	b = New(cfg)
 	t.Cleanup(b.Close)
 	return b, srv, ft
 }

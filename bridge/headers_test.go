@@ -4,13 +4,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/rotorhq/rotor/internal/httpx"
-	"github.com/rotorhq/rotor/internal/secret"
 )
 
 // The bridge has checked the browser headers: the runtime behind it sees
@@ -23,14 +20,7 @@ func TestBrowserHeadersStopAtTheBridge(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got = r.Header.Clone() }))
 	t.Cleanup(up.Close)
 	u, _ := url.Parse(up.URL)
-	ft := &fakeTokens{labels: map[[32]byte]string{secret.New(tok).Hash(): "ci"}, touched: map[string]time.Time{}}
-	var b *Bridge
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { b.Handler().ServeHTTP(w, r) }))
-	t.Cleanup(srv.Close)
-	su, _ := url.Parse(srv.URL)
-	port, _ := strconv.Atoi(su.Port())
-	b = New(Config{RuntimeURL: u, RuntimeToken: secret.New("runtime-token-0123456789abcdefghijkl"), Tokens: ft, Port: port, TouchEvery: time.Hour, AllowedOrigins: []string{origin}})
-	t.Cleanup(b.Close)
+	_, srv, _ := setupConfig(t, Config{RuntimeURL: u, AllowedOrigins: []string{origin}})
 	req, _ := http.NewRequest("POST", srv.URL+"/v1/chat/completions", strings.NewReader("{}"))
 	req.Header.Set("Authorization", "Bearer "+tok)
 	for k, v := range map[string]string{

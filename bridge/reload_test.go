@@ -5,9 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"net/url"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -24,12 +21,7 @@ func TestAdminReloadForTheDefaultTokenOnly(t *testing.T) {
 	ft := &fakeTokens{labels: map[[32]byte]string{secret.New(tok).Hash(): "ci", secret.New(admin).Hash(): "default"}, touched: map[string]time.Time{}}
 	var reloads atomic.Int64
 	var fail atomic.Bool
-	var b *Bridge
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { b.Handler().ServeHTTP(w, r) }))
-	t.Cleanup(srv.Close)
-	su, _ := url.Parse(srv.URL)
-	port, _ := strconv.Atoi(su.Port())
-	b = New(Config{Runtime: http.NotFoundHandler(), Tokens: ft, Port: port, TouchEvery: time.Hour,
+	_, srv, _ := setupConfig(t, Config{Runtime: http.NotFoundHandler(), Tokens: ft,
 		AdminToken: func() ([32]byte, error) { return secret.New(admin).Hash(), nil },
 		Reload: func(context.Context) (any, error) {
 			reloads.Add(1)
@@ -38,7 +30,6 @@ func TestAdminReloadForTheDefaultTokenOnly(t *testing.T) {
 			}
 			return map[string]int{"generation": 2}, nil
 		}})
-	t.Cleanup(b.Close)
 	for _, tt := range []struct {
 		method, token string
 		fail          bool

@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/rotorhq/rotor/gateway"
 	"github.com/rotorhq/rotor/internal/secret"
@@ -36,14 +35,7 @@ func TestRuntimeRefusingTheRuntimeTokenIsNotTheCallersInvalidToken(t *testing.T)
 	ru, _ := url.Parse(rsrv.URL)
 
 	var logs bytes.Buffer
-	ft := &fakeTokens{labels: map[[32]byte]string{secret.New(tok).Hash(): "ci"}, touched: map[string]time.Time{}}
-	var b *Bridge
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { b.Handler().ServeHTTP(w, r) }))
-	t.Cleanup(srv.Close)
-	b = New(Config{RuntimeURL: ru, RuntimeToken: secret.New("runtime-token-0123456789abcdefghijkl"), Tokens: ft,
-		Port: srv.Listener.Addr().(*net.TCPAddr).Port, TouchEvery: time.Hour,
-		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	t.Cleanup(b.Close)
+	_, srv, _ := setupConfig(t, Config{RuntimeURL: ru, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 
 	for _, c := range []struct{ method, path string }{{"GET", "/v1/status"}, {"POST", "/v1/decisions"}} {
 		resp, body := callWithToken(t, c.method, srv.URL+c.path, strings.NewReader(`{}`), 0)

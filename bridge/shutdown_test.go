@@ -91,13 +91,7 @@ func TestCallerGoneBehindAStandaloneRuntimeIsClientClosedRequest(t *testing.T) {
 	ru, _ := url.Parse(rsrv.URL)
 
 	logs := &testutil.SyncBuffer{}
-	ft := &fakeTokens{labels: map[[32]byte]string{secret.New(tok).Hash(): "ci"}, touched: map[string]time.Time{}}
-	var b *Bridge
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { b.Handler().ServeHTTP(w, r) }))
-	t.Cleanup(srv.Close)
-	b = New(Config{RuntimeURL: ru, RuntimeToken: secret.New("runtime-token-0123456789abcdefghijkl"), Tokens: ft,
-		Port: srv.Listener.Addr().(*net.TCPAddr).Port, TouchEvery: time.Hour, Logger: slog.New(slog.NewTextHandler(logs, nil))})
-	t.Cleanup(b.Close)
+	_, srv, _ := setupConfig(t, Config{RuntimeURL: ru, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/v1/decisions", strings.NewReader(`{"model":"api/m"}`))
@@ -152,13 +146,7 @@ func TestStandaloneRuntimeAnswerCarriesEachBridgeHeaderOnce(t *testing.T) {
 // not only when the bridge stops: a bridge that runs for weeks shows it in
 // `rotor bridge token list` while it runs.
 func TestLastUseIsWrittenEachTouchInterval(t *testing.T) {
-	ft := &fakeTokens{labels: map[[32]byte]string{secret.New(tok).Hash(): "ci"}, touched: map[string]time.Time{}}
-	var b *Bridge
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { b.Handler().ServeHTTP(w, r) }))
-	t.Cleanup(srv.Close)
-	b = New(Config{Runtime: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}), Tokens: ft,
-		Port: srv.Listener.Addr().(*net.TCPAddr).Port, TouchEvery: 10 * time.Millisecond})
-	t.Cleanup(b.Close)
+	_, srv, ft := setupConfig(t, Config{Runtime: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}), TouchEvery: 10 * time.Millisecond})
 	callWithToken(t, "POST", srv.URL+"/v1/decisions", strings.NewReader(`{}`), 0)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -193,13 +181,7 @@ func TestLargeEventAfterAPauseBehindAStandaloneRuntime(t *testing.T) {
 	}))
 	t.Cleanup(rsrv.Close)
 	ru, _ := url.Parse(rsrv.URL)
-	ft := &fakeTokens{labels: map[[32]byte]string{secret.New(tok).Hash(): "ci"}, touched: map[string]time.Time{}}
-	var b *Bridge
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { b.Handler().ServeHTTP(w, r) }))
-	t.Cleanup(srv.Close)
-	b = New(Config{RuntimeURL: ru, RuntimeToken: secret.New("runtime-token-0123456789abcdefghijkl"), Tokens: ft,
-		Port: srv.Listener.Addr().(*net.TCPAddr).Port, TouchEvery: time.Hour, WriteIdle: idle})
-	t.Cleanup(b.Close)
+	_, srv, _ := setupConfig(t, Config{RuntimeURL: ru, WriteIdle: idle})
 	req, _ := http.NewRequest("POST", srv.URL+"/v1/chat/completions", strings.NewReader(`{"model":"api/m","stream":true}`))
 	req.Header.Set("Authorization", "Bearer "+tok)
 	resp, err := http.DefaultClient.Do(req)
