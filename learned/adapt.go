@@ -351,13 +351,10 @@ func (s *state) breaks() int {
 // adaptTarget returns the wait after the episode's first throttle that
 // adapt applies for the counted throttle o, or ok=false to use the
 // existing cooldown; it records the episode's plan and steps in s.
-func (s *state) adaptTarget(o observation) (target int64, trial, ok bool) {
-	return s.adaptTargetLead(o, false)
-}
-
-// adaptTargetLead is adaptTarget for an episode whose first throttle
-// leads a round of throttles in its sibling group if lead (leads).
-func (s *state) adaptTargetLead(o observation, lead bool) (target int64, trial, ok bool) {
+//
+// lead says that o, an episode's first throttle, leads a round of
+// throttles in its sibling group (leads).
+func (s *state) adaptTarget(o observation, lead bool) (target int64, trial, ok bool) {
 	if s.rn == 0 {
 		return 0, false, false // nothing proven yet: the existing cooldown's rhythm
 	}

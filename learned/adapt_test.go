@@ -446,12 +446,12 @@ func TestAdaptStepBudgetRenewsHourly(t *testing.T) {
 	st.steps, st.budgetAt = MaxTrialSteps, t0
 	o := observation{throttle: true, at: t0 + 30*60_000, hint: -1, existing: 60_000}
 	st.anchor = o.at
-	if w, trial, ok := st.adaptTarget(o); !ok || trial || w != 120_000 {
+	if w, trial, ok := st.adaptTarget(o, false); !ok || trial || w != 120_000 {
 		t.Errorf("budget spent: %d, trial %v, %v; want the held 120000, no trial", w, trial, ok)
 	}
 	o.at = t0 + 60*60_000
 	st.anchor = o.at
-	w, trial, ok := st.adaptTarget(o)
+	w, trial, ok := st.adaptTarget(o, false)
 	if !ok || !trial || w >= 120_000 || w <= 60_000 || st.steps != 1 || st.budgetAt != o.at {
 		t.Errorf("an hour on: %d, trial %v, %v, steps %d; want a trial in (60000, 120000), the budget renewed", w, trial, ok, st.steps)
 	}
@@ -873,7 +873,7 @@ func TestAdaptDebtHoldsTheWait(t *testing.T) {
 		}
 		o := observation{throttle: true, at: t0 + 60_000, hint: -1, existing: 60_000}
 		st.anchor = o.at
-		w, trial, ok := st.adaptTarget(o)
+		w, trial, ok := st.adaptTarget(o, false)
 		switch {
 		case !ok:
 			t.Errorf("debt %d: no wait", debt)
@@ -904,7 +904,7 @@ func TestAdaptKnowsAResetSeenBeforeASpell(t *testing.T) {
 	st.budgetAt = t0
 	o := observation{throttle: true, at: t0 + 60_000, hint: -1, existing: 60_000}
 	st.anchor = o.at
-	if w, _, ok := st.adaptTarget(o); !ok || w != 45_000 {
+	if w, _, ok := st.adaptTarget(o, false); !ok || w != 45_000 {
 		t.Errorf("first retry %d, %v; want 45000", w, ok)
 	}
 }
@@ -926,7 +926,7 @@ func TestAdaptNeverWaitsPastTheExistingUnproven(t *testing.T) {
 			st.budgetAt, st.steps = t0, steps
 			o := observation{throttle: true, at: t0, hint: -1, existing: existing}
 			st.anchor = o.at
-			if w, _, ok := st.adaptTarget(o); !ok || w > existing {
+			if w, _, ok := st.adaptTarget(o, false); !ok || w > existing {
 				t.Errorf("%d steps taken: first retry %d, %v; want at most %d", steps, w, ok, existing)
 			}
 		}
@@ -985,7 +985,7 @@ func TestAdaptChecksTheLowerBoundWhenCreditPilesUp(t *testing.T) {
 		st.credit, st.budgetAt = tc.credit, t0
 		o := observation{throttle: true, at: t0, hint: -1, existing: tc.existing}
 		st.anchor = o.at
-		w, trial, ok := st.adaptTarget(o)
+		w, trial, ok := st.adaptTarget(o, false)
 		switch {
 		case !ok:
 			t.Errorf("%s: adapt declined", tc.name)
@@ -1012,7 +1012,7 @@ func TestAdaptChecksTheLowerBoundWhenCreditPilesUp(t *testing.T) {
 		st.credit, st.budgetAt = tc.credit, t0
 		o := observation{throttle: true, at: t0, hint: -1, existing: 60_000}
 		st.anchor = o.at
-		if w, trial, ok := st.adaptTarget(o); !ok || !trial || w != tc.want {
+		if w, trial, ok := st.adaptTarget(o, false); !ok || !trial || w != tc.want {
 			t.Errorf("credit %d, evidence (275322, 285000]: first retry %d (trial %v, ok %v); want %d", tc.credit, w, trial, ok, tc.want)
 		}
 	}
@@ -1118,7 +1118,7 @@ func TestAdaptExactHoldTakesADeeperPlannedTrial(t *testing.T) {
 	}
 	o := observation{throttle: true, at: t0, hint: -1, existing: 60_000}
 	st.anchor = o.at
-	w, trial, ok := st.adaptTarget(o)
+	w, trial, ok := st.adaptTarget(o, false)
 	if !ok || !trial || w >= 660_000 || w <= 60_000 || st.aflags != flagTrial|flagCheck {
 		t.Fatalf("first retry %d, trial %v, ok %v, flags %b; want the plan's trial below the check at 660000, as a check", w, trial, ok, st.aflags)
 	}
@@ -1174,7 +1174,7 @@ func TestAdaptExactHoldOnlyAtAMultiple(t *testing.T) {
 		st.streak, st.credit = streak, credit
 		o := observation{throttle: true, at: t0, hint: -1, existing: 60_000}
 		st.anchor = o.at
-		w, trial, ok := st.adaptTarget(o)
+		w, trial, ok := st.adaptTarget(o, false)
 		if !ok || !trial {
 			t.Fatalf("streak %d: first retry %d, trial %v, ok %v; want a trial", streak, w, trial, ok)
 		}

@@ -15,7 +15,7 @@ func TestAdaptRoundLeadLooksForFall(t *testing.T) {
 	o := observation{throttle: true, at: t0, hint: -1, existing: existing}
 	first := func(st state, lead bool) (int64, bool) {
 		st.anchor = o.at
-		w, _, ok := st.adaptTargetLead(o, lead)
+		w, _, ok := st.adaptTarget(o, lead)
 		if !ok {
 			t.Fatal("no plan")
 		}
@@ -25,7 +25,7 @@ func TestAdaptRoundLeadLooksForFall(t *testing.T) {
 	// refused until one reaches R, find R over R in (lo, hi].
 	found := func(st state, lead bool, lo, hi int64) float64 {
 		st.anchor = o.at
-		w, _, _ := st.adaptTargetLead(o, lead)
+		w, _, _ := st.adaptTarget(o, lead)
 		var seq []int64
 		for len(seq) < 16 && (len(seq) == 0 || seq[len(seq)-1] < hi) {
 			seq = append(seq, w)

@@ -464,7 +464,7 @@ func (l *Learner) decideAdapt(st *state, o observation, id string) decision {
 	if o.at == st.anchor && !l.noLead {
 		lead = l.leadsRound(o.group, o.at, id)
 	}
-	target, trial, ok := st.adaptTargetLead(o, lead)
+	target, trial, ok := st.adaptTarget(o, lead)
 	if !ok {
 		return decision{}
 	}

@@ -143,7 +143,7 @@ func BenchmarkAdaptTarget(b *testing.B) {
 	for b.Loop() {
 		s := st
 		s.anchor = o.at
-		s.adaptTarget(o)
+		s.adaptTarget(o, false)
 	}
 }
 
