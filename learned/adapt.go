@@ -24,7 +24,9 @@ import "math"
 // evidence, and a broad base for a reset never seen before, each weighed
 // by how often the evidence changed, or, if more, by how often an episode
 // missed the evidence it started from (noteMiss) or by how far apart
-// neighbouring intervals lie against any two (drawnAnew)) and picks the
+// neighbouring intervals lie against any two (drawnAnew); where the
+// resets are drawn anew, below every interval's lower bound the broad
+// base weighs only how often they fell far (fallShare)) and picks the
 // retries that minimise the expected idle time plus lambda per refusal.
 // Lambda is the least whose plan expects at most adaptShare of the
 // refusals fixed 60 s would spend on the same evidence, and no more than

@@ -1440,6 +1440,53 @@ func TestAdaptHullSkipsCensoredLows(t *testing.T) {
 	}
 }
 
+// TestAdaptBroadBaseBelowTheFloorWeighsFalls: resets drawn anew from
+// 400-800 s leave every episode outside the older ones' hull by a little,
+// and the broad base, sized by how often that happened, put a tenth of the
+// belief below 422 s, where no episode of the ring ever had its reset
+// (0.093; noisy at 400-800 s had its first retries at 70-360 s). Below
+// that floor it now weighs only the falls the ring saw: none here, so at
+// most 5 %. Where the resets are not drawn anew (the same spread of
+// resets in a steady order), the broad base keeps its weight there.
+func TestAdaptBroadBaseBelowTheFloorWeighsFalls(t *testing.T) {
+	const s, floor = 1000, 422 * 1000
+	ring := func(sp ...span) *state {
+		st := newState()
+		for _, x := range sp {
+			st.push(x)
+		}
+		st.miss = 200
+		return &st
+	}
+	below := func(st *state) float64 {
+		ps, _, _ := st.belief(60_000)
+		var w, total float64
+		for _, p := range ps {
+			total += p.w
+			if p.lo < floor {
+				w += p.w * float64(min(p.hi, floor)-p.lo) / float64(p.hi-p.lo)
+			}
+		}
+		return w / total
+	}
+	anew := ring(span{751 * s, 816 * s}, span{780 * s, 816 * s}, span{557 * s, 660 * s}, span{631 * s, 660 * s},
+		span{732 * s, 804 * s}, span{422 * s, 600 * s}, span{602 * s, 660 * s}, span{732 * s, 804 * s})
+	if d := anew.drawnAnew(); d < floorAnew {
+		t.Fatalf("the ring's drawnAnew is %.2f, want at least %.2f: the case shows nothing", d, floorAnew)
+	}
+	if w := below(anew); w > 0.05 {
+		t.Errorf("drawn anew in 400-800 s: %.3f of the belief lies below the floor of %d ms, where no reset was; want at most 0.05", w, floor)
+	}
+	rising := ring(span{422 * s, 600 * s}, span{557 * s, 660 * s}, span{602 * s, 660 * s}, span{631 * s, 660 * s},
+		span{732 * s, 804 * s}, span{732 * s, 804 * s}, span{751 * s, 816 * s}, span{780 * s, 816 * s})
+	if d := rising.drawnAnew(); d >= floorAnew {
+		t.Fatalf("the rising ring's drawnAnew is %.2f, want under %.2f", d, floorAnew)
+	}
+	if w := below(rising); w <= 0.05 {
+		t.Errorf("resets that rose in steps: %.3f of the belief lies below the floor, want the broad base's weight (more than 0.05)", w)
+	}
+}
+
 // TestAdaptTriesASiblingsFall: when one credential's reset falls below
 // what its evidence held, another credential of the same provider, model
 // and quota bucket retries at the wait the first one recovered at, where

@@ -59,7 +59,7 @@ func (s *state) belief(existing int64) ([]piece, int64, int) {
 	}
 	// q: how often an interval lay outside all older ones (a reset never
 	// seen before).
-	novel, count := 0, 0
+	novel, count, farBelow := 0, 0, 0
 	for i := 0; i+1 < int(s.rn); i++ {
 		x := s.at(i)
 		count++
@@ -70,6 +70,9 @@ func (s *state) belief(existing int64) ([]piece, int64, int) {
 		}
 		if x.hi <= hl || x.lo >= hh {
 			novel++
+		}
+		if float64(x.hi)*planSpan <= float64(hl) {
+			farBelow++
 		}
 	}
 	q := (float64(novel) + planNovel) / (float64(count) + 1)
@@ -95,7 +98,11 @@ func (s *state) belief(existing int64) ([]piece, int64, int) {
 	// A reset never seen: from an eighth of the existing cooldown to 16
 	// of them or four times the longest evidence, in pieces that end on
 	// round waits.
+	nb := len(ps)
 	ps = logUniform(ps, max(minBoundMS, existing/8), min(max(16*existing, 4*top), maxBoundMS), planRatio, max(p*q, planBroadMin), true)
+	if s.drawnAnew() >= floorAnew {
+		s.fallShare(ps[nb:], (float64(farBelow)+planNovel)/(float64(novel)+planNovel))
+	}
 	if s.aflags&flagLead != 0 && a > existing {
 		// A round's lead looks for a fall (leads).
 		ps = append(ps, leadPiece(existing, a))
@@ -342,4 +349,35 @@ func (s *state) planAfter(e, existing int64) int64 {
 	t, lam := pl.cheapest(adaptShare * fixed / above)
 	s.lam = lam
 	return t
+}
+
+// floorAnew is the drawnAnew from which the broad base's weight below the
+// ring's floor is sized by the falls alone (fallShare).
+const floorAnew = 0.7
+
+// fallShare scales by f the weight of the broad base's pieces ps that lie
+// at or below the ring's floor, its intervals' lowest lower bound (R was
+// longer than the floor in every episode the ring holds), where f < 1 is
+// the share of the episodes outside the older evidence (novel) that lay
+// more than planSpan below it.
+//
+// Resets drawn anew lie outside the hull of the older ones by a little,
+// as draws of one distribution do, so q (the share of novel episodes) is
+// high, and the broad base, sized by q, put most of its weight far below
+// every reset seen: at 400-800 s, the first two retries came at 70-150 s
+// and 210-360 s and were refused nearly every time. A fall below the
+// floor is as likely as the falls the ring saw, not as its draws.
+func (s *state) fallShare(ps []piece, f float64) {
+	if f >= 1 {
+		return
+	}
+	floor := int64(math.MaxInt64)
+	for i := range int(s.rn) {
+		floor = min(floor, s.at(i).lo)
+	}
+	for i := range ps {
+		if ps[i].hi <= floor {
+			ps[i].w *= f
+		}
+	}
 }
