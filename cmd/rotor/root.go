@@ -16,11 +16,19 @@ import (
 // or SIGTERM cancels the command's context (a server stops accepting and
 // drains); a second one exits at once, as a second Ctrl-C is meant to.
 func Main(args []string, io *IOStreams) int {
-	f := NewFactory(io)
-	defer f.Close()
+	return mainWith(NewFactory(io), args)
+}
+
+// mainWith is Main with its factory. The factory closes (the ledger's
+// last writes) before the signal handling stops: a signal that comes
+// while a ledger closes slowly is still the first (nothing more to
+// cancel) or the second (exit now, with its line), never the default
+// action that kills the process halfway through the close.
+func mainWith(f *Factory, args []string) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	defer onSignals(io, cancel)()
+	defer onSignals(f.IO, cancel)()
+	defer f.Close()
 	return run(ctx, f, args)
 }
 
