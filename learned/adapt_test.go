@@ -1446,10 +1446,12 @@ func TestAdaptHullSkipsCensoredLows(t *testing.T) {
 // belief below 422 s, where no episode of the ring ever had its reset
 // (0.093; noisy at 400-800 s had its first retries at 70-360 s). Below
 // that floor it now weighs only the falls the ring saw: none here, so at
-// most 5 %. Where the resets are not drawn anew (the same spread of
-// resets in a steady order), the broad base keeps its weight there.
+// most 5 %. A ring that saw one (an episode at 60-70 s between draws of
+// 400-800 s) keeps more weight below its floor. Where the resets are not
+// drawn anew (the same spread of resets in a steady order), the broad
+// base keeps its weight there.
 func TestAdaptBroadBaseBelowTheFloorWeighsFalls(t *testing.T) {
-	const s, floor = 1000, 422 * 1000
+	const s = 1000
 	ring := func(sp ...span) *state {
 		st := newState()
 		for _, x := range sp {
@@ -1458,7 +1460,7 @@ func TestAdaptBroadBaseBelowTheFloorWeighsFalls(t *testing.T) {
 		st.miss = 200
 		return &st
 	}
-	below := func(st *state) float64 {
+	below := func(st *state, floor int64) float64 {
 		ps, _, _ := st.belief(60_000)
 		var w, total float64
 		for _, p := range ps {
@@ -1469,20 +1471,28 @@ func TestAdaptBroadBaseBelowTheFloorWeighsFalls(t *testing.T) {
 		}
 		return w / total
 	}
-	anew := ring(span{751 * s, 816 * s}, span{780 * s, 816 * s}, span{557 * s, 660 * s}, span{631 * s, 660 * s},
-		span{732 * s, 804 * s}, span{422 * s, 600 * s}, span{602 * s, 660 * s}, span{732 * s, 804 * s})
+	draws := []span{{751 * s, 816 * s}, {780 * s, 816 * s}, {557 * s, 660 * s}, {631 * s, 660 * s},
+		{732 * s, 804 * s}, {422 * s, 600 * s}, {602 * s, 660 * s}, {732 * s, 804 * s}}
+	anew := ring(draws...)
 	if d := anew.drawnAnew(); d < floorAnew {
 		t.Fatalf("the ring's drawnAnew is %.2f, want at least %.2f: the case shows nothing", d, floorAnew)
 	}
-	if w := below(anew); w > 0.05 {
-		t.Errorf("drawn anew in 400-800 s: %.3f of the belief lies below the floor of %d ms, where no reset was; want at most 0.05", w, floor)
+	if w := below(anew, 422*s); w > 0.05 {
+		t.Errorf("drawn anew in 400-800 s: %.3f of the belief lies below the floor of 422 s, where no reset was; want at most 0.05", w)
+	}
+	fell := ring(append(slices.Clone(draws[:5]), append([]span{{60 * s, 70 * s}}, draws[6:]...)...)...)
+	if d := fell.drawnAnew(); d < floorAnew {
+		t.Fatalf("the ring with a fall: drawnAnew %.2f, want at least %.2f", d, floorAnew)
+	}
+	if w := below(fell, 60*s); w < 0.03 {
+		t.Errorf("drawn anew, with a fall to 60-70 s among the draws: %.3f of the belief lies below its floor of 60 s; want at least 0.03, the weight of the fall it saw", w)
 	}
 	rising := ring(span{422 * s, 600 * s}, span{557 * s, 660 * s}, span{602 * s, 660 * s}, span{631 * s, 660 * s},
 		span{732 * s, 804 * s}, span{732 * s, 804 * s}, span{751 * s, 816 * s}, span{780 * s, 816 * s})
 	if d := rising.drawnAnew(); d >= floorAnew {
 		t.Fatalf("the rising ring's drawnAnew is %.2f, want under %.2f", d, floorAnew)
 	}
-	if w := below(rising); w <= 0.05 {
+	if w := below(rising, 422*s); w <= 0.05 {
 		t.Errorf("resets that rose in steps: %.3f of the belief lies below the floor, want the broad base's weight (more than 0.05)", w)
 	}
 }
