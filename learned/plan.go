@@ -49,8 +49,9 @@ type piece struct {
 func (s *state) belief(existing int64) ([]piece, int64, int) {
 	a, b := s.common()
 	r := roundest(a+1, b)
+	anew := s.drawnAnew()
 	p := (float64(s.breaks()) + planHazard) / (float64(s.rn) + 1)
-	p = min(max(p, 0.02, float64(s.miss)/256, s.drawnAnew()), 0.9)
+	p = min(max(p, 0.02, float64(s.miss)/256, anew), 0.9)
 	ps := make([]piece, 0, 96)
 	if r < b {
 		ps = append(ps, piece{a, r, (1 - p) * planRound}, piece{r, b, (1 - p) * (1 - planRound)})
@@ -100,7 +101,7 @@ func (s *state) belief(existing int64) ([]piece, int64, int) {
 	// round waits.
 	nb := len(ps)
 	ps = logUniform(ps, max(minBoundMS, existing/8), min(max(16*existing, 4*top), maxBoundMS), planRatio, max(p*q, planBroadMin), true)
-	if s.drawnAnew() >= floorAnew {
+	if anew >= floorAnew {
 		s.fallShare(ps[nb:], (float64(farBelow)+planNovel)/(float64(novel)+planNovel))
 	}
 	if s.aflags&flagLead != 0 && a > existing {
