@@ -79,7 +79,7 @@ var specRules = []spectest.Rule{
 	spectest.R("A process restart discards observations and changes HMAC identities.", []string{"TestCredentialIDsAreSaltedPoolNamespacedHMACs"}, ""),
 	spectest.R("Configured credentials and existing raw/unified pool precedence remain authoritative.", []string{"TestAvailableKeepsConfiguredOrder", "TestSameKeySharesStateWithinPool"}, ""),
 	spectest.R("At capacity, live observations are never evicted.", []string{"TestCapacityTenThousandAndFirstFailsClosed", "TestCapacityUnderConcurrency", "TestStoreHeapMatchesModel"}, ""),
-	spectest.R("A scalar overflow deadline covers the omitted observation's capped TTL.", []string{"TestOverflowDeadlineCoversOmittedTTL", "TestCapacityWarnsOnceWhenOverflowStarts"}, ""),
+	spectest.R("A scalar overflow deadline covers the omitted observation's capped TTL.", []string{"TestOverflowDeadlineCoversOmittedTTL", "TestCapacityWarnsOnceWhenOverflowStarts", "TestReloadThatLowersTheCapEndsTheCapacityGuardByTheNewCap"}, ""),
 	spectest.R("During that interval new admission fails closed with 503 and bounded Retry-After;", []string{"TestCapacityTenThousandAndFirstFailsClosed", "TestCapacitySharedAcrossPools"}, ""),
 	spectest.R("known all-cooling pools still produce 429.", []string{"TestKnownAllCoolingStill429AtCapacity", "TestCapacityUnderConcurrency"}, ""),
 	spectest.R("This capacity failure is not a credential-wide cooldown.", []string{"TestCapacityFailureIsNotCredentialWideCooldown"}, ""),

@@ -265,9 +265,12 @@ func (s *Store) shorten(k obsKey, was, until, now int64) bool {
 // clip ends, by until at the latest, every live observation of the
 // credentials in creds (a reload lowered their pool's cap: a cooldown set
 // under the old one would outlast the new), and their advice floors with
-// them.
+// them, and the capacity guard: it covers a dropped observation's capped
+// TTL, which under the new cap ends by until too (the cap binds every
+// pool alike).
 func (s *Store) clip(creds map[digest]bool, until, now int64) {
 	s.prune(now)
+	s.overflow = min(s.overflow, until)
 	for _, i := range s.index {
 		sl := &s.slots[i]
 		if !creds[sl.key.cred] {
