@@ -249,6 +249,7 @@ func TestOutcomeNamesReadUnknownOutsideTheKnownSet(t *testing.T) {
 		OutcomeCredentialRejected:  "credential_rejected",
 		OutcomeProviderFailure:     "provider_failure",
 		OutcomeProviderFailure + 1: "unknown",
+		Outcome(-1):                "unknown", // a String in a log line must not panic
 	} {
 		if got := o.String(); got != want {
 			t.Errorf("Outcome(%d).String() = %q, want %q", int(o), got, want)

@@ -40,7 +40,7 @@ var outcomeNames = [...]string{"unknown", "success", "throttled", "credential_re
 // String returns the outcome's snake_case name, as learners and logs use
 // it.
 func (o Outcome) String() string {
-	if int(o) < len(outcomeNames) {
+	if o >= 0 && int(o) < len(outcomeNames) {
 		return outcomeNames[o]
 	}
 	return "unknown"
