@@ -82,6 +82,7 @@ func Run(t *testing.T, e Engine) {
 		// Windows.
 		{"RowLeavesRollingWindowExactlyItsLengthLater", testRollingEdge},
 		{"CalendarWindowsStartAtUTCBoundaries", testCalendarEdges},
+		{"CalendarBudgetCountsARequestAtItsFirstMillisecond", testCalendarFirstMillisecond},
 		{"WindowsAcrossHoursAndDaysMatchRawRows", testWindowsAcrossDays},
 		{"ExhaustedRequestsBudgetFreesWhenOldestRowLeaves", testFreesAt},
 		{"TokensBudgetSkipsUnknownAndStopsAtLimit", testTokensBudget},
@@ -98,6 +99,7 @@ func Run(t *testing.T, e Engine) {
 		// Reports.
 		{"ReportGroupsMatchRawRows", testReportGroups},
 		{"ReportShowsUnknownTokensAndCostAsUnknown", testReportUnknown},
+		{"ReportErrorsAreStatus400UpNoStatusOrACodeAlsoOnceResolved", testReportErrors},
 		{"ReportRefusesUnknownGroupKey", testReportBadKey},
 		// Budgets.
 		{"BudgetsAddReplaceRemove", testBudgetsCRUD},
@@ -127,6 +129,7 @@ func Run(t *testing.T, e Engine) {
 		// ledger copy.
 		{"ImportCopiesRowsOnceAndCountsThem", testImport},
 		{"ImportPrunedUsageKeepsReadsOnceAndRefusesOverlap", testImportPruned},
+		{"ImportPrunedUsageLeavesTheCutsFirstMinuteToItsRows", testImportPrunedCutMinute},
 		// Learned state.
 		{"LearnedRecordsRevisionsAndExpiry", testLearned},
 		{"LearnedCapacityRefusesNewRecordsKeepsUpdates", testLearnedCapacity},

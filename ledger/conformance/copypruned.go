@@ -108,3 +108,49 @@ func testImportPruned(t *testing.T, e Engine) {
 		t.Errorf("after a refused ImportPruned, window %+v; want %+v", got, wantTot)
 	}
 }
+
+// A row in the first minute after the cut is not pruned usage: `rotor
+// ledger copy` carries it as a row, once, and the target's windows and
+// reports over the cut read what the source's do.
+func testImportPrunedCutMinute(t *testing.T, e Engine) {
+	d, l := fresh(t, e)
+	cut := t0.Truncate(time.Hour).Add(time.Hour)
+	d.clk.Set(cut.Add(-30 * time.Minute))
+	d.reserve(l, "before", opChat, "gpt")
+	settle(t, l, usage("before", "gpt", 1, 1))
+	d.clk.Set(cut.Add(20 * time.Second))
+	d.reserve(l, "after", opChat, "gpt")
+	settle(t, l, usage("after", "gpt", 2, 2))
+	d.clk.Set(cut.Add(2 * time.Hour))
+	res, err := capability[ledger.Pruner](t, l).Prune(ctx, ledger.PruneRequest{Before: cut})
+	if err != nil || res.Deleted != 1 || !res.Until.Equal(cut) {
+		t.Fatalf("Prune(before %v) = %+v, %v; want the row before it deleted", cut, res, err)
+	}
+	pu, err := capability[ledger.Importer](t, l).PrunedUsage(ctx)
+	if err != nil || pu.Requests() != 1 {
+		t.Fatalf("PrunedUsage = %d requests, %v; want the 1 pruned, not the row after the cut", pu.Requests(), err)
+	}
+	dst := &db{t: t, e: e, addr: e.Create(t), clk: clock.NewFake(d.clk.Now())}
+	if err := e.Migrate(ctx, dst.addr); err != nil {
+		t.Fatal(err)
+	}
+	dl := dst.open()
+	imp := capability[ledger.Importer](t, dl)
+	if _, err := imp.ImportPruned(ctx, pu); err != nil {
+		t.Fatalf("ImportPruned: %v", err)
+	}
+	if n, err := imp.ImportRows(ctx, rowsOf(t, l)); err != nil || n != 1 {
+		t.Fatalf("ImportRows = %d, %v; want the row after the cut", n, err)
+	}
+	w := ledger.Window{From: cut.Add(-time.Hour), To: d.clk.Now().Add(time.Millisecond)}
+	want := ledger.Totals{Requests: 2, Tokens: 6}
+	for name, h := range map[string]ledger.Ledger{"source": l, "target": dl} {
+		if got := totals(t, h, w); got.Requests != want.Requests || got.Tokens != want.Tokens {
+			t.Errorf("%s: window over the cut = %+v, want %d requests, %d tokens", name, got, want.Requests, want.Tokens)
+		}
+		rep, err := h.Report(ctx, ledger.ReportQuery{From: w.From, To: w.To})
+		if err != nil || len(rep) != 1 || rep[0].Requests != 2 || rep[0].TotalTokens != 6 {
+			t.Errorf("%s: report over the cut = %s, %v; want 2 requests, 6 tokens", name, describeReport(rep), err)
+		}
+	}
+}

@@ -131,6 +131,12 @@ func testPruneKeepsReads(t *testing.T, e Engine) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// So does one whose range ends there.
+	endQ := ledger.ReportQuery{From: day0, To: edge, By: []string{ledger.KeyDay, ledger.KeyModel}}
+	wantEnd, err := l.Report(ctx, ledger.ReportQuery{From: endQ.From, To: edge.Truncate(time.Hour).Add(time.Hour), By: endQ.By})
+	if err != nil {
+		t.Fatal(err)
+	}
 	all := rowsOf(t, l)
 	cut := day0.Add(3 * 24 * time.Hour)
 	var settledBefore int64
@@ -165,6 +171,9 @@ func testPruneKeepsReads(t *testing.T, e Engine) {
 	after := d.readAll(l, day0, edge)
 	if got, err := l.Report(ctx, edgeQ); err != nil || !sameReport(got, wantEdge) {
 		t.Errorf("report from %v inside pruned time = %v, %v; want its whole hour's %v", edge, describeReport(got), err, describeReport(wantEdge))
+	}
+	if got, err := l.Report(ctx, endQ); err != nil || !sameReport(got, wantEnd) {
+		t.Errorf("report to %v inside pruned time = %v, %v; want its whole hour's %v", edge, describeReport(got), err, describeReport(wantEnd))
 	}
 	for i := range before.reports {
 		if !sameReport(before.reports[i], after.reports[i]) {

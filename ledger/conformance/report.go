@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"fmt"
+	"maps"
 	"math/rand"
 	"reflect"
 	"slices"
@@ -246,6 +247,40 @@ func testReportUnknown(t *testing.T, e Engine) {
 	for _, r := range rep {
 		if r.Keys[0] == "200" && (!r.CostKnown) == (r.CostUnknown == 0) {
 			t.Errorf("group 200: CostKnown %v with %d unknown rows", r.CostKnown, r.CostUnknown)
+		}
+	}
+}
+
+// A report's errors are the settled rows with a status >= 400 or none, or
+// an error code (DESIGN), in whole hours (which an engine may read from a
+// rollup) as in partial ones: a 400 with no code is one, a 502 stays one
+// after `rotor ledger settle` gives it its tokens, a 200 is none.
+func testReportErrors(t *testing.T, e Engine) {
+	d, l := fresh(t, e)
+	setPrice(t, l, gptPrice)
+	d.reserve(l, "bad-request", opChat, "gpt")
+	settle(t, l, ledger.Settlement{RequestID: "bad-request", Model: "gpt", Credential: "key-a", Attempts: 1, Status: 400, Refused: true})
+	d.reserve(l, "bad-gateway", opChat, "gpt")
+	settle(t, l, ledger.Settlement{RequestID: "bad-gateway", Model: "gpt", Credential: "key-a", Attempts: 1, Status: 502})
+	d.reserve(l, "ok", opChat, "gpt")
+	settle(t, l, usage("ok", "gpt", 1, 1))
+	d.clk.Advance(2 * time.Hour)
+	if err := l.Resolve(ctx, ledger.Resolution{RequestID: "bad-gateway", Input: ledger.Known(10), Output: ledger.Known(5)}); err != nil {
+		t.Fatalf("Resolve(bad-gateway): %v", err)
+	}
+	hour := t0.Truncate(time.Hour)
+	for _, w := range [][2]time.Time{{hour, hour.Add(time.Hour)}, {t0, t0.Add(time.Millisecond)}} {
+		rep, err := l.Report(ctx, ledger.ReportQuery{From: w[0], To: w[1], By: []string{ledger.KeyStatus}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string][2]int64{}
+		for _, r := range rep {
+			got[r.Keys[0]] = [2]int64{r.Requests, r.Errors}
+		}
+		if want := map[string][2]int64{"200": {1, 0}, "400": {1, 1}, "502": {1, 1}}; !maps.Equal(got, want) {
+			t.Errorf("report of [%s, %s) by status: %s; want 200, 400 and 502 one request each, errors 0, 1 and 1",
+				w[0].Format(time.RFC3339Nano), w[1].Format(time.RFC3339Nano), describeReport(rep))
 		}
 	}
 }

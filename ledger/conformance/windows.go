@@ -99,6 +99,27 @@ func testCalendarEdges(t *testing.T, e Engine) {
 	}
 }
 
+// A calendar budget admits exactly its limit when its period's first
+// request comes at the period's first millisecond: that row is in the
+// window it opens, for every admission after it (decided from windows a
+// process carries from batch to batch, or read afresh).
+func testCalendarFirstMillisecond(t *testing.T, e Engine) {
+	d, l := fresh(t, e)
+	addBudget(t, l, budgets.Budget{Name: "day", Kind: budgets.KindRequests, Limit: 2, Window: calendar("day")})
+	midnight := t0.Truncate(24 * time.Hour).Add(24 * time.Hour)
+	a := budgets.NewAdmitter()
+	for i, admitted := range []bool{true, true, false} {
+		d.clk.Set(midnight.Add(time.Duration(i) * time.Millisecond))
+		id := fmt.Sprint("r", i)
+		err := d.admit(l, a, id, opDecisions, "m")
+		var ee *budgets.ExceededError
+		if admitted && err != nil || !admitted && !errors.As(err, &ee) {
+			t.Fatalf("%s at %s, request %d of a 2-request day budget whose first came at midnight: %v, want admitted %v",
+				id, d.clk.Now().Format(time.RFC3339Nano), i+1, err, admitted)
+		}
+	}
+}
+
 // A row the brute force counts.
 type sample struct {
 	ts           time.Time
