@@ -83,6 +83,7 @@ func Run(t *testing.T, e Engine) {
 		{"RowLeavesRollingWindowExactlyItsLengthLater", testRollingEdge},
 		{"CalendarWindowsStartAtUTCBoundaries", testCalendarEdges},
 		{"CalendarBudgetCountsARequestAtItsFirstMillisecond", testCalendarFirstMillisecond},
+		{"WindowEndingNowCountsRowsStampedAfterAClockStepBack", testClockSteppedBack},
 		{"WindowsAcrossHoursAndDaysMatchRawRows", testWindowsAcrossDays},
 		{"ExhaustedRequestsBudgetFreesWhenOldestRowLeaves", testFreesAt},
 		{"TokensBudgetSkipsUnknownAndStopsAtLimit", testTokensBudget},

@@ -120,6 +120,34 @@ func testCalendarFirstMillisecond(t *testing.T, e Engine) {
 	}
 }
 
+// A window that ends now also counts the rows stamped after now (README,
+// Budgets and the ledger: Windows): after the clock steps back (an NTP
+// correction; on PostgreSQL, of the database's host, whose clock stamps
+// the rows), the requests the day already admitted still count, and a
+// 3-request day budget admits no 4th, neither through the handle that
+// wrote them nor through another.
+func testClockSteppedBack(t *testing.T, e Engine) {
+	d, l := fresh(t, e)
+	addBudget(t, l, budgets.Budget{Name: "day", Kind: budgets.KindRequests, Limit: 3, Window: calendar("day")})
+	a := budgets.NewAdmitter()
+	for i := range 3 {
+		if err := d.admit(l, a, fmt.Sprint("r", i), opDecisions, "m"); err != nil {
+			t.Fatalf("request %d of 3: %v", i+1, err)
+		}
+	}
+	d.clk.Advance(-time.Minute) // the same UTC day
+	for i, h := range []ledger.Ledger{l, d.open()} {
+		var ee *budgets.ExceededError
+		if err := d.admit(h, a, fmt.Sprint("x", i), opDecisions, "m"); !errors.As(err, &ee) {
+			t.Errorf("%s: a 4th request of a 3-request day budget after the clock stepped back 1m: %v, want budget_exceeded",
+				[]string{"the writing handle", "another handle"}[i], err)
+		}
+	}
+	if used := status(t, l, "day").Used; used != 3 {
+		t.Errorf("budget list after the clock stepped back 1m: day used %d, want 3", used)
+	}
+}
+
 // A row the brute force counts.
 type sample struct {
 	ts           time.Time

@@ -68,8 +68,10 @@
 //	                           hours), usage_minute (whole minutes), usage
 //	                           (raw edges; an edge is read as
 //	                           its minute's row less the rest of the minute
-//	                           when that is shorter, so a window ending now
-//	                           reads no raw rows of the current minute). In a
+//	                           when that is shorter). A window ending now
+//	                           reads through every later row (rows stamped
+//	                           after now by a clock since stepped back), all
+//	                           of it from the rollups. In a
 //	                           batch, windows already read are kept exact by
 //	                           each write's delta, and the last batch's
 //	                           windows are read ahead in one round trip.

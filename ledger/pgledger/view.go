@@ -138,6 +138,22 @@ func totalsSQL(ps []part) (string, []any) {
 	return `SELECT ` + sumSat("r") + `, ` + sumSat("tk") + `, ` + sumSat("tn") + `, ` + sumSat("c") + `, ` + sumSat("cn") + ` FROM (` + strings.Join(sub, "\nUNION ALL\n") + `) x`, args
 }
 
+// through returns the end, in ms, to read a window ending at t through: a
+// window that ends now (t = now+1ms, as every budget's does) also holds
+// the rows stamped after now, as the SQLite ledger's does. The database's
+// clock stamps the rows, and when it steps back (an NTP correction, a
+// failover to a host behind), usage already written must not drop out
+// of every budget window.
+func through(t, now int64) int64 {
+	if t == now+1 {
+		return endOfTime
+	}
+	return t
+}
+
+// endOfTime is past every row's time (ms).
+const endOfTime = int64(1) << 60
+
 func (v *view) Totals(w ledger.Window) (ledger.Totals, error) {
 	f, t := v.round(w.From.UnixMilli(), w.To.UnixMilli())
 	key := [2]int64{f, t}
@@ -158,7 +174,7 @@ func (v *view) Totals(w ledger.Window) (ledger.Totals, error) {
 		}
 		sum = p
 	}
-	if ps := parts(f, t, v.now.UnixMilli()); len(ps) > 0 {
+	if ps := parts(f, through(t, v.now.UnixMilli()), v.now.UnixMilli()); len(ps) > 0 {
 		q, args := totalsSQL(ps)
 		var db ledger.Totals
 		if err := v.q.QueryRow(v.ctx, q, args...).Scan(&db.Requests, &db.Tokens, &db.TokensUnknown, &db.CostMicros, &db.CostUnknown); err != nil {
@@ -240,7 +256,8 @@ func (v *view) Reach(w ledger.Window, m ledger.Measure, need int64) (time.Time, 
 		return time.Time{}, false, err
 	}
 	cum := int64(0)
-	for _, s := range segments(v.round(w.From.UnixMilli(), w.To.UnixMilli())) {
+	f, t := v.round(w.From.UnixMilli(), w.To.UnixMilli())
+	for _, s := range segments(f, through(t, v.now.UnixMilli())) {
 		at, ok, err := v.reachIn(s, m, need, &cum)
 		if err != nil || ok {
 			return at, ok, err
@@ -314,7 +331,8 @@ func (v *view) NewestUnknownCost(w ledger.Window) (time.Time, bool, error) {
 	if err := v.prepare(); err != nil {
 		return time.Time{}, false, err
 	}
-	segs := segments(v.round(w.From.UnixMilli(), w.To.UnixMilli()))
+	f, t := v.round(w.From.UnixMilli(), w.To.UnixMilli())
+	segs := segments(f, through(t, v.now.UnixMilli()))
 	for i := len(segs) - 1; i >= 0; i-- {
 		at, ok, err := v.newestUnknownIn(segs[i])
 		if err != nil || ok {
@@ -389,8 +407,8 @@ func (v *view) inFlightArgs() (now, oldest int64) {
 }
 
 func (v *view) InFlight(w ledger.Window, upTo int64) (int64, error) {
-	f, t := w.From.UnixMilli(), w.To.UnixMilli()
 	now := v.now.UnixMilli()
+	f, t := w.From.UnixMilli(), through(w.To.UnixMilli(), now)
 	f = max(f, now-ledger.MaxInFlight.Milliseconds())
 	if f >= t || upTo <= 0 {
 		return 0, nil

@@ -497,7 +497,7 @@ func (b *batch) prefetch() error {
 	}
 	pb := &pgx.Batch{}
 	for _, k := range keys {
-		q, args := totalsSQL(parts(k[0], k[1], b.now))
+		q, args := totalsSQL(parts(k[0], through(k[1], b.now), b.now))
 		pb.Queue(q, args...)
 	}
 	br := b.conn.SendBatch(b.ctx, pb)
