@@ -110,6 +110,11 @@ func Check(target string) (string, error) {
 		if !sameUserInfo(rest[2:]) {
 			return "", checkErr(ErrURL, "%q has an @ the PostgreSQL driver reads otherwise: percent-encode an @ in the user name or password as %%40", masked)
 		}
+		if atInPath(rest[2:]) {
+			// Not quoted, even masked: the host may be part of the
+			// password.
+			return "", checkErr(ErrURL, "the postgres URL has an @ after its host, in the database name: percent-encode any of @ / ? # in the user name or password (a / there ends the host), or an @ in the database name as %%40")
+		}
 		return target, nil
 	}
 	if isKeywordValue(target) {
@@ -135,6 +140,21 @@ func sameUserInfo(p string) bool {
 		return true
 	}
 	return strings.Count(p, "@") == 1 && !strings.ContainsAny(p[:at], "?#")
+}
+
+// atInPath reports whether a URL's path (p: what follows "//") holds an
+// @: a password holding a / not percent-encoded and then an @ (alice:
+// S3/cr@db/rotor@host) reads, for net/url and the driver alike, as the
+// password's head, a host made of its middle and a path holding the rest,
+// so Mask hides only the head and the driver's connection errors print
+// the host. No database name a user chose is likely to hold an @, and one
+// that does can say %40.
+func atInPath(p string) bool {
+	if i := strings.IndexAny(p, "?#"); i >= 0 {
+		p = p[:i]
+	}
+	i := strings.IndexByte(p, '/')
+	return i >= 0 && strings.Contains(p[i:], "@")
 }
 
 // libpqKeywords are the keywords of a libpq connection string (and pgx's

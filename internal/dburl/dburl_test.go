@@ -277,6 +277,10 @@ func TestCheckRefusesUserInfoTheDriverReadsOtherwise(t *testing.T) {
 		"postgres://postgres:S3cr@etPW@127.0.0.1:5432/test",
 		"postgres://postgres:S3cr@etPW@127.0.0.1",
 		"postgres://127.0.0.1?password=S3cr@etPW",
+		// A / before the @ ends the host inside the password: its middle
+		// would be the host, the rest the database name.
+		"postgres://postgres:S3cr@etPW/mid@127.0.0.1:5432/test",
+		"postgres://postgres:S3cr@etPW:5432/a@127.0.0.1/test",
 	} {
 		if got, err := Check(in); !errors.Is(err, ErrURL) {
 			t.Errorf("Check(%q) = %q, %v; want ErrURL", in, got, err)
