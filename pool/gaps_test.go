@@ -179,18 +179,30 @@ func TestReloadThatLowersTheCapClipsTheAdviceFloor(t *testing.T) {
 // The capacity guard's Retry-After is bounded by the cap in force, also
 // when the guard was raised under a larger cap before a reload.
 func TestCapacityRetryAfterIsBoundedByTheNewCap(t *testing.T) {
-	clk := clock.NewFake(t0)
+	_, cur := guardRaisedThenCapLowered(t)
+	_, err := cur.Select(Scope{Model: "model-gamma"}, nil)
+	if ce, ok := errors.AsType[*CapacityError](err); !ok || ce.RetryAfter != 30*time.Second {
+		t.Errorf("Select = %v, want *CapacityError with Retry-After 30s, the new cap", err)
+	}
+}
+
+// guardRaisedThenCapLowered fills a one-slot store under a 3600 s cap,
+// drops an observation with 1800 s of advice (raising the capacity
+// guard), and reloads the pool to a 30 s cap: the new pool.
+func guardRaisedThenCapLowered(t *testing.T) (clk *clock.Fake, cur *Pool) {
+	t.Helper()
+	clk = clock.NewFake(t0)
 	st := NewStore(clk, 1)
 	settings := func(max int64) Settings { return Settings{ModelCooldownEnabled: true, MaxSeconds: max} }
 	old := New(Config{Options: Options{Name: "api"}, Credentials: testCreds, Store: st, Clock: clk, Settings: settings(3600)})
 	old.Record("a", throttleFor(modelA, 1800))
 	old.Record("b", throttleFor(modelB, 1800)) // dropped: the guard holds until 1800 s
-	keep := func(string) bool { return true }
-	cur := New(Config{Options: Options{Name: "api"}, Credentials: testCreds, Store: st, Clock: clk, Settings: settings(30), Previous: old, Keep: keep})
-	_, err := cur.Select(Scope{Model: "model-gamma"}, nil)
-	if ce, ok := errors.AsType[*CapacityError](err); !ok || ce.RetryAfter != 30*time.Second {
-		t.Errorf("Select = %v, want *CapacityError with Retry-After 30s, the new cap", err)
+	if _, err := old.Select(Scope{Model: "model-gamma"}, nil); err == nil {
+		t.Fatal("Select with the store full and an observation dropped found a credential; want the capacity guard")
 	}
+	keep := func(string) bool { return true }
+	cur = New(Config{Options: Options{Name: "api"}, Credentials: testCreds, Store: st, Clock: clk, Settings: settings(30), Previous: old, Keep: keep})
+	return clk, cur
 }
 
 // Classify maps statuses and errors as the spec's UpstreamOutcome evidence:

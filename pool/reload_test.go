@@ -119,17 +119,7 @@ func TestOldGenerationRecordsUnderTheNewCap(t *testing.T) {
 // admission failed closed for half an hour while every 503 said
 // Retry-After 30 s.
 func TestReloadThatLowersTheCapEndsTheCapacityGuardByTheNewCap(t *testing.T) {
-	clk := clock.NewFake(t0)
-	st := NewStore(clk, 1)
-	settings := func(max int64) Settings { return Settings{ModelCooldownEnabled: true, MaxSeconds: max} }
-	old := New(Config{Options: Options{Name: "api"}, Credentials: testCreds, Store: st, Clock: clk, Settings: settings(3600)})
-	old.Record("a", throttleFor(modelA, 1800))
-	old.Record("b", throttleFor(modelB, 1800)) // dropped: the guard holds until 1800 s
-	if _, err := old.Select(Scope{Model: "model-gamma"}, nil); err == nil {
-		t.Fatal("Select with the store full and an observation dropped found a credential; want the capacity guard")
-	}
-	keep := func(string) bool { return true }
-	cur := New(Config{Options: Options{Name: "api"}, Credentials: testCreds, Store: st, Clock: clk, Settings: settings(30), Previous: old, Keep: keep})
+	clk, cur := guardRaisedThenCapLowered(t)
 	clk.Advance(29 * time.Second)
 	if _, err := cur.Select(Scope{Model: "model-gamma"}, nil); err == nil {
 		t.Error("Select 29 s after a reload to a 30 s cap found a credential; want the guard still holding until the new cap")
