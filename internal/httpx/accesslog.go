@@ -196,7 +196,8 @@ func (a AccessLog) Wrap(h http.Handler) http.Handler {
 		}()
 		h.ServeHTTP(rec, r.WithContext(ctx))
 	})
-	return Recover(RequestIDs(logged, a.TrustRequestID), a.Logger)
+	// Recover inside RequestIDs: its line names the id the 500 carries.
+	return RequestIDs(Recover(logged, a.Logger), a.TrustRequestID)
 }
 
 // record counts one answered request and logs its access line.
