@@ -83,8 +83,17 @@ func TestChatRewriter(t *testing.T) {
 	}
 }
 
+// A terminal Responses event is read as providers send it (nested
+// objects and arrays that end in strings, strings holding escaped quotes,
+// braces and backslashes), refused when its JSON is invalid anywhere (as
+// the chat rewriter refuses one), and taken by its event name when its
+// data is an empty object.
 func TestResponsesUsage(t *testing.T) {
 	u := `{"input_tokens":9,"input_tokens_details":{"cached_tokens":0},"output_tokens":3,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":12}`
+	const u2 = `{"input_tokens":9,"output_tokens":3,"total_tokens":12}`
+	realEvent := `{"type":"response.completed","sequence_number":9,"response":{"id":"resp_1","object":"response","status":"completed",` +
+		`"instructions":"say \"{hi}\" \\ then [stop]","output":[{"id":"msg_1","type":"message","status":"completed",` +
+		`"content":[{"type":"output_text","text":"He said \"}]\" and left","annotations":[]}],"role":"assistant"}],"usage":` + u2 + `,"user":null}}`
 	tests := []struct {
 		name      string
 		in        string
@@ -102,6 +111,10 @@ func TestResponsesUsage(t *testing.T) {
 		{"data type wins over the name", "event: response.completed\ndata: {\"type\":\"response.in_progress\",\"response\":{}}\n\n", "", "", false},
 		{"invalid JSON", "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\n\n", "", "", false},
 		{"comment", ": response.completed\n", "", "", false},
+		{"a full response.completed", "event: response.completed\ndata: " + realEvent + "\n\n", ResponseCompleted, u2, true},
+		{"named by the event, data an empty object", "event: response.completed\ndata: {}\n\n", ResponseCompleted, "", true},
+		{"invalid number inside the response", "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":01}}}\n\n", "", "", false},
+		{"trailing comma inside the response", "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"usage\":" + u2 + ",}}\n\n", "", "", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
