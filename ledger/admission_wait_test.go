@@ -83,8 +83,14 @@ func TestAdmissionHonoursDeadlineAndWaitsBusyTimeoutOnce(t *testing.T) {
 			t.Errorf("queued Reserve cancelled = %v, want context.Canceled", err)
 		}
 		cancelA() // waiting for the lock: the wait is given up
+		cancelled := time.Now()
 		if err := <-a; !errors.Is(err, context.Canceled) {
 			t.Errorf("Reserve cancelled while waiting for the lock = %v, want context.Canceled", err)
+		}
+		// At once, not after the one-minute busy_timeout: the writer is
+		// free for the next request.
+		if d := time.Since(cancelled); d > 30*time.Second {
+			t.Errorf("Reserve returned %s after its caller cancelled, want at once, not the one-minute busy_timeout", d)
 		}
 		release()
 		reserve(t, s, "after") // the interrupted wait left the writer usable
@@ -116,4 +122,87 @@ func TestAdmissionHonoursDeadlineAndWaitsBusyTimeoutOnce(t *testing.T) {
 			t.Errorf("a = %v, want ErrUnavailable", err)
 		}
 	})
+}
+
+// Close while a batch waits for another process's lock: it waits for that
+// batch too, whose write then commits; it does not close the connection
+// under it (a bridge's shutdown would lose the settlements in flight).
+func TestCloseWaitsForTheRunningBatch(t *testing.T) {
+	s, release := lockedLedger(t, time.Minute)
+	a := reserveAsync(s, ctx, "a")
+	waitUntil(t, "a waits for the lock", queued(s.w, 0))
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	waitUntil(t, "Close refuses new writes", func() bool {
+		s.w.q.mu.Lock()
+		defer s.w.q.mu.Unlock()
+		return s.w.q.closed
+	})
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while a's batch still waited for the lock", err)
+	default:
+	}
+	release()
+	select {
+	case err := <-a:
+		if err != nil {
+			t.Errorf("Reserve in the batch Close waited for = %v, want it committed", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Reserve in the batch Close waited for did not return once the lock was free")
+	}
+	if err := <-closed; err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	s2 := openAt(t, s.Path(), clock.NewFake(t0))
+	if _, ok, err := s2.RowByID(ctx, "a"); !ok || err != nil {
+		t.Errorf("row a after Close = %v, %v; want it stored", ok, err)
+	}
+}
+
+// InFlight during admission answers from this process's open reservations
+// when it can: those count as the SQL does, so a reservation at its expiry
+// or settled earlier in the same batch is no request in flight, and a cost
+// budget does not take a row of unknown cost for one.
+func TestAdmissionInFlightCountsAsTheRows(t *testing.T) {
+	s, release := lockedLedger(t, time.Minute)
+	clk := s.clk.(*clock.Fake)
+	inFlight := func(r WindowReader) (int64, error) {
+		return r.InFlight(Window{From: t0.Add(-time.Hour), To: r.Now().Add(time.Millisecond)}, 3)
+	}
+	release()
+	for id, exp := range map[string]time.Duration{"expiring": time.Minute, "settled": time.Hour} {
+		if err := s.Reserve(ctx, Reservation{RequestID: id, Operation: "chat", Model: "m", Expires: t0.Add(exp)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.Advance(time.Minute) // "expiring" is at its expiry: no longer in flight
+	release = holdWriteLock(t, s.Path())
+	lead := reserveAsync(s, ctx, "lead") // open after its batch, expiring in an hour
+	waitUntil(t, "lead waits for the lock", queued(s.w, 0))
+	settled := make(chan error, 1)
+	go func() {
+		settled <- s.Settle(ctx, Settlement{RequestID: "settled", Model: "m", Status: 200, InputTokens: Known(1), OutputTokens: Known(1), TotalTokens: Known(2)})
+	}()
+	waitUntil(t, "the settlement is queued behind lead", queued(s.w, 1))
+	var got int64
+	probe := make(chan error, 1)
+	go func() {
+		probe <- s.Reserve(ctx, Reservation{RequestID: "probe", Operation: "chat", Model: "m", Expires: t0.Add(time.Hour)}, AdmitFunc(func(r WindowReader, _ Reservation) error {
+			var err error
+			got, err = inFlight(r)
+			return err
+		}))
+	}()
+	waitUntil(t, "the probe is queued with the settlement", queued(s.w, 2))
+	release()
+	for what, c := range map[string]<-chan error{"lead": lead, "settlement": settled, "probe": probe} {
+		if err := <-c; err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	if got != 2 {
+		t.Errorf("InFlight at the probe's admission = %d, want 2 (before and lead): not the reservation at its expiry, nor the one settled in the probe's batch", got)
+	}
 }

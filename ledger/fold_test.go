@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"fmt"
 	"math/rand"
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -386,5 +387,37 @@ func TestHourRollupWaitsForTheFold(t *testing.T) {
 	}
 	if hour, _, _ := hourRollupDiff(t, db); hour < t0.UnixMilli()/hourMS+4 {
 		t.Fatalf("hour_rollup_until = %d: the hours behind the caught-up fold were never written", hour)
+	}
+}
+
+// A request settled after the fold passed its reservation (a stream of
+// more than foldAge) is in the report rollup under the settlement's
+// credential and model, as a request settled at once is: `ledger report
+// --by credential,model` over whole hours reads it there.
+func TestSettledAfterFoldReportsItsCredential(t *testing.T) {
+	clk := clock.NewFake(t0)
+	s, path := openTest(t, clk)
+	db := openRaw(t, path)
+	reserve(t, s, "long")
+	clk.Advance(11 * time.Second) // past foldAge: the next batch folds
+	reserve(t, s, "next")
+	if f := foldFrontier(t, db); f <= t0.UnixMilli() {
+		t.Fatalf("fold frontier %d: the reservation was not folded", f)
+	}
+	if err := s.Settle(ctx, Settlement{RequestID: "long", Model: "m-2", Credential: "team-b", Attempts: 1, Status: 200,
+		InputTokens: Known(3), OutputTokens: Known(4), TotalTokens: Known(7)}); err != nil {
+		t.Fatal(err)
+	}
+	from := t0.Truncate(time.Hour)
+	rep, err := s.Report(ctx, ReportQuery{From: from, To: from.Add(time.Hour), By: []string{KeyCredential, KeyModel, KeyStatus}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rep {
+		got = append(got, fmt.Sprintf("%v:%d:%d", r.Keys, r.Requests, r.TotalTokens))
+	}
+	if want := []string{"[ m unsettled]:1:0", "[team-b m-2 200]:1:7"}; !slices.Equal(got, want) {
+		t.Errorf("report by credential, model, status = %v, want %v", got, want)
 	}
 }

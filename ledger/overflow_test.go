@@ -197,3 +197,21 @@ func TestSatAddSaturatesInsteadOfWrapping(t *testing.T) {
 		}
 	}
 }
+
+// A provider answering absurd usage is warned about once per process, not
+// once per request: its every answer would flood the log.
+func TestUnreadableUsageWarnedOnce(t *testing.T) {
+	var logs testutil.SyncBuffer
+	clk := clock.NewFake(t0)
+	s := openWith(t, filepath.Join(t.TempDir(), "rotor.db"), Options{Clock: clk, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	for i := range 3 {
+		id := fmt.Sprint("lying-", i)
+		reserve(t, s, id)
+		if err := s.Settle(ctx, Settlement{RequestID: id, Model: "m", Status: 200, InputTokens: Known(huge), OutputTokens: Known(1), TotalTokens: Known(huge)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c := strings.Count(logs.String(), "usage outside"); c != 1 {
+		t.Errorf("%d warnings about unreadable usage after 3 such answers, want 1:\n%s", c, logs.String())
+	}
+}
