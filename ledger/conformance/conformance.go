@@ -74,6 +74,7 @@ func Run(t *testing.T, e Engine) {
 		{"ReserveSettleReleaseAreDurableWhenTheyReturn", testDurable},
 		{"SettleAndReleaseNeedAnOpenReservation", testSettleReleaseErrors},
 		{"SecondCloseOfAReservationInOneBatchIsNotFound", testCloseTwiceInOneBatch},
+		{"LateCloseOfAReservationResolvedElsewhereIsNotFound", testCloseAfterResolvedElsewhere},
 		{"RefusedAdmissionWritesNothing", testRefusedAdmission},
 		{"EndedRequestContextWritesNothing", testCancelledReservation},
 		{"CloseCommitsQueuedWrites", testCloseCommits},

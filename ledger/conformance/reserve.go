@@ -59,6 +59,10 @@ func testSettleReleaseErrors(t *testing.T, e Engine) {
 	if err := l.Reserve(ctx, ledger.Reservation{RequestID: "r1", Operation: opChat, Expires: d.clk.Now().Add(time.Hour)}, nil); !errors.Is(err, ledger.ErrExists) {
 		t.Errorf("a second reservation of open request r1 = %v, want ErrExists", err)
 	}
+	d.clk.Advance(time.Millisecond) // not the same row's key: still the same request
+	if err := l.Reserve(ctx, ledger.Reservation{RequestID: "r1", Operation: opChat, Expires: d.clk.Now().Add(time.Hour)}, nil); !errors.Is(err, ledger.ErrExists) {
+		t.Errorf("a second reservation of open request r1, a millisecond later = %v, want ErrExists", err)
+	}
 	settle(t, l, usage("r1", "gpt", 1, 1))
 	if err := l.Settle(ctx, usage("r1", "gpt", 2, 2)); !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("settling r1 twice = %v, want ErrNotFound", err)
@@ -85,6 +89,51 @@ func testSettleReleaseErrors(t *testing.T, e Engine) {
 // twice (off the minute rollup too, once folded, for good): a user saw
 // budgets count fewer requests than the ledger held, admit past their
 // limit, and a cost budget fail open.
+// A reservation an operator resolved from another process (`rotor ledger
+// settle`, once it expired) is no longer open: the late settlement or
+// release of the process that made it is ErrNotFound, and the row, its
+// window and its report keep the operator's usage, counted once.
+func testCloseAfterResolvedElsewhere(t *testing.T, e Engine) {
+	d, l := fresh(t, e)
+	for _, id := range []string{"late-settle", "late-release"} {
+		r := ledger.Reservation{RequestID: id, Operation: opChat, Pool: "api", Model: "gpt", Client: "ci", Expires: d.clk.Now().Add(time.Minute)}
+		if err := l.Reserve(ctx, r, nil); err != nil {
+			t.Fatalf("Reserve(%s): %v", id, err)
+		}
+	}
+	d.clk.Advance(2 * time.Hour)
+	cli := d.open()
+	for _, id := range []string{"late-settle", "late-release"} {
+		if err := cli.Resolve(ctx, ledger.Resolution{RequestID: id, Input: ledger.Known(3), Output: ledger.Known(4)}); err != nil {
+			t.Fatalf("Resolve(%s): %v", id, err)
+		}
+	}
+	if err := l.Settle(ctx, usage("late-settle", "gpt", 100, 100)); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("settling a reservation resolved elsewhere = %v, want ErrNotFound", err)
+	}
+	if err := l.Release(ctx, "late-release"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("releasing a reservation resolved elsewhere = %v, want ErrNotFound", err)
+	}
+	for _, r := range rowsOf(t, l) {
+		if !r.Settled || r.TotalTokens != ledger.Known(7) {
+			t.Errorf("%s = %s, want the operator's 7 tokens", r.RequestID, describeRow(r))
+		}
+	}
+	w := ledger.Window{From: t0.Add(-time.Hour), To: d.clk.Now().Add(time.Millisecond)}
+	for who, h := range map[string]ledger.Ledger{"the late writer": l, "the operator": cli} {
+		if tot := totals(t, h, w); tot != (ledger.Totals{Requests: 2, Tokens: 14, CostUnknown: 2}) {
+			t.Errorf("%s reads window totals %+v, want the 2 resolved requests, 14 tokens, cost unknown (no price)", who, tot)
+		}
+	}
+	rep, err := l.Report(ctx, ledger.ReportQuery{From: w.From, To: w.To})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep) != 1 || rep[0].Requests != 2 || rep[0].TotalTokens != 14 || rep[0].TokensUnknown != 0 {
+		t.Errorf("report = %s, want 2 requests of 14 tokens", describeReport(rep))
+	}
+}
+
 func testCloseTwiceInOneBatch(t *testing.T, e Engine) {
 	write := func(l ledger.Ledger, kind string) error {
 		if kind == "settle" {

@@ -69,6 +69,10 @@ func testResolveErrors(t *testing.T, e Engine) {
 	setPrice(t, l, gptPrice)
 	d.reserve(l, "known", opChat, "gpt")
 	settle(t, l, usage("known", "gpt", 1, 1))
+	// A Decisions row's cost is always unknown: its known tokens are its
+	// known usage.
+	d.reserve(l, "decided", opDecisions, "gpt")
+	settle(t, l, usage("decided", "gpt", 1, 1))
 	d.reserve(l, "cut", opChat, "gpt")
 	settle(t, l, ledger.Settlement{RequestID: "cut", Model: "gpt", Status: 200, ErrorCode: "upstream_stream_cut"})
 	// A reservation within its deadline plus grace (an hour): its request
@@ -82,6 +86,7 @@ func testResolveErrors(t *testing.T, e Engine) {
 		want error
 	}{
 		{"a row of known usage", ledger.Resolution{RequestID: "known", Input: k(5), Output: k(5)}, ledger.ErrUsageKnown},
+		{"a Decisions row of known tokens", ledger.Resolution{RequestID: "decided", Input: k(5), Output: k(5)}, ledger.ErrUsageKnown},
 		{"no such request", ledger.Resolution{RequestID: "nope", Input: k(5), Output: k(5)}, ledger.ErrNotFound},
 		{"output missing", ledger.Resolution{RequestID: "cut", Input: k(5)}, nil},
 		{"cached above input", ledger.Resolution{RequestID: "cut", Input: k(5), Output: k(5), CachedInput: k(6)}, nil},
