@@ -2,7 +2,10 @@ package secret
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/json"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -75,5 +78,67 @@ func TestFingerprintIsStableAndOpaque(t *testing.T) {
 	}
 	if strings.Contains(canary, a) {
 		t.Error("fingerprint is a substring of the secret")
+	}
+}
+
+// Each rendering method, called directly rather than through fmt (whose
+// Format hook would hide a leak in String or GoString), and the encoders
+// that use TextMarshaler, yield the placeholder.
+func TestEveryRenderingMethodIsRedacted(t *testing.T) {
+	v := New(canary)
+	text, _ := v.MarshalText()
+	js, _ := v.MarshalJSON()
+	x, err := xml.Marshal(struct {
+		XMLName xml.Name `xml:"cred"`
+		Key     Value    `xml:"key,attr"`
+	}{Key: v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapKey, _ := json.Marshal(map[Value]int{v: 1})
+	var tbuf bytes.Buffer
+	slog.New(slog.NewTextHandler(&tbuf, nil)).Info("x", "key", v)
+	outs := map[string]string{
+		"String":      v.String(),
+		"GoString":    v.GoString(),
+		"MarshalText": string(text),
+		"MarshalJSON": string(js),
+		"LogValue":    v.LogValue().String(),
+		"xml attr":    string(x),
+		"json key":    string(mapKey),
+		"slog text":   tbuf.String(),
+	}
+	for name, out := range outs {
+		if strings.Contains(out, "canary") {
+			t.Errorf("%s leaks the secret: %s", name, out)
+		}
+		if !strings.Contains(out, "[redacted]") {
+			t.Errorf("%s = %q, want the placeholder", name, out)
+		}
+	}
+}
+
+func TestIsZeroAndLen(t *testing.T) {
+	if !(Value{}).IsZero() || !New("").IsZero() {
+		t.Error("empty secret is not zero")
+	}
+	if New("k").IsZero() {
+		t.Error("one-byte secret is zero")
+	}
+	if n := New(canary).Len(); n != len(canary) {
+		t.Errorf("Len() = %d, want %d", n, len(canary))
+	}
+}
+
+// HMAC is HMAC-SHA-256 keyed by the secret over msg: identities built on it
+// differ by message and by key.
+func TestHMACIsKeyedOverTheMessage(t *testing.T) {
+	m := hmac.New(sha256.New, []byte(canary))
+	m.Write([]byte("api/gpt-x"))
+	if got := New(canary).HMAC([]byte("api/gpt-x")); !hmac.Equal(got, m.Sum(nil)) {
+		t.Errorf("HMAC = %x, want %x", got, m.Sum(nil))
+	}
+	if bytes.Equal(New(canary).HMAC([]byte("a")), New(canary).HMAC([]byte("b"))) {
+		t.Error("two messages share an HMAC")
 	}
 }
