@@ -24,6 +24,12 @@ func TestParse(t *testing.T) {
 		{"7x", 0, false},
 		{"1.5d", 0, false},
 		{"99999999d", 0, false},
+		// time.Duration ends inside day 106,752: the last whole day
+		// parses, the next one and an overflowing remainder do not.
+		{"106751d", 106751 * Day, true},
+		{"106752d", 0, false},
+		{"106751d23h", 106751*Day + 23*time.Hour, true},
+		{"106751d48h", 0, false},
 	}
 	for _, tt := range tests {
 		got, err := Parse(tt.in)
@@ -43,6 +49,8 @@ func TestFormat(t *testing.T) {
 		{30 * time.Minute, "30m"},
 		{90 * time.Second, "1m30s"},
 		{2 * time.Hour, "2h"},
+		{Day, "1d"},
+		{0, "0s"},
 	}
 	for _, tt := range tests {
 		if got := Format(tt.in); got != tt.want {

@@ -26,3 +26,34 @@ func TestValid(t *testing.T) {
 		})
 	}
 }
+
+// OpenAIMethods is the Allow value a 405 carries: each served path with its
+// methods, any stored response under /v1/responses/ with GET and DELETE, and
+// nothing for paths rotor does not serve.
+func TestOpenAIMethods(t *testing.T) {
+	for _, tc := range []struct{ path, want string }{
+		{"/v1/responses", "POST"},
+		{"/v1/chat/completions", "POST"},
+		{"/v1/embeddings", "POST"},
+		{"/v1/models", "GET"},
+		{"/v1/responses/", "GET, DELETE"},
+		{"/v1/responses/resp_123", "GET, DELETE"},
+		{"/v1/responses/resp_123/input_items", "GET, DELETE"},
+		{"/v1/responsesx", ""},
+		{"/v1/models/gpt-x", ""},
+		{"/v1/completions", ""},
+		{"/", ""},
+		{"", ""},
+	} {
+		if got := OpenAIMethods(tc.path); got != tc.want {
+			t.Errorf("OpenAIMethods(%q) = %q, want %q", tc.path, got, tc.want)
+		}
+	}
+}
+
+// Status and /v1/models list the pools api first, then zdr.
+func TestPoolsOrder(t *testing.T) {
+	if len(Pools) != 2 || Pools[0] != PoolAPI || Pools[1] != PoolZDR {
+		t.Errorf("Pools = %q, want [api zdr]", Pools)
+	}
+}
