@@ -29,6 +29,8 @@ func TestMaskHidesEveryPassword(t *testing.T) {
 		{"password='s3cret'host=db", "password='xxxxx'host=db"},
 		{`host=db sslpassword=s3\ cret`, "host=db sslpassword=xxxxx"},
 		{"host=db PASSWORD='s3cret", "host=db PASSWORD='xxxxx'"},
+		// An empty password at the very end has nothing to hide.
+		{"host=db dbname=rotor password=", "host=db dbname=rotor password="},
 		{" postgres://alice:s3cret@db/rotor ", " postgres://alice:xxxxx@db/rotor "},
 		{"POSTGRES://alice:s3cret@db/rotor", "postgres://alice:xxxxx@db/rotor"},
 		{"mysql://alice:s3cret@db/rotor?password=s3cret", "mysql://alice:xxxxx@db/rotor?password=xxxxx"},
@@ -84,6 +86,8 @@ func TestCheck(t *testing.T) {
 		{"host=db.example user=rotor password=s3cret dbname=rotor", "", ErrKeywordValue},
 		{"dbname=rotor", "", ErrKeywordValue},
 		{"application_name=x HOST=db password='s3cret'", "", ErrKeywordValue},
+		{"HOST=db DBNAME=rotor", "", ErrKeywordValue},
+		{"dbname=rotor password=", "", ErrKeywordValue},
 		{"postgresql://alice:s3cret@[::1", "", ErrURL},
 		{"postgres://alice:s3cret@db:port/rotor", "", ErrURL},
 	} {
@@ -97,6 +101,17 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// An empty value and a blank one are told apart: an empty --db is not white
+// space.
+func TestCheckSaysEmptyOrWhiteSpace(t *testing.T) {
+	for in, want := range map[string]string{"": "not an empty value", "  ": "not white space", "\t": "not white space"} {
+		_, err := Check(in)
+		if !errors.Is(err, ErrSpace) || !strings.Contains(err.Error(), want) {
+			t.Errorf("Check(%q) = %v, want ErrSpace saying %q", in, err, want)
+		}
+	}
+}
+
 func TestPasswords(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
@@ -106,6 +121,7 @@ func TestPasswords(t *testing.T) {
 		{"postgres://alice:s3%40cret@db/rotor?sslpassword=k%20ey", []string{"s3%40cret", "s3@cret", "k%20ey", "k ey"}},
 		{"postgresql://alice:s3cret@[::1", []string{"s3cret"}},
 		{`host=db password='s3 \'cret' sslpassword=k\ ey`, []string{`'s3 \'cret'`, "s3 'cret", `k\ ey`, "k ey"}},
+		{`host=db password=s3cret\`, []string{`s3cret\`, "s3cret"}},
 	} {
 		if got := Passwords(tc.in); !slices.Equal(got, tc.want) {
 			t.Errorf("Passwords(%q) = %q, want %q", tc.in, got, tc.want)
