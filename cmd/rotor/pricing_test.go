@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/rotorhq/rotor/ledger"
@@ -208,4 +209,31 @@ func ledgerSettleFlags(t *testing.T) {
 	// showed unknown tokens again (on SQLite, set aside at the next fold),
 	// its cost budget failing closed anew.
 	refused[settleOptions](t, f, newCmdLedgerSettle, "--input + --output must be at most 10^12", "r1", "--input", "600000000000", "--output", "600000000000")
+}
+
+// pricing list prints models in order, a cached-input price when one is
+// set (empty when not); --provider takes a provider name, not one with a
+// space.
+func TestPricingListOrderAndCachedColumn(t *testing.T) {
+	f, out, errOut := testFactory(t)
+	for _, args := range [][]string{
+		{"pricing", "set", "zeta", "--input", "1", "--output", "2", "--cached-input", "0.25"},
+		{"pricing", "set", "alpha", "--input", "3", "--output", "4"},
+	} {
+		if code := runCmd(t, f, out, errOut, args...); code != 0 {
+			t.Fatalf("%q: exit %d: %s", args, code, errOut)
+		}
+	}
+	if code := runCmd(t, f, out, errOut, "pricing", "list", "--format", "csv"); code != 0 {
+		t.Fatalf("pricing list: exit %d: %s", code, errOut)
+	}
+	want := "model,input_usd_per_1m,cached_input_usd_per_1m,output_usd_per_1m,source,updated\n" +
+		"alpha,3,,4,set,2026-11-30T12:00:00Z\n" +
+		"zeta,1,0.25,2,set,2026-11-30T12:00:00Z\n"
+	if out.String() != want {
+		t.Errorf("pricing list csv =\n%s\nwant\n%s", out, want)
+	}
+	if code := runCmd(t, f, out, errOut, "pricing", "import", "prices.json", "--provider", "my provider"); code != ExitUsage || !strings.Contains(errOut.String(), "--provider") {
+		t.Errorf("--provider with a space: exit %d, stderr %q; want exit 2 naming --provider", code, errOut)
+	}
 }
