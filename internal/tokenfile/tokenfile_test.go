@@ -160,7 +160,7 @@ func TestReadRefusesGroupOrWorldBits(t *testing.T) {
 }
 
 // A hand-made token must hold at least 32 characters once the surrounding
-// white space is trimmed.
+// white space is trimmed; the refusal never shows the short one.
 func TestReadTokenLengthBoundary(t *testing.T) {
 	dir := safeDir(t)
 	for _, tc := range []struct {
@@ -182,6 +182,9 @@ func TestReadTokenLengthBoundary(t *testing.T) {
 			}
 			if !errors.Is(err, ErrUnsafe) || !strings.Contains(err.Error(), "shorter than 32") {
 				t.Fatalf("Read of %d chars = %v, want ErrUnsafe naming the minimum", tc.n, err)
+			}
+			if strings.Contains(err.Error(), raw) {
+				t.Error("error shows the short token")
 			}
 		})
 	}
