@@ -70,6 +70,11 @@ func TestBudgetAddRefusesBadFlags(t *testing.T) {
 		{"exactly one", []string{"--tokens", "5000", "--cost", "1", "--window", "day"}},
 		{"--name", []string{"--requests", "3", "--window", "day", "--name", "my budget"}},
 		{"--name", []string{"--requests", "3", "--window", "day", "--name", "-dash-first"}},
+		{"--window is required", []string{"--requests", "3"}},
+		{"--window: ", []string{"--requests", "3", "--window", "fortnight"}},
+		{"--window: ", []string{"--requests", "3", "--window", "367d"}},
+		{"--cost: ", []string{"--cost", "1.0000001", "--window", "day"}},
+		{"--cost: ", []string{"--cost", "-1", "--window", "day"}},
 	} {
 		refused[budgetAddOptions](t, f, newCmdBudgetAdd, c.want, c.args...)
 	}
