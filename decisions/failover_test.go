@@ -16,6 +16,7 @@ import (
 	fp "github.com/rotorhq/rotor/internal/fakeprovider"
 	"github.com/rotorhq/rotor/internal/testutil"
 	"github.com/rotorhq/rotor/ledger"
+	"github.com/rotorhq/rotor/pool"
 )
 
 // Spec: unsupported endpoint responses (405, 501, and a 404 that names the
@@ -336,6 +337,21 @@ func TestDeadlineSharedAndProviderThatNeverAnswersIsNotReplayed(t *testing.T) {
 	}
 }
 
+// The wait for a release must fit what is left of the request on its
+// context too, not only on the route's clock: a request whose context ends
+// sooner (its deadline ran from before the body was read and admitted)
+// answers 429 with the cooldown at once rather than sleeping into a 504.
+func TestCooldownOutlastingTheContextDeadlineGives429(t *testing.T) {
+	h := newHarness(t, opts{creds: defaultCreds()[:1]})
+	h.fp.SetDefault(h.keys["team-a"], "", fp.RateLimited("30"))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rec, _ := h.serveRecorded(ctx, decision("api/decide-mini"))
+	if rec.Code != 429 || rec.Header().Get("Retry-After") != "30" {
+		t.Errorf("answer %d Retry-After %q, want 429 with 30\n%s", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
+	}
+}
+
 // Issue 14, item 2: with model cooldown off, first_key_fallback on and
 // every credential answering 429 rate_limit_exceeded with Retry-After: 30,
 // one request made 20,711 provider calls and ended in 504: the fallback
@@ -650,8 +666,13 @@ func TestAuthRejectionBesideAnUnreachableProviderIsNot503(t *testing.T) {
 func TestRepeatedRateLimitsEndIn429NotAStorm(t *testing.T) {
 	body := `{"error":{"message":"slow down","type":"requests","param":null,"code":"rate_limit_exceeded"}}`
 	tiny := fp.Status(429, body, http.Header{"Retry-After-Ms": {"1"}, "Content-Type": {"application/json"}})
-	for _, n := range []int{1, 2} {
-		h := newHarness(t, opts{creds: defaultCreds()[:n], modelCooldown: true})
+	for _, c := range []struct {
+		n      int
+		scoped bool
+		code   string
+	}{{1, true, "model_cooldown"}, {2, true, "model_cooldown"}, {1, false, "rate_limit_exceeded"}, {2, false, "rate_limit_exceeded"}} {
+		n := c.n
+		h := newHarness(t, opts{creds: defaultCreds()[:n], modelCooldown: c.scoped})
 		for _, k := range h.keys {
 			h.fp.SetDefault(k, "", tiny)
 		}
@@ -676,7 +697,7 @@ func TestRepeatedRateLimitsEndIn429NotAStorm(t *testing.T) {
 			}
 			time.Sleep(time.Millisecond)
 		}
-		wantStatus(t, r, 429, "model_cooldown")
+		wantStatus(t, r, 429, c.code)
 		if got := r.header.Get("Retry-After"); got != "1" {
 			t.Errorf("%d credentials: Retry-After %q, want 1", n, got)
 		}
@@ -685,6 +706,79 @@ func TestRepeatedRateLimitsEndIn429NotAStorm(t *testing.T) {
 		}
 		if rows := h.rows(); len(rows) != 1 || rows[0].Attempts != maxThrottles*n {
 			t.Errorf("%d credentials: rows %+v, want one row with %d attempts", n, rows, maxThrottles*n)
+		}
+	}
+}
+
+// A credential that took its maxThrottles rate limits stays out of the
+// request even once its rest is over; when the credential tried after it
+// (which rested longer) is rejected, the caller gets 429 advising the
+// least wait, a millisecond (Retry-After 1), not the rest just ended.
+func TestCappedCredentialWhoseRestEndedAdvisesTheLeastWait(t *testing.T) {
+	body := `{"error":{"message":"slow down","type":"requests","param":null,"code":"rate_limit_exceeded"}}`
+	tiny := fp.Status(429, body, http.Header{"Retry-After-Ms": {"1"}, "Content-Type": {"application/json"}})
+	for _, c := range []struct {
+		scoped bool
+		code   string
+	}{{true, "model_cooldown"}, {false, "rate_limit_exceeded"}} {
+		h := newHarness(t, opts{modelCooldown: c.scoped})
+		h.fp.SetDefault(h.keys["team-a"], "", tiny)
+		h.fp.SetDefault(h.keys["team-b"], "", fp.Unauthorized())
+		// team-b rests 50 ms, so team-a takes its three rate limits first.
+		pl := h.pools["api"]
+		pl.Record("team-b", pool.Observation{Scope: pool.Scope{Model: "decide-mini", QuotaBucket: pl.BucketFor("decide-mini")},
+			Status: 429, RetryAfter: 0.05, HasRetryAfter: true})
+		done := make(chan reply, 1)
+		go func() { done <- h.post(decision("api/decide-mini")) }()
+		var r reply
+	wait:
+		for {
+			select {
+			case r = <-done:
+				break wait
+			default:
+			}
+			if h.clk.Timers() > 0 {
+				h.clk.Advance(time.Millisecond)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		wantStatus(t, r, 429, c.code)
+		if got, ms := r.header.Get("Retry-After"), r.header.Get("retry-after-ms"); got != "1" || ms != "1" {
+			t.Errorf("scoped %v: Retry-After %q, retry-after-ms %q; want 1 and 1", c.scoped, got, ms)
+		}
+		if a, b := h.hits("team-a", fp.PathDecisions), h.hits("team-b", fp.PathDecisions); a != maxThrottles || b != 1 {
+			t.Errorf("scoped %v: %d calls with team-a and %d with team-b, want %d and 1", c.scoped, a, b, maxThrottles)
+		}
+	}
+}
+
+// The first-key fallback's call is a success: that key's rest is over (its
+// provider answered), for a buffered answer and for a stream alike. The
+// pool no longer holds it resting, so /v1/status stops listing its
+// cooldown and the next request takes it as any available key.
+func TestFirstKeyFallbackSuccessEndsTheKeysRest(t *testing.T) {
+	for _, c := range []struct {
+		name, path, body string
+		reply            upReply
+	}{
+		{"buffered", KindChat.Path, `{"model":"api/gpt-test","messages":[]}`, upReply{status: 200, body: chatAnswer}},
+		{"stream", KindChat.Path, `{"model":"api/gpt-test","stream":true,"messages":[]}`, upReply{status: 200, events: chatEvents}},
+	} {
+		h, u := newOpenAIHarness(t, opts{firstKeyFallback: true})
+		u.script(keyA, c.path, c.reply)
+		pl := h.pools["api"]
+		scope := pool.Scope{Model: "gpt-test", QuotaBucket: pl.BucketFor("gpt-test")}
+		for _, name := range []string{"team-a", "team-b"} {
+			pl.Record(name, pool.Observation{Scope: scope, Status: 429, RetryAfter: 600, HasRetryAfter: true})
+		}
+		r := h.do(context.Background(), c.path, c.body)
+		wantStatus(t, r, 200, "")
+		if got := r.header.Get("X-Rotor-Credential"); got != "team-a" {
+			t.Fatalf("%s: served by %q, want the first key team-a", c.name, got)
+		}
+		if d, resting := pl.NextRelease(scope, []string{"team-a"}); resting {
+			t.Errorf("%s: team-a still rests %v after its provider answered", c.name, d)
 		}
 	}
 }

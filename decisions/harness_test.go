@@ -59,6 +59,8 @@ type opts struct {
 	metrics Metrics
 	// writeTimeout is the route's WriteTimeout (the server's).
 	writeTimeout time.Duration
+	// reservationGrace is the route's ReservationGrace.
+	reservationGrace time.Duration
 }
 
 type harness struct {
@@ -140,7 +142,7 @@ func newHarness(t *testing.T, o opts) *harness {
 	}
 	h.router = New(Config{Pools: pcs, Ledger: lg, Admitter: budgets.NewAdmitter(), Clock: clk,
 		HTTPClient: o.httpClient, Deadline: o.deadline, ErrorBodyIdle: o.errorIdle, CatalogTimeout: o.catalogTimeout, MaxBuffered: o.maxBuffered,
-		Logger: newTestLogger(h.log), DefaultPool: o.defaultPool, GenerationDeadline: o.generation, Metrics: o.metrics, WriteTimeout: o.writeTimeout})
+		Logger: newTestLogger(h.log), DefaultPool: o.defaultPool, GenerationDeadline: o.generation, Metrics: o.metrics, WriteTimeout: o.writeTimeout, ReservationGrace: o.reservationGrace})
 	openAI := h.router.OpenAI()
 	h.srv = httptest.NewServer(httpx.RequestIDs(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, _ := httpx.WithAccessInfo(httpx.WithCaller(r.Context(), httpx.Caller{Label: "test-client"}))

@@ -127,3 +127,49 @@ func TestFailoversCountMovesToAnotherCredential(t *testing.T) {
 		})
 	}
 }
+
+// cooldowns records the route's Cooldown events.
+type cooldowns struct {
+	upstreamCalls
+	classes []string
+}
+
+func (c *cooldowns) Cooldown(pool, class string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.classes = append(c.classes, pool+"/"+class)
+}
+
+// rotor_cooldowns_total counts cooldown evidence (README, Metrics): every
+// 429 is throttle evidence, and a 401, at inference or at a catalog
+// fetch, is auth evidence; a 403 (an endpoint or model permission denial)
+// is not.
+func TestCooldownsCountOnlyCooldownEvidence(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		script func(h *harness)
+		want   []string
+	}{
+		{"401 at inference", func(h *harness) { h.fp.Script(h.keys["team-a"], "", fp.Unauthorized()) }, []string{"api/auth"}},
+		{"403 at inference", func(h *harness) { h.fp.Script(h.keys["team-a"], "", fp.Forbidden()) }, nil},
+		{"401 at a catalog fetch", func(h *harness) { h.fp.ScriptCatalog(h.keys["team-a"], fp.Unauthorized()) }, []string{"api/auth"}},
+		{"403 at a catalog fetch", func(h *harness) { h.fp.ScriptCatalog(h.keys["team-a"], fp.Forbidden()) }, nil},
+		{"rate limited", func(h *harness) { h.fp.Script(h.keys["team-a"], "", fp.RateLimited("5")) }, []string{"api/throttle"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := &cooldowns{}
+			h := newHarness(t, opts{modelCooldown: true, metrics: m})
+			tt.script(h)
+			r := h.post(decision("api/decide-mini"))
+			wantStatus(t, r, 200, "")
+			if got := r.header.Get("X-Rotor-Credential"); got != "team-b" {
+				t.Fatalf("served by %q, want team-b", got)
+			}
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			if !slices.Equal(m.classes, tt.want) {
+				t.Errorf("cooldowns %q, want %q", m.classes, tt.want)
+			}
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,7 @@ import (
 	"github.com/rotorhq/rotor/internal/httpx"
 	"github.com/rotorhq/rotor/internal/jsonobj"
 	"github.com/rotorhq/rotor/ledger"
+	"github.com/rotorhq/rotor/pool"
 )
 
 // upstream is an OpenAI-style provider on loopback for the OpenAI routes:
@@ -202,9 +204,12 @@ func TestOpenAIRoutesForwardByteForByte(t *testing.T) {
 	}
 	for _, c := range cases {
 		u.script(keyA, c.path, upReply{status: 200, body: c.answer,
-			header: map[string]string{"Content-Type": "application/json", "x-ratelimit-remaining-requests": "41"}})
+			header: map[string]string{"Content-Type": "application/json; charset=utf-8", "x-ratelimit-remaining-requests": "41"}})
 		r := h.do(context.Background(), c.path, c.request, "OpenAI-Beta", "assistants=v2", "OpenAI-Organization", "org-caller", "OpenAI-Project", "proj-caller", "Authorization", "Bearer caller-token")
 		wantStatus(t, r, 200, "")
+		if ct := r.header.Get("Content-Type"); ct != "application/json; charset=utf-8" {
+			t.Errorf("%s: Content-Type %q, want the provider's", c.path, ct)
+		}
 		if string(r.body) != c.answer {
 			t.Errorf("%s: answer\n%s\nwant byte for byte\n%s", c.path, r.body, c.answer)
 		}
@@ -501,6 +506,53 @@ func TestPreviousResponseIDStaysWithItsCredential(t *testing.T) {
 	}
 }
 
+// The credential that answered a previous_response_id rests while another
+// is free: the caller gets the 429, and the free credential (another
+// account, which never saw the response) gets no call. A 403 rejects
+// team-a for the first request only, so it is free for the second.
+func TestPreviousResponseIDNeverMovesToAFreeCredential(t *testing.T) {
+	h, u := newOpenAIHarness(t, opts{})
+	u.script(keyA, KindResponses.Path, upReply{status: 403, body: `{"error":{"message":"no","code":"permission_denied"}}`},
+		upReply{status: 200, body: responsesAnswer})
+	u.script(keyB, KindResponses.Path, upReply{status: 200, body: responsesAnswer},
+		upReply{status: 429, header: map[string]string{"Retry-After": "600"}, body: `{"error":{"message":"slow down","type":"requests","code":"rate_limit_exceeded"}}`})
+	wantStatus(t, h.do(context.Background(), KindResponses.Path, `{"model":"api/gpt-test","input":"a"}`), 200, "")
+	n := len(u.requests())
+	r := h.do(context.Background(), KindResponses.Path, `{"model":"api/gpt-test","input":"b","previous_response_id":"resp_1"}`)
+	wantStatus(t, r, 429, "")
+	sent := u.requests()[n:]
+	if len(sent) != 1 || sent[0].key != keyB {
+		t.Errorf("%d calls for the pinned request, want 1 with team-b", len(sent))
+	}
+	for _, s := range sent {
+		if s.key != keyB {
+			t.Errorf("previous_response_id of team-b sent with another credential")
+		}
+	}
+}
+
+// With first_key_fallback, the fallback is no way around a pin: a
+// previous_response_id whose credential rests answers 429 with the rest
+// left, and the resting credential gets no call.
+func TestPreviousResponseIDOfARestingCredentialTakesNoFallback(t *testing.T) {
+	h, u := newOpenAIHarness(t, opts{firstKeyFallback: true})
+	u.script(keyA, KindResponses.Path, upReply{status: 403, body: `{"error":{"message":"no","code":"permission_denied"}}`},
+		upReply{status: 200, body: responsesAnswer})
+	u.script(keyB, KindResponses.Path, upReply{status: 200, body: responsesAnswer})
+	wantStatus(t, h.do(context.Background(), KindResponses.Path, `{"model":"api/gpt-test","input":"a"}`), 200, "")
+	// team-b rests ten minutes (a rate limit another request met).
+	h.pools["api"].Record("team-b", pool.Observation{Scope: pool.Scope{Model: "gpt-test"}, Status: 429, RetryAfter: 600, HasRetryAfter: true})
+	n := len(u.requests())
+	r := h.do(context.Background(), KindResponses.Path, `{"model":"api/gpt-test","input":"b","previous_response_id":"resp_1"}`)
+	wantStatus(t, r, 429, "rate_limit_exceeded")
+	if got := r.header.Get("Retry-After"); got != "600" {
+		t.Errorf("Retry-After %q, want 600", got)
+	}
+	if sent := u.requests()[n:]; len(sent) != 0 {
+		t.Errorf("%d provider calls for a request pinned to a resting credential, want 0", len(sent))
+	}
+}
+
 // A response id stays with the credential that answered it for 24 hours,
 // and not a millisecond longer: then a previous_response_id may be served
 // by any credential.
@@ -515,6 +567,30 @@ func TestResponseAffinityLasts24Hours(t *testing.T) {
 	clk.Advance(time.Millisecond)
 	if cred, ok := a.lookup("resp_1"); ok {
 		t.Errorf("lookup at 24 hours = %q, still pinned", cred)
+	}
+}
+
+// At most 100,000 response ids are remembered (README): the next one
+// makes the oldest go, and only it.
+func TestResponseAffinityKeepsTheNewest100000Ids(t *testing.T) {
+	const n = 100_000
+	a := newAffinity(clock.NewFake(t0))
+	for i := range n {
+		a.remember("resp_"+strconv.Itoa(i), "team-a")
+	}
+	for _, id := range []string{"resp_0", "resp_" + strconv.Itoa(n-1)} {
+		if _, ok := a.lookup(id); !ok {
+			t.Fatalf("%s forgotten with %d ids remembered", id, n)
+		}
+	}
+	a.remember("resp_next", "team-b")
+	if _, ok := a.lookup("resp_0"); ok {
+		t.Errorf("the oldest id still remembered with %d after it", n)
+	}
+	for _, id := range []string{"resp_1", "resp_next"} {
+		if _, ok := a.lookup(id); !ok {
+			t.Errorf("%s forgotten, want only the oldest to go", id)
+		}
 	}
 }
 
@@ -545,6 +621,7 @@ func TestClassifyUpstreamAnswer(t *testing.T) {
 		{"ok", 200, providerError{}, outcomeAnswer},
 		{"created", 201, providerError{}, outcomeAnswer},
 		{"redirect", 302, providerError{}, outcomeRedirect},
+		{"multiple choices", 300, providerError{}, outcomeRedirect},
 		{"quota code", 429, pe("insufficient_quota", "", "", ""), outcomeQuota},
 		{"quota type only", 429, pe("", "insufficient_quota", "", ""), outcomeQuota},
 		{"quota type with other code", 429, pe("other", "insufficient_quota", "", ""), outcomePassThrough},
@@ -650,5 +727,38 @@ func TestModelsInAnUnknownRegionIs400(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 400 {
 		t.Errorf("GET /v1/models with X-Rotor-Region: mars = %d, want 400 unknown_region", resp.StatusCode)
+	}
+}
+
+// On the OpenAI routes the generation deadline bounds the whole answer,
+// but waits for a release stay within runtime.deadline (README): a
+// cooldown longer than what runtime.deadline leaves is answered 429 with
+// it at once, never waited out on the generation deadline.
+func TestOpenAIRouteWaitsOnlyWithinTheDecisionsDeadline(t *testing.T) {
+	h, u := newOpenAIHarness(t, opts{deadline: 10 * time.Second, generation: 10 * time.Minute})
+	limited := upReply{status: 429, header: map[string]string{"Retry-After": "30"}, body: `{"error":{"message":"slow down","type":"requests","code":"rate_limit_exceeded"}}`}
+	u.script(keyA, KindChat.Path, limited)
+	u.script(keyB, KindChat.Path, limited)
+	done := make(chan reply, 1)
+	go func() { done <- h.do(context.Background(), KindChat.Path, `{"model":"api/gpt-test","messages":[]}`) }()
+	waited := false
+	for {
+		select {
+		case r := <-done:
+			if waited {
+				t.Errorf("the request waited for a 30 s release with 10 s of runtime.deadline left")
+			}
+			wantStatus(t, r, 429, "")
+			if got := r.header.Get("Retry-After"); got != "30" && !waited {
+				t.Errorf("Retry-After %q, want 30", got)
+			}
+			return
+		default:
+		}
+		if h.clk.Timers() > 0 {
+			waited = true
+			h.clk.Advance(time.Hour) // let the request go on to its answer
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -5,11 +5,18 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/rotorhq/rotor/budgets"
+	"github.com/rotorhq/rotor/internal/clock"
 	fp "github.com/rotorhq/rotor/internal/fakeprovider"
+	"github.com/rotorhq/rotor/internal/testutil/ledgertest"
 	"github.com/rotorhq/rotor/ledger"
+	"github.com/rotorhq/rotor/pool"
 )
 
 // Spec: "The runtime rotation proxy accepts POST /v1/decisions and POST
@@ -70,8 +77,14 @@ func TestInvalidJSONIs400BeforeAnything(t *testing.T) {
 	}
 	// Two model fields (or a case variant a lenient decoder would also read)
 	// are refused: rotor and the provider must agree on the model.
-	wantStatus(t, h.post(`{"model":"api/decide-mini","model":"decide-large"}`), 400, "invalid_json")
-	wantStatus(t, h.post(`{"model":"api/decide-mini","Model":"decide-large"}`), 400, "invalid_json")
+	// The answer names model as the param at fault, as for a bad prefix.
+	for _, body := range []string{`{"model":"api/decide-mini","model":"decide-large"}`, `{"model":"api/decide-mini","Model":"decide-large"}`} {
+		r := h.post(body)
+		wantStatus(t, r, 400, "invalid_json")
+		if r.err.Param == nil || *r.err.Param != "model" {
+			t.Errorf("%s: param = %v, want model", body, r.err.Param)
+		}
+	}
 	h.wantNoProviderCall()
 }
 
@@ -244,4 +257,90 @@ func TestProviderConnectionsIdleOutBeforeTheProviders(t *testing.T) {
 	if tr.IdleConnTimeout <= 0 || tr.IdleConnTimeout >= fp.IdleTimeout {
 		t.Errorf("IdleConnTimeout = %v, want above 0 and below the provider's %v", tr.IdleConnTimeout, fp.IdleTimeout)
 	}
+}
+
+// reservations records the reservations the route takes.
+type reservations struct {
+	Ledger
+	mu  sync.Mutex
+	got []ledger.Reservation
+}
+
+func (r *reservations) Reserve(ctx context.Context, res ledger.Reservation, admit ledger.Admitter) error {
+	r.mu.Lock()
+	r.got = append(r.got, res)
+	r.mu.Unlock()
+	return r.Ledger.Reserve(ctx, res, admit)
+}
+
+// A reservation expires (its row's expires, after which it counts as
+// unknown usage) when the request's own bound and the reservation grace
+// have passed: the Decisions deadline on Decisions, the generation
+// deadline on the OpenAI routes, whose answers may take that long.
+func TestReservationExpiresAfterTheRoutesDeadlineAndGrace(t *testing.T) {
+	rec := &reservations{}
+	h, u := newOpenAIHarness(t, opts{deadline: 20 * time.Second, generation: 5 * time.Minute, reservationGrace: 7 * time.Second,
+		wrapLedger: func(l Ledger) Ledger { rec.Ledger = l; return rec }})
+	u.script(keyA, KindChat.Path, upReply{status: 200, body: chatAnswer})
+	u.script(keyA, KindDecisions.Path, upReply{status: 200, body: `{"id":"d1","usage":{"input_tokens":1,"output_tokens":1,"total_tokens":2}}`})
+	wantStatus(t, h.post(decision("api/decide-only")), 200, "")
+	wantStatus(t, h.do(context.Background(), KindChat.Path, `{"model":"api/gpt-test","messages":[]}`), 200, "")
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.got) != 2 {
+		t.Fatalf("%d reservations, want 2", len(rec.got))
+	}
+	for i, want := range []time.Time{t0.Add(27 * time.Second), t0.Add(5*time.Minute + 7*time.Second)} {
+		if got := rec.got[i].Expires; !got.Equal(want) {
+			t.Errorf("%s reservation expires %v, want %v", rec.got[i].Operation, got, want)
+		}
+	}
+}
+
+// A row's latency (latency_ms in ledger rows) is the time from admission
+// to the answer on the route's clock.
+func TestRowRecordsTheRequestsLatency(t *testing.T) {
+	h := newHarness(t, opts{})
+	h.fp.OnRequest(func(r fp.Received) {
+		if r.Path == fp.PathDecisions {
+			h.clk.Advance(1500 * time.Millisecond)
+		}
+	})
+	r := h.post(decision("api/decide-mini"))
+	wantStatus(t, r, 200, "")
+	if row := h.row(r.header.Get("X-Request-ID")); row.Latency != 1500*time.Millisecond {
+		t.Errorf("row latency %v, want 1.5s", row.Latency)
+	}
+}
+
+// A pool whose every configured credential is unusable answers 503
+// no_credentials saying why each one is (a key file that cannot be read,
+// say), so the operator can fix it from the answer.
+func TestNoCredentialsAnswerSaysWhyEachIsUnusable(t *testing.T) {
+	clk := clock.NewFake(t0)
+	store := ledgertest.Open(t, ledger.Options{Clock: clk})
+	pl := pool.New(pool.Config{Options: pool.Options{Name: "api"}, Store: pool.NewStore(clk, 0), Clock: clk})
+	rt := New(Config{Pools: []PoolConfig{{Name: "api", Pool: pl, Unusable: []string{"team-a: key_file unreadable"}}},
+		Ledger: store, Admitter: budgets.NewAdmitter(), Clock: clk})
+	rec := httptest.NewRecorder()
+	rt.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, Endpoint, strings.NewReader(decision("api/decide-mini"))))
+	if rec.Code != 503 || !strings.Contains(rec.Body.String(), `"no_credentials"`) || !strings.Contains(rec.Body.String(), "team-a: key_file unreadable") {
+		t.Errorf("answer %d %s, want 503 no_credentials naming team-a's reason", rec.Code, rec.Body)
+	}
+}
+
+// A body cut by a server's own cap (the bridge's http.MaxBytesReader, for
+// a chunked body with no Content-Length) is 413 request_too_large, as over
+// rotor's cap, not 400 invalid_json.
+func TestBodyCutByTheServersCapIs413(t *testing.T) {
+	h := newHarness(t, opts{})
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodPost, Endpoint, strings.NewReader(decision("api/decide-mini")))
+	req.ContentLength = -1
+	req.Body = http.MaxBytesReader(rec, req.Body, 16)
+	h.router.ServeHTTP(rec, req)
+	if rec.Code != 413 || !strings.Contains(rec.Body.String(), `"request_too_large"`) {
+		t.Errorf("answer %d %s, want 413 request_too_large", rec.Code, rec.Body)
+	}
+	h.wantUntouched()
 }

@@ -152,3 +152,25 @@ func TestRefusalAfterAdmissionDoesNotLookTheTokenUpAgain(t *testing.T) {
 		t.Errorf("a 429 refused after admission made %d uncached token lookups, want 0", n)
 	}
 }
+
+// A token the bridge let in from a list loaded a moment ago, revoked since,
+// is refused at admission (which checks it in the reservation's
+// transaction): 401 invalid_token, no provider call, no row.
+func TestTokenRevokedAfterTheBridgeLetItInStopsAtAdmission(t *testing.T) {
+	h := newHarness(t, opts{})
+	hash := sha256.Sum256([]byte("rtr_revoked_token"))
+	if err := h.store.AddClientToken(context.Background(), "ci", hash, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.store.RevokeClientToken(context.Background(), "ci"); err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest(http.MethodPost, Endpoint, strings.NewReader(decision("api/decide-mini")))
+	ctx, _ := httpx.WithAccessInfo(httpx.WithCaller(req.Context(), httpx.Caller{Label: "ci", TokenHash: hash, CheckToken: true}))
+	rec := httptest.NewRecorder()
+	h.router.ServeHTTP(rec, req.WithContext(ctx))
+	if rec.Code != http.StatusUnauthorized || !strings.Contains(rec.Body.String(), `"invalid_token"`) {
+		t.Errorf("answer %d %s, want 401 invalid_token", rec.Code, rec.Body)
+	}
+	h.wantUntouched()
+}

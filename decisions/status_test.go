@@ -87,3 +87,25 @@ func TestStatusDocumentFailClosedUsedIsNull(t *testing.T) {
 		t.Errorf("reqs = %v, want used 1, remaining 9", reqs)
 	}
 }
+
+// A catalog is fresh in the status document exactly as long as requests
+// take it for fresh: until catalog_ttl has passed since its fetch.
+func TestStatusCatalogFreshUntilTheTTLEnds(t *testing.T) {
+	h := newHarness(t, opts{})
+	if r := h.post(decision("api/decide-mini")); r.status != 200 {
+		t.Fatalf("decision = %d %s", r.status, r.body)
+	}
+	ttl := h.router.cfg.CatalogTTL
+	h.clk.Advance(ttl - time.Millisecond)
+	for _, c := range h.router.StatusDocument(context.Background(), "test", nil).Pools[0].Catalogs {
+		if !c.Fresh || !c.Fetched.Equal(t0) {
+			t.Errorf("%s a millisecond before the TTL: fresh %v fetched %v, want fresh, fetched %v", c.Credential, c.Fresh, c.Fetched, t0)
+		}
+	}
+	h.clk.Advance(time.Millisecond)
+	for _, c := range h.router.StatusDocument(context.Background(), "test", nil).Pools[0].Catalogs {
+		if _, fresh := h.router.catalogs.fresh(c.Credential); c.Fresh || fresh {
+			t.Errorf("%s at the TTL: status fresh %v, route fresh %v; want neither", c.Credential, c.Fresh, fresh)
+		}
+	}
+}

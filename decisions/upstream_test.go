@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -49,6 +50,50 @@ func TestStalledErrorBodyReleasesFailover(t *testing.T) {
 	}
 	if el := time.Since(start); el > 5*time.Second {
 		t.Errorf("failover took %v, want about the 200ms idle limit", el)
+	}
+}
+
+// A provider error whose body stalls past the request deadline is the
+// deadline's answer, 504 deadline_exceeded with its row, not the
+// provider's status with an error body rotor never got to read; and it is
+// not replayed.
+func TestErrorBodyStalledPastTheDeadlineIs504(t *testing.T) {
+	h := newHarness(t, opts{deadline: 300 * time.Millisecond, errorIdle: 30 * time.Second})
+	h.fp.Script(h.keys["team-a"], "", fp.StallErrorBody(500, "", 30*time.Second))
+	r := h.post(decision("api/decide-mini"))
+	wantStatus(t, r, 504, "deadline_exceeded")
+	if n := h.fp.Hits(fp.PathDecisions); n != 1 {
+		t.Errorf("%d provider calls, want 1", n)
+	}
+	if rows := h.rows(); len(rows) != 1 || rows[0].Status != 504 {
+		t.Errorf("rows %+v, want one of status 504", rows)
+	}
+}
+
+// The error body idle limit runs from the status line, not only from a
+// body's first byte: a 401 whose body never starts releases failover after
+// error_body_idle, well inside the deadline.
+func TestErrorBodyThatNeverStartsReleasesFailover(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/models" {
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte(`{"data":[{"id":"decide-mini"}]}`))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		http.NewResponseController(w).Flush()
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	creds := defaultCreds()
+	creds[0].baseURL = srv.URL
+	creds[0].models = []string{"decide-mini"}
+	h := newHarness(t, opts{creds: creds, errorIdle: 200 * time.Millisecond, deadline: 10 * time.Second})
+	r := h.post(decision("api/decide-mini"))
+	wantStatus(t, r, 200, "")
+	if got := r.header.Get("X-Rotor-Credential"); got != "team-b" {
+		t.Errorf("served by %q, want team-b", got)
 	}
 }
 
