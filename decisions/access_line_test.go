@@ -68,3 +68,17 @@ func tokens(n *int64) string {
 	}
 	return strconv.FormatInt(*n, 10)
 }
+
+// GET /v1/models in a region no credential serves is refused, and its
+// access line carries the refusal's code.
+func TestModelsInAnUnknownRegionNamesItsCodeInTheAccessLine(t *testing.T) {
+	h := newHarness(t, opts{openAI: true})
+	req := httptest.NewRequest(http.MethodGet, "/v1/models", nil)
+	req.Header.Set(RegionHeader, "mars")
+	ctx, info := httpx.WithAccessInfo(req.Context())
+	rec := httptest.NewRecorder()
+	h.router.OpenAI().ServeHTTP(rec, req.WithContext(ctx))
+	if rec.Code != 400 || info.Code != "unknown_region" {
+		t.Errorf("answer %d, access line code %q; want 400 and unknown_region", rec.Code, info.Code)
+	}
+}

@@ -7,10 +7,12 @@ import (
 	"math"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/rotorhq/rotor/internal/httpx"
+	"github.com/rotorhq/rotor/ledger"
 	"github.com/rotorhq/rotor/pool"
 )
 
@@ -103,5 +105,18 @@ func TestFractionalCooldownRoundsUpOnlyInRetryAfter(t *testing.T) {
 	}
 	if got := w.Header().Get("retry-after-ms"); got != "1500" {
 		t.Errorf("retry-after-ms = %q, want 1500", got)
+	}
+}
+
+// A ledger that cannot record, is read-only or already closed (a request
+// still in flight at shutdown) fails admission closed: 503
+// ledger_unavailable with a second's Retry-After, never a 500.
+func TestLedgerErrorsAre503LedgerUnavailable(t *testing.T) {
+	for _, err := range []error{ledger.ErrUnavailable, ledger.ErrReadOnly, ledger.ErrClosed} {
+		w := httptest.NewRecorder()
+		httpx.WriteError(w, ErrorResponse(fmt.Errorf("reserve: %w", err)))
+		if w.Code != 503 || !strings.Contains(w.Body.String(), `"ledger_unavailable"`) || w.Header().Get("Retry-After") != "1" {
+			t.Errorf("%v: answer %d %s Retry-After %q, want 503 ledger_unavailable with Retry-After 1", err, w.Code, w.Body, w.Header().Get("Retry-After"))
+		}
 	}
 }

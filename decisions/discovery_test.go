@@ -1,6 +1,7 @@
 package decisions
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -120,4 +121,50 @@ func TestCatalogGoingStaleDuringACooldownWaitKeepsTheCredential(t *testing.T) {
 	h.clk.Advance(10*time.Minute - 2*time.Second)
 	h.fp.Script(h.keys["team-a"], "decide-mini", fp.RateLimited("5"))
 	wantStatus(t, h.postAcrossWait(decision("api/decide-mini"), 5*time.Second), 200, "")
+}
+
+// catalog_timeout bounds each catalog fetch: a cold pool whose one catalog
+// stalls is served by the other credential once that timeout has passed,
+// not when the stalled provider at last answers.
+func TestStalledCatalogIsGivenUpAtTheCatalogTimeout(t *testing.T) {
+	h := newHarness(t, opts{catalogTimeout: 200 * time.Millisecond})
+	h.fp.SetCatalogDefault(h.keys["team-a"], fp.SlowCatalog(time.Minute))
+	start := time.Now()
+	r := h.post(decision("api/decide-mini"))
+	wantStatus(t, r, 200, "")
+	if got := r.header.Get("X-Rotor-Credential"); got != "team-b" {
+		t.Errorf("served by %q, want team-b", got)
+	}
+	if el := time.Since(start); el >= 10*time.Second {
+		t.Errorf("answered after %v, want about the 200ms catalog timeout", el)
+	}
+}
+
+// The request deadline bounds the wait for a catalog fetch too (the fetch
+// itself runs on, bounded by catalog_timeout, for the requests that share
+// it): a deadline shorter than catalog_timeout ends the request at the
+// deadline.
+func TestCatalogWaitEndsAtTheRequestDeadline(t *testing.T) {
+	h := newHarness(t, opts{deadline: 300 * time.Millisecond, catalogTimeout: time.Minute})
+	h.fp.SetCatalogDefault("", fp.SlowCatalog(time.Minute))
+	start := time.Now()
+	wantStatus(t, h.post(decision("api/decide-mini")), 504, "deadline_exceeded")
+	if el := time.Since(start); el >= 10*time.Second {
+		t.Errorf("answered after %v, want about the 300ms deadline", el)
+	}
+	if n, rows := h.fp.Hits(fp.PathDecisions), len(h.rows()); n != 0 || rows != 0 {
+		t.Errorf("%d decisions sent, %d rows; want none: nothing was sent", n, rows)
+	}
+}
+
+// A provider's catalog may list thousands of models (several hundred KiB):
+// the model at its end is found.
+func TestLargeCatalogIsRead(t *testing.T) {
+	models := make([]string, 0, 5001)
+	for i := range 5000 {
+		models = append(models, "fine-tuned-model-"+strconv.Itoa(i)+"-with-a-long-suffix")
+	}
+	models = append(models, "decide-mini")
+	h := newHarness(t, opts{creds: []cred{{name: "team-a", pool: "api", key: "sk-test-a-0000000000000000000001", models: models, profiled: []string{"decide-mini"}}}})
+	wantStatus(t, h.post(decision("api/decide-mini")), 200, "")
 }

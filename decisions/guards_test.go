@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -59,8 +60,42 @@ func TestRequestWithoutInferenceReleasesReservation(t *testing.T) {
 func TestOverloadedBeyondBufferBound(t *testing.T) {
 	h := newHarness(t, opts{maxBuffered: 4096})
 	big := `{"model":"api/decide-mini","input":"` + strings.Repeat("x", 8192) + `"}`
-	wantStatus(t, h.post(big), 503, "server_overloaded")
+	r := h.post(big)
+	wantStatus(t, r, 503, "server_overloaded")
+	// A moment's wait, advised: the bytes held are freed as requests end.
+	if got := r.header.Get("Retry-After"); got != "1" {
+		t.Errorf("Retry-After %q, want 1", got)
+	}
 	wantStatus(t, h.post(decision("api/decide-mini")), 200, "")
+}
+
+// A body sent without a Content-Length takes its bytes from the bound as
+// it grows: one larger than the bound is refused 503 server_overloaded as
+// an announced one is.
+func TestOverloadedByAnUnannouncedBody(t *testing.T) {
+	h := newHarness(t, opts{maxBuffered: 64 << 10})
+	big := `{"model":"api/decide-mini","input":"` + strings.Repeat("x", 128<<10) + `"}`
+	req := httptest.NewRequest(http.MethodPost, Endpoint, strings.NewReader(big))
+	req.ContentLength = -1
+	rec := httptest.NewRecorder()
+	h.router.ServeHTTP(rec, req)
+	if rec.Code != 503 || !strings.Contains(rec.Body.String(), `"server_overloaded"`) {
+		t.Errorf("answer %d %s, want 503 server_overloaded", rec.Code, rec.Body)
+	}
+	h.wantUntouched()
+}
+
+// The buffer bound is on bytes held at once: a request gives its bytes
+// back when it ends, so requests one after another, each well under the
+// bound but many times it in all, are all served.
+func TestBufferBoundCountsOnlyBytesHeldNow(t *testing.T) {
+	h := newHarness(t, opts{maxBuffered: 64 << 10})
+	body := `{"model":"api/decide-mini","input":"` + strings.Repeat("x", 8<<10) + `","question":{"type":"predicate"}}`
+	for i := range 20 {
+		if r := h.post(body); r.status != 200 {
+			t.Fatalf("request %d: %d %s", i+1, r.status, r.body)
+		}
+	}
 }
 
 // Redirects are never followed: the key must not travel to another host.

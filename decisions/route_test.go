@@ -245,6 +245,29 @@ func TestProviderRejectionKeepsStatusAndSafeFieldsSanitizesMessage(t *testing.T)
 	}
 }
 
+// A provider rejection that names no type gets rotor's: invalid_request_error
+// for a 4xx, api_error for a 5xx (a 500 is the provider's failure, not
+// the caller's); a numeric code is kept as its digits.
+func TestProviderRejectionWithoutATypeGetsRotorsType(t *testing.T) {
+	for _, c := range []struct {
+		status          int
+		body, typ, code string
+	}{
+		{400, `{"error":{"message":"bad","code":"bad_field"}}`, "invalid_request_error", "bad_field"},
+		{409, `{"error":{"message":"busy","code":1042}}`, "invalid_request_error", "1042"},
+		{500, "oops", "api_error", ""},
+		{502, `{"error":{"message":"upstream"}}`, "api_error", ""},
+	} {
+		h := newHarness(t, opts{})
+		h.fp.Script(h.keys["team-a"], "", fp.Status(c.status, c.body, http.Header{"Content-Type": {"application/json"}}))
+		r := h.post(decision("api/decide-mini"))
+		wantStatus(t, r, c.status, c.code)
+		if r.err.Type != c.typ {
+			t.Errorf("%d %s: type %q, want %q", c.status, c.body, r.err.Type, c.typ)
+		}
+	}
+}
+
 // rotor drops an idle provider connection before the provider would
 // (fake provider: 60 s, as many load balancers): a request written to a
 // connection the provider is closing is answered 502 "may have run" with

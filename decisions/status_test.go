@@ -3,6 +3,7 @@ package decisions
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -107,5 +108,46 @@ func TestStatusCatalogFreshUntilTheTTLEnds(t *testing.T) {
 		if _, fresh := h.router.catalogs.fresh(c.Credential); c.Fresh || fresh {
 			t.Errorf("%s at the TTL: status fresh %v, route fresh %v; want neither", c.Credential, c.Fresh, fresh)
 		}
+	}
+}
+
+// Each pool in the status document lists its own credentials' catalogs
+// and no other pool's.
+func TestStatusListsEachPoolsOwnCatalogs(t *testing.T) {
+	h := newHarness(t, opts{creds: []cred{
+		{name: "team-a", pool: "api", key: "sk-test-a-0000000000000000000001", models: []string{"decide-mini"}},
+		{name: "zdr-a", pool: "zdr", region: "eu", key: "sk-test-z-0000000000000000000003", models: []string{"decide-mini"}},
+	}})
+	st := h.router.StatusDocument(context.Background(), "test", nil)
+	want := map[string]string{"api": "team-a/us", "zdr": "zdr-a/eu"}
+	if len(st.Pools) != 2 {
+		t.Fatalf("%d pools, want 2", len(st.Pools))
+	}
+	for _, p := range st.Pools {
+		if len(p.Catalogs) != 1 || p.Catalogs[0].Credential+"/"+p.Catalogs[0].Region != want[p.Pool] {
+			t.Errorf("pool %s catalogs %+v, want only %s", p.Pool, p.Catalogs, want[p.Pool])
+		}
+	}
+}
+
+// A budget used up says when it frees; budgets that cannot be listed say
+// so instead of listing none as if there were none.
+func TestStatusDocumentBudgetFreesAtAndListFailure(t *testing.T) {
+	h := newHarness(t, opts{})
+	if r := h.post(decision("api/decide-mini")); r.status != 200 {
+		t.Fatalf("decision = %d %s", r.status, r.body)
+	}
+	b := budgets.Budget{Name: "one", Kind: budgets.KindRequests, Limit: 1, Window: budgets.Window{Rolling: time.Hour}, CreatedAt: t0}
+	if err := h.store.PutBudget(context.Background(), b.Record(), true); err != nil {
+		t.Fatal(err)
+	}
+	st := h.router.StatusDocument(context.Background(), "test", BudgetLister(h.store))
+	if len(st.Budgets) != 1 || st.Budgets[0].State != string(budgets.StateExhausted) || !st.Budgets[0].FreesAt.Equal(t0.Add(time.Hour)) {
+		t.Errorf("budgets %+v, want one exhausted, freeing at %v", st.Budgets, t0.Add(time.Hour))
+	}
+	failing := func(context.Context) ([]budgets.Status, error) { return nil, errors.New("database is locked") }
+	st = h.router.StatusDocument(context.Background(), "test", failing)
+	if st.BudgetError != "budgets unavailable" || len(st.Budgets) != 0 {
+		t.Errorf("budget error %q, budgets %+v; want budgets unavailable", st.BudgetError, st.Budgets)
 	}
 }
