@@ -33,8 +33,14 @@ func checkUsage(root *cobra.Command) {
 			return
 		}
 		if !c.Runnable() {
-			// A group: list its subcommands, or name the unknown one.
+			// A group: list its subcommands, or name the unknown one,
+			// suggesting those within two edits of it as well as those it
+			// begins (cobra's default distance applies only to its own
+			// check, which a group's RunE replaces).
 			c.Args = cobra.ArbitraryArgs
+			if c.SuggestionsMinimumDistance <= 0 {
+				c.SuggestionsMinimumDistance = 2
+			}
 			c.RunE = func(c *cobra.Command, args []string) error {
 				if len(args) == 0 {
 					return c.Help()

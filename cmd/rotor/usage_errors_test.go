@@ -16,6 +16,10 @@ func TestUsageMistakesExit2NamingWhatToChange(t *testing.T) {
 	}{
 		{[]string{"budget", "frob"}, `unknown command "frob" for "rotor budget"`},
 		{[]string{"budget", "lis"}, "did you mean list?"},
+		{[]string{"budget", "lst"}, "did you mean list?"},
+		{[]string{"ledger", "reprot"}, "did you mean report?"},
+		{[]string{"frob"}, `unknown command "frob" for "rotor"`},
+		{[]string{"buget"}, "did you mean budget?"},
 		{[]string{"budget", "remove"}, "budget remove: missing argument; usage: rotor budget remove NAME"},
 		{[]string{"budget", "remove", "a", "b"}, `budget remove: unexpected argument "b"`},
 		{[]string{"version", "extra"}, `version: unexpected argument "extra"`},
