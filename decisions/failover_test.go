@@ -676,27 +676,14 @@ func TestRepeatedRateLimitsEndIn429NotAStorm(t *testing.T) {
 		for _, k := range h.keys {
 			h.fp.SetDefault(k, "", tiny)
 		}
-		done := make(chan reply, 1)
-		go func() { done <- h.post(decision("api/decide-mini")) }()
 		// Let every wait for a release run out until the request ends;
 		// a storm shows as calls past the cap.
-		var r reply
-	wait:
-		for {
-			select {
-			case r = <-done:
-				break wait
-			default:
-			}
+		r := h.postRunningWaitsOut(decision("api/decide-mini"), func() {
 			if calls := h.fp.Hits(fp.PathDecisions); calls > 10*maxThrottles*n {
 				h.clk.Advance(time.Hour) // end the storm the test found
 				t.Fatalf("%d credentials: %d provider calls and still going", n, calls)
 			}
-			if h.clk.Timers() > 0 {
-				h.clk.Advance(time.Millisecond)
-			}
-			time.Sleep(time.Millisecond)
-		}
+		})
 		wantStatus(t, r, 429, c.code)
 		if got := r.header.Get("Retry-After"); got != "1" {
 			t.Errorf("%d credentials: Retry-After %q, want 1", n, got)
@@ -728,21 +715,7 @@ func TestCappedCredentialWhoseRestEndedAdvisesTheLeastWait(t *testing.T) {
 		pl := h.pools["api"]
 		pl.Record("team-b", pool.Observation{Scope: pool.Scope{Model: "decide-mini", QuotaBucket: pl.BucketFor("decide-mini")},
 			Status: 429, RetryAfter: 0.05, HasRetryAfter: true})
-		done := make(chan reply, 1)
-		go func() { done <- h.post(decision("api/decide-mini")) }()
-		var r reply
-	wait:
-		for {
-			select {
-			case r = <-done:
-				break wait
-			default:
-			}
-			if h.clk.Timers() > 0 {
-				h.clk.Advance(time.Millisecond)
-			}
-			time.Sleep(time.Millisecond)
-		}
+		r := h.postRunningWaitsOut(decision("api/decide-mini"), func() {})
 		wantStatus(t, r, 429, c.code)
 		if got, ms := r.header.Get("Retry-After"), r.header.Get("retry-after-ms"); got != "1" || ms != "1" {
 			t.Errorf("scoped %v: Retry-After %q, retry-after-ms %q; want 1 and 1", c.scoped, got, ms)

@@ -217,6 +217,28 @@ func (h *harness) postAcrossWait(body string, d time.Duration) reply {
 	return <-done
 }
 
+// postRunningWaitsOut sends body and, until it is answered, moves the
+// clock a millisecond whenever the route sleeps on it, so that every wait
+// for a release runs out; each turn calls check first (a test's guard
+// against a storm of calls).
+func (h *harness) postRunningWaitsOut(body string, check func()) reply {
+	h.t.Helper()
+	done := make(chan reply, 1)
+	go func() { done <- h.post(body) }()
+	for {
+		select {
+		case r := <-done:
+			return r
+		default:
+		}
+		check()
+		if h.clk.Timers() > 0 {
+			h.clk.Advance(time.Millisecond)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func decision(model string) string {
 	return fmt.Sprintf(`{"model":%q,"input":"Is the sky blue?","question":{"type":"predicate"}}`, model)
 }

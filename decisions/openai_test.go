@@ -506,18 +506,27 @@ func TestPreviousResponseIDStaysWithItsCredential(t *testing.T) {
 	}
 }
 
-// The credential that answered a previous_response_id rests while another
-// is free: the caller gets the 429, and the free credential (another
-// account, which never saw the response) gets no call. A 403 rejects
-// team-a for the first request only, so it is free for the second.
-func TestPreviousResponseIDNeverMovesToAFreeCredential(t *testing.T) {
-	h, u := newOpenAIHarness(t, opts{})
+// pinResp1ToTeamB has team-b answer resp_1 (a 403 rejects team-a for that
+// request only) and rest 600 s at its next call, while team-a is free and
+// answers; it returns the upstream calls made so far.
+func pinResp1ToTeamB(t *testing.T, h *harness, u *upstream) int {
+	t.Helper()
 	u.script(keyA, KindResponses.Path, upReply{status: 403, body: `{"error":{"message":"no","code":"permission_denied"}}`},
 		upReply{status: 200, body: responsesAnswer})
 	u.script(keyB, KindResponses.Path, upReply{status: 200, body: responsesAnswer},
 		upReply{status: 429, header: map[string]string{"Retry-After": "600"}, body: `{"error":{"message":"slow down","type":"requests","code":"rate_limit_exceeded"}}`})
 	wantStatus(t, h.do(context.Background(), KindResponses.Path, `{"model":"api/gpt-test","input":"a"}`), 200, "")
 	n := len(u.requests())
+	return n
+}
+
+// The credential that answered a previous_response_id rests while another
+// is free: the caller gets the 429, and the free credential (another
+// account, which never saw the response) gets no call. A 403 rejects
+// team-a for the first request only, so it is free for the second.
+func TestPreviousResponseIDNeverMovesToAFreeCredential(t *testing.T) {
+	h, u := newOpenAIHarness(t, opts{})
+	n := pinResp1ToTeamB(t, h, u)
 	r := h.do(context.Background(), KindResponses.Path, `{"model":"api/gpt-test","input":"b","previous_response_id":"resp_1"}`)
 	wantStatus(t, r, 429, "")
 	sent := u.requests()[n:]

@@ -1,7 +1,6 @@
 package decisions
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -87,12 +86,7 @@ func TestReloadKeepsWhatItsCredentialsLearned(t *testing.T) {
 // it.
 func TestReloadKeepsResponsesWithTheirCredential(t *testing.T) {
 	h, u := newOpenAIHarness(t, opts{})
-	u.script(keyA, KindResponses.Path, upReply{status: 403, body: `{"error":{"message":"no","code":"permission_denied"}}`},
-		upReply{status: 200, body: responsesAnswer})
-	u.script(keyB, KindResponses.Path, upReply{status: 200, body: responsesAnswer},
-		upReply{status: 429, header: map[string]string{"Retry-After": "600"}, body: `{"error":{"message":"slow down","type":"requests","code":"rate_limit_exceeded"}}`})
-	wantStatus(t, h.do(context.Background(), KindResponses.Path, `{"model":"api/gpt-test","input":"a"}`), 200, "")
-	n := len(u.requests())
+	n := pinResp1ToTeamB(t, h, u)
 	next := h.reload(func(string) bool { return true })
 	rec := serveOn(next, KindResponses, `{"model":"api/gpt-test","input":"b","previous_response_id":"resp_1"}`)
 	if rec.Code != 429 {
