@@ -168,6 +168,42 @@ func TestReloadReportsVisibilityChanges(t *testing.T) {
 	if len(res.Changed) != 0 || !slices.Equal(res.Settings, []string{"pools.api.credentials[1].visibility"}) {
 		t.Errorf("visibility: the reload applied team-b's new visibility but answered %+v, want it as a setting changed", res)
 	}
+	// So are team-a's model profiles: a reload that changes only them must
+	// not say "no change".
+	p := x.home + "/rotor.yaml"
+	b, _ := os.ReadFile(p)
+	s := strings.Replace(string(b), "supported_endpoints: [/v1/decisions]", "supported_endpoints: [/v1/decisions, /v1/responses]", 1)
+	if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if res, err = x.rl.reload("test"); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Changed) != 0 || !slices.Equal(res.Settings, []string{"pools.api.credentials[0].model_profiles"}) {
+		t.Errorf("model_profiles: the reload applied team-a's new profiles but answered %+v, want them as a setting changed", res)
+	}
+}
+
+// A credential moved to another region is another credential (its catalog
+// and rest are the old region's): the reload names it changed.
+func TestReloadNamesANewRegionChanged(t *testing.T) {
+	x := newReloadFixture(t, cred{name: "team-a"}, cred{name: "team-b"})
+	p := x.home + "/rotor.yaml"
+	b, _ := os.ReadFile(p)
+	s := strings.Replace(string(b), "{name: team-b, region: us,", "{name: team-b, region: eu,", 1)
+	if s == string(b) {
+		t.Fatal("no region to change in rotor.yaml")
+	}
+	if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := x.rl.reload("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Changed, []string{"api/team-b"}) || len(res.Added)+len(res.Removed) != 0 {
+		t.Errorf("region: reload said %+v, want team-b changed", res)
+	}
 }
 
 // rotor_refusals_total's reason is "an error code" (README, Metrics): a

@@ -395,6 +395,15 @@ func TestBridgeReloadRun(t *testing.T) {
 	env["ROTOR_TOKEN"] = other.Reveal()
 	_, err = run()
 	wantUsageError(t, "reload with another token", err, "admin_only")
+	// A token the ledger does not hold is refused (401): exit 2 naming
+	// where it came from, never echoing it.
+	unknown := tokenfile.Generate()
+	env["ROTOR_TOKEN"] = unknown.Reveal()
+	_, err = run()
+	wantUsageError(t, "reload with an unknown token", err, "refused the token from ROTOR_TOKEN")
+	if strings.Contains(fmt.Sprint(err), unknown.Reveal()) {
+		t.Errorf("reload with an unknown token printed it: %v", err)
+	}
 	delete(env, "ROTOR_TOKEN")
 
 	x.writeConfig("ledger: {busy_timeout: 9s}\n", cred{name: "team-a"})

@@ -49,6 +49,13 @@ func TestInitRun(t *testing.T) {
 	if b, err := os.ReadFile(cfgPath); err != nil || !bytes.Equal(b, config.Starter) {
 		t.Errorf("rotor.yaml is not the starter file: %v", err)
 	}
+	// rotor.yaml may come to hold a ledger URL with its password: only
+	// its owner reads it.
+	if fi, err := os.Stat(cfgPath); err != nil {
+		t.Error(err)
+	} else if fi.Mode().Perm() != 0o600 {
+		t.Errorf("rotor.yaml has mode %04o, want 0600", fi.Mode().Perm())
+	}
 	tok, err := tokenfile.Read(tokPath)
 	if err != nil {
 		t.Fatal(err)
@@ -214,7 +221,7 @@ func TestStatusRun(t *testing.T) {
 	const token = "status-test-token-0123456789abcdef0123456789"
 	const doc = `{"version":"t","time":"2026-11-30T12:00:00Z","pools":[{"pool":"api","model_cooldown_enabled":true,` +
 		`"credentials":[{"name":"team-a","resting_until":"2026-11-30T12:05:00Z","scoped_observations":2},{"name":"team-b","scoped_observations":0}],` +
-		`"catalogs":[{"credential":"team-a","region":"eu","fetched":"2026-11-30T11:59:00Z","fresh":true}]}],` +
+		`"catalogs":[{"credential":"team-a","region":"eu","fetched":"2026-11-30T11:59:00Z","fresh":true},{"credential":"team-b","region":"us","fresh":false}]}],` +
 		`"budgets":[{"name":"daily","kind":"requests","window":"day","limit":10,"used":3,"remaining":7,"unknown_rows":0,"state":"ok"},` +
 		`{"name":"spend","kind":"cost","window":"day","limit":5000000,"used":1250000,"remaining":3750000,"unknown_rows":0,"state":"ok"}]}`
 	// The factory's HTTPClient is the seam: a fake bridge answers in
@@ -243,7 +250,7 @@ func TestStatusRun(t *testing.T) {
 		{"json is the bridge's document", FormatJSON, bridgeURL, map[string]string{"ROTOR_TOKEN": token}, doc},
 		{"csv is the credentials table", FormatCSV, bridgeURL, map[string]string{"ROTOR_TOKEN": token},
 			"pool,credential,region,catalog,resting_until,auth_cooling_until,model_cooldowns,next_release\n" +
-				"api,team-a,eu,fresh,2026-11-30T12:05:00Z,,2,\napi,team-b,,never fetched,,,0,\n"},
+				"api,team-a,eu,fresh,2026-11-30T12:05:00Z,,2,\napi,team-b,us,never fetched,,,0,\n"},
 		{"url from bridge.json", FormatJSON, "", map[string]string{"ROTOR_TOKEN": token}, doc},
 		{"--jq filters the bridge's document", jqMark + `.budgets[] | "\(.name) \(.used)/\(.limit)"`, bridgeURL, map[string]string{"ROTOR_TOKEN": token}, "daily 3/10\nspend 1250000/5000000\n"},
 	}
@@ -389,10 +396,24 @@ func TestConfigCheckAgreesWithBridgeStartOnTheRuntimeToken(t *testing.T) {
 		t.Errorf("config check: exit %d, stderr %q; bridge start exits 2 (%q): want the same, naming the runtime token",
 			code, checkErr, strings.TrimSpace(startErr.String()))
 	}
+	// One character short of the 32 bridge start wants is refused alike,
+	// naming the variable, never its value.
+	short := strings.Repeat("s", 31)
+	t.Setenv("ROTOR_RUNTIME_TOKEN", short)
+	shortCheck, _, shortErr := testFactory(t)
+	if code := run(context.Background(), shortCheck, []string{"config", "check"}); code != ExitUsage ||
+		!strings.Contains(shortErr.String(), "ROTOR_RUNTIME_TOKEN is shorter than 32") || strings.Contains(shortErr.String(), short) {
+		t.Errorf("config check with a 31-character ROTOR_RUNTIME_TOKEN: exit %d, stderr %q; want 2 naming the variable, not its value", code, shortErr)
+	}
 	t.Setenv("ROTOR_RUNTIME_TOKEN", strings.Repeat("r", 32))
 	ok, _, okErr := testFactory(t)
 	if code := run(context.Background(), ok, []string{"config", "check"}); code != 0 || !strings.Contains(okErr.String(), "config ok") {
 		t.Errorf("config check with the runtime token: exit %d, stderr %q; want config ok", code, okErr)
+	}
+	// The credentials are the standalone runtime's: a bridge in front of
+	// it with no pools of its own serves, so no "no enabled credential".
+	if strings.Contains(okErr.String(), "no enabled credential") {
+		t.Errorf("config check of a bridge in front of a runtime warned of its empty pools: %q", okErr)
 	}
 }
 
@@ -418,5 +439,63 @@ func TestConfigCheckAgreesWithBridgeStartOnTheHome(t *testing.T) {
 	if code := run(context.Background(), again, []string{"config", "check"}); code != ExitUsage ||
 		!strings.Contains(againErr.String(), "chmod 700") || strings.Contains(againErr.String(), "config ok") {
 		t.Errorf("config check: exit %d, stderr %q; bridge start exits 2 (%q): want the same", code, againErr, strings.TrimSpace(startErr.String()))
+	}
+}
+
+// A disabled credential may lack its key: config check passes it (exit 0),
+// reporting the key as not set, where an enabled one exits 2.
+func TestConfigCheckPassesADisabledCredentialWithoutItsKey(t *testing.T) {
+	cfg := config.Default()
+	cfg.Pools["api"] = config.Pool{Credentials: []config.Credential{
+		{Name: "team-a", Enabled: true, BaseURL: "http://127.0.0.1:1", APIKeyEnv: "KEY_A"},
+		{Name: "spare", Enabled: false, BaseURL: "http://127.0.0.1:1", APIKeyEnv: "KEY_SPARE"},
+	}}
+	f, out, errOut := fakeFactory(t, &cfg, map[string]string{"KEY_A": "a"})
+	opts := &configCheckOptions{IO: f.IO, Config: f.Config, Home: f.Home, ConfigPath: f.ConfigPath, LookupEnv: f.LookupEnv,
+		Malformed: func() []string { return nil }, Format: FormatCSV}
+	if err := configCheckRun(opts); err != nil {
+		t.Fatalf("config check with a disabled credential lacking its key: %v, want ok", err)
+	}
+	if !strings.Contains(out.String(), "api,spare,false,,http://127.0.0.1:1,env KEY_SPARE,not set\n") || !strings.Contains(errOut.String(), "config ok") {
+		t.Errorf("stdout %q, stderr %q; want spare's key not set, and config ok", out, errOut)
+	}
+}
+
+// init --force carries the old rotor.yaml's ledger.url into the new one as
+// it was, also one holding a quote (a folder named "rotor's"): the new
+// file must load, on the same ledger.
+func TestInitForceCarriesALedgerURLWithAQuote(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rotor.yaml")
+	const u = "/srv/rotor's ledgers/team.db"
+	if err := os.WriteFile(path, []byte("ledger:\n  url: \""+u+"\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b, err := starterFor(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := config.LedgerURLOf(b); got != u {
+		t.Errorf("the new rotor.yaml's ledger.url is %q, want %q", got, u)
+	}
+}
+
+// A bridge.token the ledger does not hold, beside no rotor.yaml, is
+// refused without --force (exit 2 naming it), and init writes nothing:
+// no rotor.yaml that the next init would refuse in turn.
+func TestInitRefusesAnUnknownBridgeTokenBeforeWriting(t *testing.T) {
+	ctx := context.Background()
+	f, out, _ := fakeFactory(t, nil, nil)
+	home, err := f.EnsureHome()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokPath := filepath.Join(home, "bridge.token")
+	if err := tokenfile.Write(tokPath, tokenfile.Generate(), false); err != nil {
+		t.Fatal(err)
+	}
+	err = initRun(ctx, &initOptions{IO: f.IO, EnsureHome: f.EnsureHome, ConfigPath: f.ConfigPath, Ledger: f.LedgerOrCreate})
+	wantUsageError(t, "init beside an unknown bridge.token", err, tokPath+" already exists")
+	if _, err := os.Stat(filepath.Join(home, "rotor.yaml")); err == nil || out.Len() != 0 {
+		t.Errorf("a refused init wrote rotor.yaml (printed %q)", out)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rotorhq/rotor/config"
 )
@@ -235,5 +236,53 @@ func TestDemoInterruptedExits130AndCleansUp(t *testing.T) {
 	}
 	if left, _ := os.ReadDir(tmp); len(left) > 0 {
 		t.Errorf("left in TMPDIR: %v", left)
+	}
+}
+
+// bridge start warns of a bridge.token the ledger no longer holds (revoked:
+// every request with it is refused), and only then.
+func TestBridgeStartWarnsOnlyOfAnUnregisteredToken(t *testing.T) {
+	ctx := context.Background()
+	f, _, logs := testFactory(t)
+	if err := os.Chmod(f.home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := ensureBridgeToken(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	const warning = "bridge.token is not registered in the ledger"
+	logs.Reset()
+	if err := ensureBridgeToken(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(logs.String(), warning) {
+		t.Errorf("start with the registered bridge.token warned: %s", logs)
+	}
+	store, err := f.LedgerOrCreate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.RevokeClientToken(ctx, DefaultTokenLabel); err != nil {
+		t.Fatal(err)
+	}
+	logs.Reset()
+	if err := ensureBridgeToken(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), warning) {
+		t.Errorf("start with a revoked bridge.token: logs %q, want the warning", logs)
+	}
+}
+
+// The server's write timeout outlasts runtime.deadline: a request cut at
+// its deadline still gets its 504 written, not a closed connection.
+func TestServerWriteTimeoutOutlastsTheDeadline(t *testing.T) {
+	cfg := config.Default()
+	f, _, _ := fakeFactory(t, &cfg, nil)
+	for _, d := range []time.Duration{time.Second, config.DefaultDeadline, 10 * time.Minute} {
+		cfg.Runtime.Deadline = d
+		if got := serveOptions(&cfg, f).WriteTimeout; got < d+10*time.Second {
+			t.Errorf("runtime.deadline %v: write timeout %v, want at least 10s more", d, got)
+		}
 	}
 }
