@@ -628,6 +628,17 @@ func TestPruneCheckRefusesFromTheWindowStartOn(t *testing.T) {
 		wantUsageError(t, b.Name+" a millisecond inside", pruneCheck(start.Add(time.Millisecond))(now, recs), "budget "+b.Name)
 		wantUsageError(t, b.Name+" at now", pruneCheck(now)(now, recs), "prune at or before "+start.Format(time.RFC3339))
 	}
+	// Inside both windows: the refusal names both budgets and the earlier
+	// start (the day's), where a prune passes them all.
+	both := []ledger.BudgetRecord{
+		budgets.Budget{Name: "daily", Kind: budgets.KindRequests, Limit: 10, Window: budgets.Window{Calendar: "day"}}.Record(),
+		budgets.Budget{Name: "rolling", Kind: budgets.KindTokens, Limit: 10, Window: budgets.Window{Rolling: 90 * time.Minute}}.Record(),
+	}
+	err := pruneCheck(now)(now, both)
+	wantUsageError(t, "both", err, "prune at or before 2026-11-30T00:00:00Z")
+	if !strings.Contains(fmt.Sprint(err), "budget daily") || !strings.Contains(fmt.Sprint(err), "budget rolling") {
+		t.Errorf("prune inside two windows: %v, want both budgets named", err)
+	}
 }
 
 // ledger settle refuses a reservation whose request may still be running

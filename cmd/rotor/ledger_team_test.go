@@ -243,6 +243,16 @@ func TestLedgerCopySkipsRequestsInFlight(t *testing.T) {
 	if !strings.Contains(errOut.String(), "not copied: 1 requests still in flight") || !strings.Contains(out.String(), ": 5 rows") {
 		t.Errorf("copy beside a request in flight printed %q, %q; want 5 rows copied and a warning for 1 in flight", out, errOut)
 	}
+	// Again while it runs: the target does not hold every row yet, so the
+	// copy must not say "nothing to copy".
+	out.Reset()
+	errOut.Reset()
+	if err := copyRun(ctx, opts); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "nothing to copy") || !strings.Contains(errOut.String(), "not copied: 1 requests still in flight") {
+		t.Errorf("second copy while a request runs printed %q, %q; want no \"nothing to copy\", and the warning", out, errOut)
+	}
 	if err := src.Settle(ctx, ledger.Settlement{RequestID: "running", Model: "m", Status: 200, Attempts: 1,
 		InputTokens: ledger.Known(10), OutputTokens: ledger.Known(5), TotalTokens: ledger.Known(15)}); err != nil {
 		t.Fatal(err)
@@ -295,6 +305,26 @@ func TestLedgerMigrateRunOnSQLite(t *testing.T) {
 	path, _ := f.DBPath()
 	if !strings.HasPrefix(out.String(), path+": schema version ") || !strings.Contains(out.String(), "SQLite upgrades itself") {
 		t.Errorf("migrate printed %q", out)
+	}
+}
+
+// ledger migrate says what it did: an empty PostgreSQL schema (version 0)
+// is migrated, not "upgraded when opened", which only SQLite (From -1) is.
+func TestLedgerMigrateRunSaysWhatItDid(t *testing.T) {
+	for _, tt := range []struct {
+		m    migration
+		want string
+	}{
+		{migration{Where: "rotor.db", From: -1, To: 7}, "rotor.db: schema version 7 (SQLite upgrades itself when opened)\n"},
+		{migration{Where: "postgres://h/db", From: 0, To: 7}, "postgres://h/db: migrated schema version 0 to 7\n"},
+		{migration{Where: "postgres://h/db", From: 6, To: 7}, "postgres://h/db: migrated schema version 6 to 7\n"},
+		{migration{Where: "postgres://h/db", From: 7, To: 7}, "postgres://h/db: schema version 7, already current\n"},
+	} {
+		f, out, _ := fakeFactory(t, nil, nil)
+		err := migrateRun(context.Background(), &migrateOptions{IO: f.IO, Migrate: func(context.Context) (migration, error) { return tt.m, nil }})
+		if err != nil || out.String() != tt.want {
+			t.Errorf("migrate %+v: %v, printed %q, want %q", tt.m, err, out, tt.want)
+		}
 	}
 }
 
@@ -654,4 +684,88 @@ func copiedTo(t *testing.T, f *Factory, target string) ledger.Ledger {
 	}
 	t.Cleanup(func() { l.Close() })
 	return l
+}
+
+// A budget, client token or price of the same name with any other value in
+// the target stops the copy (exit 2, listing it) before anything is
+// written: a budget that differs only by its window, a token stored there
+// under another label, a price that differs only by its cached rate.
+func TestLedgerCopyConflictsOnAnyOtherValue(t *testing.T) {
+	ctx := context.Background()
+	h := tokenfile.Generate().Hash()
+	tests := []struct {
+		name string
+		put  func(src, dst ledger.Ledger) error
+		want string
+	}{
+		{"budget window", func(src, dst ledger.Ledger) error {
+			b := budgets.Budget{Name: "daily", Kind: budgets.KindRequests, Limit: 7, Window: budgets.Window{Calendar: "day"}}
+			if err := src.PutBudget(ctx, b.Record(), false); err != nil {
+				return err
+			}
+			b.Window = budgets.Window{Rolling: 24 * time.Hour}
+			return dst.PutBudget(ctx, b.Record(), false)
+		}, "budget daily"},
+		{"token label", func(src, dst ledger.Ledger) error {
+			if err := src.AddClientToken(ctx, "ci", h, false); err != nil {
+				return err
+			}
+			return dst.AddClientToken(ctx, "laptop", h, false)
+		}, "token ci: the same token is stored there as laptop"},
+		{"cached price", func(src, dst ledger.Ledger) error {
+			if _, err := src.PutPrices(ctx, []ledger.Price{{Model: "gpt", InputMicros: 3, OutputMicros: 3, CachedInputMicros: ledger.Known(1), Source: ledger.SourceSet}}, false); err != nil {
+				return err
+			}
+			_, err := dst.PutPrices(ctx, []ledger.Price{{Model: "gpt", InputMicros: 3, OutputMicros: 3, CachedInputMicros: ledger.Known(2), Source: ledger.SourceSet}}, false)
+			return err
+		}, "price gpt"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, out, _ := fakeFactory(t, nil, nil)
+			src, err := f.LedgerOrCreate(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			target := filepath.Join(t.TempDir(), "team.db")
+			dst, err := f.openCopyTarget(ctx, target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = tt.put(src, dst)
+			dst.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = copyRun(ctx, &copyOptions{IO: f.IO, From: f.Ledger, To: f.openCopyTarget, Source: f.DBPath, URL: target})
+			wantUsageError(t, tt.name, err, "1 item(s)")
+			if !strings.Contains(fmt.Sprint(err), tt.want) || out.Len() != 0 {
+				t.Errorf("copy: %v, printed %q; want the conflict %q and nothing copied", err, out, tt.want)
+			}
+		})
+	}
+}
+
+// A reservation past its expiry (left by a rotor that died) is no request
+// in flight: the copy carries it, unsettled, where ledger settle can still
+// resolve it, and warns of nothing.
+func TestLedgerCopyCarriesAReservationLeftByADeadRotor(t *testing.T) {
+	ctx := context.Background()
+	f, out, errOut := fakeFactory(t, nil, nil)
+	src := fillLedger(t, f, 5)
+	if err := src.Reserve(ctx, ledger.Reservation{RequestID: "left", Operation: "chat", Pool: "api", Model: "m", Client: "ci", Expires: f.Clock.Now().Add(time.Minute)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	f.Clock.(*clock.Fake).Advance(2 * time.Minute)
+	target := filepath.Join(t.TempDir(), "team.db")
+	if err := copyRun(ctx, &copyOptions{IO: f.IO, From: f.Ledger, To: f.openCopyTarget, Source: f.DBPath, URL: target}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), ": 6 rows") || strings.Contains(errOut.String(), "in flight") {
+		t.Errorf("copy beside an expired reservation printed %q, %q; want 6 rows copied and no warning", out, errOut)
+	}
+	dst := copiedTo(t, f, target)
+	if r, ok, err := dst.(ledger.RowLookup).RowByID(ctx, "left"); err != nil || !ok || r.Settled {
+		t.Errorf("the expired reservation on the target: %+v %v %v; want it there, unsettled", r, ok, err)
+	}
 }

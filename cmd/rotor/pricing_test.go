@@ -202,6 +202,13 @@ func ledgerSettleFlags(t *testing.T) {
 	if want := (ledger.Resolution{RequestID: "r1", Input: ledger.Known(10), Output: ledger.Known(5), CachedInput: ledger.Known(4)}); got.Resolution != want {
 		t.Errorf("resolution = %+v, want %+v", got.Resolution, want)
 	}
+	// The bounds themselves are counts: 10^12 tokens of input, all of them
+	// cached, or of output.
+	for _, args := range [][]string{{"r1", "--input", "1000000000000", "--output", "0", "--cached", "1000000000000"}, {"r1", "--input", "0", "--output", "1000000000000"}} {
+		if got := flagsToOptions(t, f, newCmdLedgerSettle, args...); got.Resolution.Input.V+got.Resolution.Output.V != 1e12 {
+			t.Errorf("ledger settle %q: resolution %+v", args, got.Resolution)
+		}
+	}
 	refused[settleOptions](t, f, newCmdLedgerSettle, "--output is required", "r1", "--input", "1")
 	refused[settleOptions](t, f, newCmdLedgerSettle, "--input", "r1", "--input", "-1", "--output", "1")
 	refused[settleOptions](t, f, newCmdLedgerSettle, "--cached 5 is more than --input 1", "r1", "--input", "1", "--output", "1", "--cached", "5")
