@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -61,13 +60,7 @@ func TestBridgeTargetRefusedBeforeAnyRequest(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				var asked atomic.Bool
-				spy := func() *http.Client {
-					return &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
-						asked.Store(true)
-						return nil, errors.New("no bridge")
-					})}
-				}
+				spy, asked := spyClient()
 				var err error
 				if cmd == "status" {
 					err = statusRun(context.Background(), &statusOptions{IO: f.IO, Config: f.Config, Home: f.Home, LookupEnv: f.LookupEnv, HTTPClient: spy, URL: tt.url, Format: FormatJSON})
@@ -87,13 +80,7 @@ func TestBridgeTargetRefusedBeforeAnyRequest(t *testing.T) {
 	// The last port is a port: rotor asks there.
 	t.Run("--url port 65535", func(t *testing.T) {
 		f, _, _ := fakeFactory(t, nil, map[string]string{"ROTOR_TOKEN": token})
-		var asked atomic.Bool
-		spy := func() *http.Client {
-			return &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
-				asked.Store(true)
-				return nil, errors.New("no bridge")
-			})}
-		}
+		spy, asked := spyClient()
 		err := statusRun(context.Background(), &statusOptions{IO: f.IO, Config: f.Config, Home: f.Home, LookupEnv: f.LookupEnv, HTTPClient: spy, URL: "http://127.0.0.1:65535", Format: FormatJSON})
 		if !asked.Load() || exitCode(err) != ExitError || !strings.Contains(fmt.Sprint(err), "no bridge answering at http://127.0.0.1:65535") {
 			t.Errorf("status --url http://127.0.0.1:65535: asked %v, %v (exit %d); want a request, then exit 1 saying no bridge answers there", asked.Load(), err, exitCode(err))

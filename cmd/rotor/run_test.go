@@ -307,13 +307,7 @@ func TestStatusRun(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(home, bridgeFileName), []byte(rec), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		var asked atomic.Bool
-		spy := func() *http.Client {
-			return &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
-				asked.Store(true)
-				return nil, errors.New("no bridge")
-			})}
-		}
+		spy, asked := spyClient()
 		opts := &statusOptions{IO: f.IO, Config: f.Config, Home: f.Home, LookupEnv: f.LookupEnv, HTTPClient: spy, Format: FormatJSON}
 		err := statusRun(context.Background(), opts)
 		if asked.Load() {
@@ -341,13 +335,7 @@ func TestStatusRun(t *testing.T) {
 	for name, tok := range map[string]string{"blank": "  ", "control character": "secret-part\nmore"} {
 		t.Run("ROTOR_TOKEN "+name, func(t *testing.T) {
 			f, _, _ := fakeFactory(t, nil, map[string]string{"ROTOR_TOKEN": tok})
-			var asked atomic.Bool
-			spy := func() *http.Client {
-				return &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
-					asked.Store(true)
-					return nil, errors.New("no bridge")
-				})}
-			}
+			spy, asked := spyClient()
 			opts := &statusOptions{IO: f.IO, Config: f.Config, Home: f.Home, LookupEnv: f.LookupEnv, HTTPClient: spy, URL: bridgeURL, Format: FormatJSON}
 			err := statusRun(context.Background(), opts)
 			if exitCode(err) != ExitUsage || !strings.Contains(err.Error(), "ROTOR_TOKEN") || strings.Contains(err.Error(), "secret-part") {
@@ -358,6 +346,18 @@ func TestStatusRun(t *testing.T) {
 			}
 		})
 	}
+}
+
+// spyClient is an HTTP client that sends nothing: it records that it was
+// asked and fails as a bridge that does not answer.
+func spyClient() (func() *http.Client, *atomic.Bool) {
+	asked := new(atomic.Bool)
+	return func() *http.Client {
+		return &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			asked.Store(true)
+			return nil, errors.New("no bridge")
+		})}
+	}, asked
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)

@@ -12,12 +12,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rotorhq/rotor/config"
 	"github.com/rotorhq/rotor/internal/clock"
+	"github.com/rotorhq/rotor/internal/testutil"
 )
 
 // startServer runs a start command's xRun until the test ends, and returns
@@ -290,24 +290,6 @@ func TestServerWriteTimeoutOutlastsTheDeadline(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log sink servers may write to from any goroutine.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // A bridge in front of a standalone runtime builds no route of its own:
 // the credentials and their keys are the runtime's, so the bridge neither
 // loads them nor warns of one whose key it lacks.
@@ -316,7 +298,7 @@ func TestBridgeBeforeAStandaloneRuntimeLoadsNoCredentials(t *testing.T) {
 	cfg.Bridge.Listen = "127.0.0.1:0"
 	cfg.Bridge.RuntimeURL = "http://127.0.0.1:1"
 	cfg.Pools["api"] = config.Pool{Credentials: []config.Credential{{Name: "team-a", Enabled: true, BaseURL: "http://127.0.0.1:1", APIKeyEnv: "TEAM_A_KEY"}}}
-	var logs lockedBuffer
+	var logs testutil.SyncBuffer
 	f := newFixedFactory(&IOStreams{In: &bytes.Buffer{}, Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}, filepath.Join(t.TempDir(), "home"), &cfg,
 		serverEnv("ROTOR_RUNTIME_TOKEN", "runtime-test-token-0123456789abcdef0123456789"), clock.NewFake(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)),
 		slog.New(slog.NewTextHandler(&logs, nil)))
