@@ -89,10 +89,16 @@ func testPutThenGet(t *testing.T, s learned.Store) {
 	if string(rec.State) != "state-2" || rec.Revision != rev2 {
 		t.Errorf("after update Get = {%q rev %d}, want {%q rev %d}", rec.State, rec.Revision, "state-2", rev2)
 	}
-	// The store must not alias the caller's bytes.
+	// The store must not alias the caller's bytes, on Put or on Get.
 	buf := []byte("state-3")
-	put(t, s, ID(1), string(buf), 0, t0)
+	if _, err := s.Put(context.Background(), learned.Record{ID: ID(1), State: buf}, 0, t0); err != nil {
+		t.Fatalf("Put(%s…) = %v", ID(1)[:8], err)
+	}
+	buf[0] = 'P'
 	rec, _ = get(t, s, ID(1), t0)
+	if string(rec.State) != "state-3" {
+		t.Errorf("state changed through the put's slice: %q", rec.State)
+	}
 	rec.State[0] = 'X'
 	if again, _ := get(t, s, ID(1), t0); string(again.State) != "state-3" {
 		t.Errorf("state changed through a returned slice: %q", again.State)
@@ -155,6 +161,15 @@ func testInvalidRecord(t *testing.T, s learned.Store) {
 	}
 	if _, ok := get(t, s, ID(0), t0); ok {
 		t.Error("an invalid put created a record")
+	}
+	// The limits themselves are valid: an ID of MaxIDLength characters
+	// and a state of MaxStateSize bytes are stored whole.
+	long, full := strings.Repeat("a", learned.MaxIDLength), bytes.Repeat([]byte("x"), learned.MaxStateSize)
+	if _, err := s.Put(ctx, learned.Record{ID: long, State: full}, 0, t0); err != nil {
+		t.Fatalf("Put of a record at the limits = %v, want it stored", err)
+	}
+	if rec, ok := get(t, s, long, t0); !ok || !bytes.Equal(rec.State, full) {
+		t.Errorf("record at the limits: Get = %d bytes, %v; want %d bytes", len(rec.State), ok, learned.MaxStateSize)
 	}
 }
 
